@@ -1,0 +1,3 @@
+from snapshotd.cli import main
+
+raise SystemExit(main())

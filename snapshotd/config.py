@@ -1,0 +1,362 @@
+"""Settings: TOML file, then ``SNAPSHOTD_*`` environment, then command-line flags.
+
+Built once at the edge (the CLI), frozen, and passed down. Nothing here does I/O except
+reading the config file in :func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = [
+    "BrowserSettings",
+    "ConfigError",
+    "Settings",
+    "SiteSettings",
+    "load_settings",
+    "parse_duration",
+]
+
+
+class ConfigError(Exception):
+    """A user error in the configuration: one line, naming the file and key."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any, *, key: str = "duration") -> float:
+    """``"7d"`` -> seconds. Numbers are seconds."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a duration like '7d', got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ConfigError(f"{key}: must not be negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNITS[m.group(2)]
+    raise ConfigError(f"{key}: expected a duration like '30s', '15m', '12h' or '7d', got {value!r}")
+
+
+@dataclass(frozen=True)
+class BrowserSettings:
+    concurrency: int = 2
+    executable: str = ""
+    javascript_timeout: float = 3.0
+    render_timeout: float = 30.0
+    block_resources: tuple[str, ...] = ("image", "media", "font")
+    recycle_after: int = 500
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    name: str = "default"
+    origin: str = "http://127.0.0.1:3000"
+    hosts: tuple[str, ...] = ()
+    rules: str = ""
+    seeds: tuple[str, ...] = ("/",)
+    sitemaps: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    expire_after: float = 7 * 86400.0
+    capture_new: bool = True
+    capture_expired: bool = True
+    crawl_links: bool = True
+    obey_robots: bool = True
+    use_canonical: bool = True
+    strip_scripts: bool = True
+    max_hops: int = -1
+    max_pages: int = 100000
+    crawl_delay: float = 0.0
+    wait_for_capture_ready: bool = False
+    bots_add: tuple[str, ...] = ()
+    bots_remove: tuple[str, ...] = ()
+
+    def url_for(self, path: str) -> str:
+        """The absolute origin URL of a site path (``/a?b#!c``)."""
+        return self.origin.rstrip("/") + path
+
+    def is_ignored(self, path: str) -> bool:
+        return any(fragment and fragment in path for fragment in self.ignore)
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    db: str = "snapshotd.db"
+    api_tokens: tuple[str, ...] = ()
+    miss_wait: float = 10.0
+    browser: BrowserSettings = field(default_factory=BrowserSettings)
+    sites: tuple[SiteSettings, ...] = ()
+    config_path: str = ""
+
+    def site(self, name: str) -> SiteSettings | None:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        return None
+
+    def site_for_host(self, host: str) -> SiteSettings | None:
+        """The site serving a Host header (port ignored); a site with no hosts serves any."""
+        host = host.lower().rsplit(":", 1)[0] if not host.startswith("[") else host.lower()
+        fallback = None
+        for s in self.sites:
+            if not s.hosts:
+                fallback = fallback or s
+            elif host in s.hosts:
+                return s
+        return fallback
+
+    def site_for_url_host(self, host: str) -> SiteSettings | None:
+        """The site whose ``hosts`` (or origin host) names ``host`` explicitly."""
+        host = host.lower()
+        for s in self.sites:
+            if host in s.hosts or host == (urlsplit(s.origin).netloc or "").lower():
+                return s
+        return None
+
+
+# ---------------------------------------------------------------------------- loading
+
+_SERVER_KEYS = {"host": str, "port": int, "db": str, "api_tokens": list, "miss_wait": float}
+_BROWSER_TYPES = {f.name: f.type for f in fields(BrowserSettings)}
+_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {"bots_add", "bots_remove"} | {"bots"}
+
+
+def _check_type(key: str, value: Any, kind: str) -> Any:
+    if kind in ("str",):
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{key}: must not be negative")
+        return float(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if kind == "list":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        return tuple(value)
+    raise AssertionError(kind)
+
+
+def _kind_of(tp: Any) -> str:
+    text = str(tp)
+    if "tuple" in text:
+        return "list"
+    return {"str": "str", "int": "int", "float": "float", "bool": "bool"}[text]
+
+
+def _coerce_env(key: str, raw: str, kind: str) -> Any:
+    """Environment values are strings; turn them into the key's type."""
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "bool":
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+    except ValueError:
+        raise ConfigError(f"SNAPSHOTD_{key.upper()}: cannot read {raw!r} as {kind}") from None
+    return raw
+
+
+def _origin(key: str, value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}")
+    return f"{parts.scheme}://{parts.netloc}".rstrip("/")
+
+
+def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
+    unknown = set(raw) - _SITE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    values: dict[str, Any] = {}
+    types = {f.name: f.type for f in fields(SiteSettings)}
+    for key, value in raw.items():
+        name = f"{where}.{key}"
+        if key == "bots":
+            if not isinstance(value, Mapping) or set(value) - {"add", "remove"}:
+                raise ConfigError(f"{name}: expected {{ add = [...], remove = [...] }}")
+            values["bots_add"] = _check_type(f"{name}.add", value.get("add", []), "list")
+            values["bots_remove"] = _check_type(f"{name}.remove", value.get("remove", []), "list")
+        elif key == "expire_after":
+            values[key] = parse_duration(value, key=name)
+        elif key == "origin":
+            values[key] = _origin(name, _check_type(name, value, "str"))
+        else:
+            values[key] = _check_type(name, value, _kind_of(types[key]))
+    if "origin" not in values:
+        raise ConfigError(f"{where}: 'origin' is required")
+    if "hosts" in values:
+        values["hosts"] = tuple(h.lower() for h in values["hosts"])
+    if values.get("rules"):
+        rules = Path(values["rules"])
+        if not rules.is_absolute():
+            rules = base_dir / rules
+        values["rules"] = str(rules)
+    for key in ("seeds", "sitemaps"):
+        for p in values.get(key, ()):
+            if not (p.startswith("/") or p.startswith("http://") or p.startswith("https://")):
+                raise ConfigError(f"{where}.{key}: {p!r} must start with '/' or be a URL")
+    if values.get("max_hops", -1) < -1:
+        raise ConfigError(f"{where}.max_hops: must be -1 (unlimited) or more")
+    if values.get("max_pages", 1) < 1:
+        raise ConfigError(f"{where}.max_pages: must be at least 1")
+    return SiteSettings(**values)
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge the TOML file, ``SNAPSHOTD_*`` variables and flag ``overrides`` (highest wins).
+
+    ``overrides`` keys are server keys (``host``, ``port``, ``db``, ``miss_wait``,
+    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``.
+    ``None`` values are ignored.
+    """
+    env = os.environ if env is None else env
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config = config or env.get("SNAPSHOTD_CONFIG") or None
+    data: dict[str, Any] = {}
+    base_dir = Path.cwd()
+    where = "config"
+    if config:
+        path = Path(config)
+        where = str(path)
+        base_dir = path.resolve().parent
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: {exc.strerror}") from None
+
+    unknown = set(data) - {"server", "browser", "site"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown section [{sorted(unknown)[0]}]")
+    server = data.get("server", {})
+    browser = data.get("browser", {})
+    sites = data.get("site", [])
+    if not isinstance(server, Mapping) or not isinstance(browser, Mapping):
+        raise ConfigError(f"{where}: [server] and [browser] must be tables")
+    if not isinstance(sites, list):
+        raise ConfigError(f"{where}: sites are written [[site]]")
+
+    # server: file < env < flags
+    server_values: dict[str, Any] = {}
+    for key, kind in _SERVER_KEYS.items():
+        k = kind.__name__
+        if key in server:
+            server_values[key] = _check_type(f"{where}: server.{key}", server[key], k)
+        env_key = f"SNAPSHOTD_{key.upper()}"
+        if env_key in env:
+            raw = env[env_key]
+            if key == "api_tokens":
+                server_values[key] = _check_type(env_key, raw, "list")
+            elif key == "api_tokens" or k == "str":
+                server_values[key] = raw
+            else:
+                server_values[key] = _coerce_env(key, raw, k)
+        if key in overrides:
+            value = overrides[key]
+            server_values[key] = tuple(value) if key == "api_tokens" else value
+    for key in ("SNAPSHOTD_API_TOKEN",):
+        if key in env and "api_tokens" not in overrides:
+            server_values["api_tokens"] = tuple(
+                t for t in (server_values.get("api_tokens", ()) + (env[key],)) if t
+            )
+    unknown = set(server) - set(_SERVER_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key server.{sorted(unknown)[0]}")
+    port = server_values.get("port", 8080)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{where}: server.port {port} is out of range")
+
+    browser_values: dict[str, Any] = {}
+    unknown = set(browser) - set(_BROWSER_TYPES)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key browser.{sorted(unknown)[0]}")
+    for key, tp in _BROWSER_TYPES.items():
+        kind = _kind_of(tp)
+        if key in browser:
+            browser_values[key] = _check_type(f"{where}: browser.{key}", browser[key], kind)
+        env_key = f"SNAPSHOTD_{key.upper()}"
+        if env_key in env:
+            browser_values[key] = (
+                _check_type(env_key, env[env_key], "list")
+                if kind == "list"
+                else _coerce_env(key, env[env_key], kind)
+            )
+    if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):
+        browser_values["executable"] = env["SNAPSHOTD_CHROMIUM"]
+    if browser_values.get("concurrency", 1) < 1:
+        raise ConfigError(f"{where}: browser.concurrency must be at least 1")
+    if browser_values.get("recycle_after", 1) < 1:
+        raise ConfigError(f"{where}: browser.recycle_after must be at least 1")
+    if browser_values.get("render_timeout", 1.0) <= 0:
+        raise ConfigError(f"{where}: browser.render_timeout must be positive")
+
+    site_list: list[SiteSettings] = []
+    origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")
+    if origin:
+        base = dict(sites[0]) if len(sites) == 1 and isinstance(sites[0], Mapping) else {}
+        base["origin"] = origin
+        base.setdefault("name", "default")
+        site_list.append(_site(f"{where}: site[0]" if base else "--origin", base, base_dir))
+    else:
+        for i, raw in enumerate(sites):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"{where}: site[{i}] must be a table")
+            site_list.append(_site(f"{where}: site[{i}]", raw, base_dir))
+    names = [s.name for s in site_list]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"{where}: two sites are named {name!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ConfigError(f"{where}: site name {name!r} may hold only letters, digits, . _ -")
+
+    return Settings(
+        **server_values,
+        browser=BrowserSettings(**browser_values),
+        sites=tuple(site_list),
+        config_path=str(config or ""),
+    )
+
+
+def with_sites(settings: Settings, *sites: SiteSettings) -> Settings:
+    """A copy of ``settings`` with other sites (tests and the example app use it)."""
+    return replace(settings, sites=tuple(sites))

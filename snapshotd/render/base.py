@@ -1,0 +1,43 @@
+"""What a capture returns, and the interface every renderer offers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from snapshotd.config import SiteSettings
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """The outcome of rendering one URL.
+
+    ``error`` is None on success. On failure it is a short word or phrase: ``timeout``,
+    ``crashed``, ``empty body``, ``http 503``, ``refused: <reason>``, ... and ``html`` may be
+    empty. ``status`` is the snapshot's HTTP status (200, a 3xx with ``headers["Location"]``,
+    a 4xx); ``headers`` holds only the honoured ones (Location, Link, X-Robots-Tag,
+    Content-Language). ``final_url`` is the page's URL when it was captured, after client-side
+    redirects.
+    """
+
+    url: str
+    final_url: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    html: str = ""
+    error: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Renderer(Protocol):
+    """A pool of browsers. ``capture`` never raises for page problems: it reports them."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def capture(self, url: str, site: SiteSettings) -> CaptureResult: ...
