@@ -1,0 +1,7 @@
+"""Rewrite rules in two dialects (SEO4Ajax's and Apache mod_rewrite's); see SPEC section 6."""
+
+from .decision import Decision
+from .errors import RulesError
+from .ruleset import RuleSet, load_rules, parse_rules
+
+__all__ = ["Decision", "RuleSet", "RulesError", "load_rules", "parse_rules"]
