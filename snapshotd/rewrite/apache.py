@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http import HTTPStatus
 
 import regex
 
@@ -36,6 +35,12 @@ _SCHEMES = (
     ("gopher://", False), ("http://", True), ("https://", True), ("h2://", True),
     ("h2c://", True), ("ldap://", False), ("mailto:", True), ("news:", False),
     ("nntp://", False), ("scgi://", True), ("ws://", True), ("wss://", True),
+)  # fmt: skip
+
+# The status codes httpd 2.4 knows; R= accepts only these.
+_APACHE_CODES = frozenset(
+    [100, 101, 102, 103, *range(200, 209), 226, *range(300, 309), *range(400, 418), 421, 422,
+     423, 424, 425, 426, 428, 429, 431, 451, *range(500, 509), 510, 511]
 )  # fmt: skip
 
 MAX_ROUNDS = 10000  # mod_rewrite's REWRITE_MAX_ROUNDS for the N flag
@@ -411,12 +416,10 @@ def _status_code(val: str, filename: str, line: int) -> int:
     if val[:1].isdigit():
         m = re.match(r"\d+", val)
         code = int(m.group(0)) if m else 0
-        try:
-            HTTPStatus(code)
-        except ValueError:
+        if code not in _APACHE_CODES:
             raise RulesError(
                 filename, line, f"RewriteRule: invalid HTTP response code '{val}' for flag 'R'"
-            ) from None
+            )
         return code
     raise RulesError(filename, line, f"RewriteRule: invalid redirect code '{val}' for flag 'R'")
 
@@ -433,7 +436,7 @@ def _parse_rule(args: list[str], conds: list[Cond], filename: str, line: int) ->
     if negate:
         pat = pat[1:]
     try:
-        compiled = compile_pattern(pat, icase=bool(f.get("nocase")))
+        compiled = compile_pattern(pat, icase=bool(f.pop("nocase", False)))
     except PatternError as e:
         raise RulesError(filename, line, f"RewriteRule: {e}") from None
     nosub = args[1] == "-" or bool(f.get("status"))
@@ -742,6 +745,8 @@ def _apply_rule(rule: Rule, ctx: _Ctx) -> int:
         raise Stop(403)  # a decoded %3F would turn into a query separator
     ctx.uri = new
     _splitout_query(ctx, rule)
+    if not ctx.uri.startswith("/") and not absolute_scheme(ctx.uri)[0]:
+        ctx.uri = "/" + ctx.uri  # httpd 2.4 roots a relative result in server context
     if rule.redirect:
         if not absolute_scheme(ctx.uri)[0]:
             sep = "" if ctx.uri.startswith("/") else "/"

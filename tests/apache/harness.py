@@ -21,6 +21,7 @@ from pathlib import Path
 
 APACHE = "/usr/sbin/apache2"
 MODULES = "/usr/lib/apache2/modules"
+HOST = "www.example.com"
 
 
 def apache_available() -> bool:
@@ -105,7 +106,8 @@ class ApacheServer:
             lines += [
                 f"Listen 127.0.0.1:{port}",
                 f"<VirtualHost 127.0.0.1:{port}>",
-                "ServerName localhost",
+                # The rows' Host; with its port, substitutions naming it reduce to a path.
+                f"ServerName {HOST}:80",
                 "RewriteEngine On",
                 text,
                 "</VirtualHost>",
@@ -176,7 +178,7 @@ class ApacheServer:
         conn = http.client.HTTPConnection("127.0.0.1", self.ports[index], timeout=10)
         try:
             conn.putrequest("GET", url, skip_host=True, skip_accept_encoding=True)
-            conn.putheader("Host", headers.pop("Host", "www.example.com"))
+            conn.putheader("Host", headers.pop("Host", HOST))
             conn.putheader("X-Row", row)
             for name, value in headers.items():
                 conn.putheader(name, value)
