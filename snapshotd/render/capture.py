@@ -1,0 +1,450 @@
+"""A capture slot: one browser context and one page, reused capture after capture.
+
+Invariants:
+
+- Each capture starts from a clean slate. After a capture the page is sent to about:blank
+  (which ends the document, its timers, workers and sockets), then cookies and every kind of
+  storage of every origin the capture touched are wiped, session storage and history
+  included. If any of that fails, or the capture ended badly (timeout, crash, browser error),
+  the slot is closed and the next capture gets a new context.
+- Every TCP connection of the context goes through the slot's egress guard; the route handler
+  only refuses early what the guard would refuse anyway, and aborts ``block_resources`` types.
+  When the site changes, the guard drops its open tunnels so no kept-alive socket opened for
+  one origin serves another.
+- Ready is the first of: ``window.onCaptureReady()`` from the page's main frame; unless
+  ``wait_for_capture_ready``, ``javascript_timeout`` seconds with no request in flight after
+  the main frame's load event (a new request cancels the timer; it restarts when all are done).
+  ``render_timeout`` bounds the capture, serialisation included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    CDPSession,
+    Page,
+    Request,
+    Response,
+    Route,
+)
+from playwright.async_api import Error as PlaywrightError
+
+from snapshotd import snapshot
+from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.policy import check_url
+from snapshotd.render.base import CaptureResult
+from snapshotd.render.guard import EgressGuard, Resolver
+
+__all__ = ["INIT_SCRIPT", "READY_BINDING", "CaptureCrashed", "Slot"]
+
+log = logging.getLogger("snapshotd.render")
+
+READY_BINDING = "__snapshotdCaptureReady"
+
+# Defined before any page script. The property cannot be replaced by the page (an assignment
+# is ignored rather than thrown, so strict-mode apps that assign it keep working).
+INIT_SCRIPT = """
+(() => {
+  const name = "__BINDING__";
+  let called = false;
+  const onCaptureReady = function (status, redirectUrl) {
+    if (called) return;
+    called = true;
+    const send = window[name];
+    if (typeof send === "function") {
+      send(status === undefined ? null : status,
+           redirectUrl === undefined || redirectUrl === null ? null : String(redirectUrl));
+    }
+  };
+  try {
+    Object.defineProperty(window, "onCaptureReady", {
+      get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
+    });
+  } catch (e) {}
+})();
+""".replace("__BINDING__", READY_BINDING)
+
+# Serialised in the page rather than with page.content(), which first injects Playwright's
+# utility script into every new document: a third of a small capture's time.
+SERIALIZE = """() => {
+  const d = document.doctype;
+  const head = d ? new XMLSerializer().serializeToString(d) : "";
+  return head + (document.documentElement ? document.documentElement.outerHTML : "");
+}"""
+
+_CLOSE_TIMEOUT = 10.0
+_RESET_TIMEOUT = 10.0
+_NET_ERROR = re.compile(r"net::ERR_[A-Z_0-9]+")
+
+
+class CaptureCrashed(Exception):
+    """The page or the whole browser died during a capture."""
+
+
+@dataclass
+class _Signals:
+    """What the page and the network told one capture so far."""
+
+    in_flight: set[Request] = field(default_factory=set)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    busy: asyncio.Event = field(default_factory=asyncio.Event)
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: asyncio.Future[tuple[Any, Any]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    redirected: asyncio.Future[Response] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    crashed: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    first_document: Response | None = None
+    document: Response | None = None
+    origins: set[str] = field(default_factory=set)
+    refused: list[str] = field(default_factory=list)
+    blocked: int = 0
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def started(self, request: Request) -> None:
+        self.in_flight.add(request)
+        self.idle.clear()
+        self.busy.set()
+        origin = _origin_of(request.url)
+        if origin:
+            self.origins.add(origin)
+
+    def ended(self, request: Request) -> None:
+        self.in_flight.discard(request)
+        if not self.in_flight:
+            self.idle.set()
+
+    def crash(self, why: str) -> None:
+        _settle(self.crashed, why)
+
+
+def _settle(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _origin_of(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    return None
+
+
+def _int_status(value: Any) -> int | None:
+    try:
+        code = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return code if 200 <= code <= 599 else None
+
+
+def _is_main_frame(request: Request, page: Page) -> bool:
+    try:
+        return request.frame == page.main_frame
+    except PlaywrightError:  # service worker requests have no frame
+        return False
+
+
+async def _quiet(signals: _Signals, seconds: float) -> None:
+    """Return once no request has been in flight for ``seconds`` after the load event."""
+    await signals.loaded.wait()
+    while True:
+        await signals.idle.wait()
+        signals.busy.clear()
+        try:
+            await asyncio.wait_for(signals.busy.wait(), seconds)
+        except TimeoutError:
+            if not signals.in_flight:
+                return
+
+
+async def _first(*futures: asyncio.Future[Any]) -> None:
+    """Wait for the first of ``futures`` to be done; leave the others as they are."""
+    await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve a background task's outcome so a late failure is not reported as lost."""
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+class Slot:
+    """One context and page of a browser, capturing one URL at a time."""
+
+    def __init__(
+        self, browser: Browser, settings: BrowserSettings, *, resolve: Resolver | None = None
+    ) -> None:
+        self.browser = browser
+        self.settings = settings
+        self.captures = 0
+        self.usable = False
+        self._guard = EgressGuard("", resolve=resolve)
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._cdp: CDPSession | None = None
+        self._signals = _Signals()
+        self._origin = ""
+
+    async def open(self) -> None:
+        await self._guard.start()
+        context = self._context = await self.browser.new_context(
+            proxy={"server": self._guard.proxy_server},
+            service_workers="block",
+            extra_http_headers={"X-Snapshotd": "1"},
+            accept_downloads=False,
+        )
+        await context.expose_binding(READY_BINDING, self._on_ready)
+        await context.add_init_script(INIT_SCRIPT)
+        if self.settings.block_resources:
+            await context.route("**/*", self._route)
+        context.on("request", lambda r: self._signals.started(r))
+        context.on("requestfinished", lambda r: self._signals.ended(r))
+        context.on("requestfailed", lambda r: self._signals.ended(r))
+        page = self._page = await context.new_page()
+        page.on("response", self._on_response)
+        page.on("load", lambda _: self._signals.loaded.set())
+        page.on("crash", lambda _: self._signals.crash("page crashed"))
+        page.on("close", lambda _: self._signals.crash("page closed"))
+        self._cdp = await context.new_cdp_session(page)
+        self.usable = True
+
+    async def close(self) -> None:
+        self.usable = False
+        self._signals.crash("slot closed")
+        if self._context is not None and self.browser.is_connected():
+            try:
+                async with asyncio.timeout(_CLOSE_TIMEOUT):
+                    await self._context.close()
+            except (TimeoutError, PlaywrightError) as exc:
+                log.warning("closing a browser context: %s", str(exc).splitlines()[0][:200])
+        self._context = None
+        await self._guard.close()
+
+    # --------------------------------------------------------------- event handlers
+
+    async def _route(self, route: Route) -> None:
+        request = route.request
+        signals = self._signals
+        if request.resource_type in self.settings.block_resources:
+            signals.blocked += 1
+        else:
+            reason = check_url(request.url, self._origin)
+            if reason is None:
+                with contextlib.suppress(PlaywrightError):
+                    await route.continue_()
+                return
+            signals.refused.append(reason)
+            log.debug("refused %s: %s", request.url[:200], reason)
+        with contextlib.suppress(PlaywrightError):
+            await route.abort("blockedbyclient")
+
+    def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
+        frame = source.get("frame")
+        if self._page is not None and frame is not None and frame == self._page.main_frame:
+            _settle(self._signals.ready, (status, redirect))
+
+    def _on_response(self, response: Response) -> None:
+        request = response.request
+        page = self._page
+        signals = self._signals
+        if page is None or not request.is_navigation_request():
+            return
+        if not _is_main_frame(request, page):
+            return
+        if signals.first_document is None:
+            signals.first_document = response
+            if 300 <= response.status < 400:
+                _settle(signals.redirected, response)
+                return
+        if not 300 <= response.status < 400:
+            signals.document = response
+
+    # --------------------------------------------------------------- capture
+
+    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        """Capture ``url``; raises :class:`CaptureCrashed`, reports everything else.
+
+        The slot stays usable only after a clean capture and a clean reset.
+        """
+        started = time.monotonic()
+        assert self._page is not None
+        self.captures += 1
+        if site.origin != self._origin:
+            # Kept-alive tunnels were judged for the previous site's origin.
+            self._guard.drop_connections()
+            self._origin = site.origin
+        self._guard.origin = site.origin
+        self._guard.refused.clear()
+        signals = self._signals = _Signals()
+
+        def on_disconnect(_: Browser) -> None:
+            signals.crash("browser disconnected")
+
+        self.browser.on("disconnected", on_disconnect)
+        clean = False
+        try:
+            async with asyncio.timeout(self.settings.render_timeout):
+                result = await self._capture(self._page, url, site, signals, started)
+            clean = result.error is None or result.error.startswith(("http ", "empty body"))
+            return result
+        except TimeoutError:
+            return self._failed(url, "timeout", started)
+        except PlaywrightError as exc:
+            if signals.crashed.done() or not self.browser.is_connected():
+                why = signals.crashed.result() if signals.crashed.done() else "browser gone"
+                raise CaptureCrashed(why) from None
+            return self._failed(url, f"browser error: {str(exc).splitlines()[0][:200]}", started)
+        finally:
+            self.browser.remove_listener("disconnected", on_disconnect)
+            if not clean:
+                self.usable = False
+
+    def _failed(self, url: str, error: str, started: float, final_url: str = "") -> CaptureResult:
+        return CaptureResult(
+            url=url,
+            final_url=final_url or url,
+            status=0,
+            error=error,
+            elapsed=time.monotonic() - started,
+        )
+
+    async def _capture(
+        self, page: Page, url: str, site: SiteSettings, signals: _Signals, started: float
+    ) -> CaptureResult:
+        def result(**kw: Any) -> CaptureResult:
+            kw.setdefault("final_url", page.url if page.url != "about:blank" else url)
+            return CaptureResult(url=url, elapsed=time.monotonic() - started, **kw)
+
+        goto = asyncio.ensure_future(page.goto(url, wait_until="commit", timeout=0))
+        _consume(goto)
+        await _first(goto, signals.redirected, signals.crashed)
+        if signals.crashed.done():
+            raise CaptureCrashed(signals.crashed.result())
+        if signals.redirected.done():
+            response = signals.redirected.result()
+            self.usable = False  # the redirect target may still be loading
+            location = response.headers.get("location", "")
+            if not location:
+                return result(status=0, error=f"http {response.status} without Location")
+            return result(status=response.status, headers={"Location": location}, final_url=url)
+        try:
+            goto.result()
+        except PlaywrightError as exc:
+            if signals.crashed.done():
+                raise CaptureCrashed(signals.crashed.result()) from None
+            if self._guard.refused:
+                return result(status=0, error=f"refused: {self._guard.refused[0]}", final_url=url)
+            match = _NET_ERROR.search(str(exc))
+            why = match.group(0) if match else str(exc).splitlines()[0][:200]
+            return result(status=0, error=f"navigation failed: {why}", final_url=url)
+        document = signals.document
+        if document is not None and document.status >= 500:
+            return result(status=document.status, error=f"http {document.status}")
+
+        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed]
+        quiet = None
+        if not site.wait_for_capture_ready:
+            quiet = asyncio.ensure_future(_quiet(signals, self.settings.javascript_timeout))
+            waits.append(quiet)
+        try:
+            await _first(*waits)
+        finally:
+            if quiet is not None:
+                quiet.cancel()
+        if signals.crashed.done():
+            raise CaptureCrashed(signals.crashed.result())
+
+        html = await self._serialize(page, signals)
+        # The document now shown: a client-side navigation may have replaced the first one.
+        document = signals.document
+        status = document.status if document is not None else 200
+        if status >= 500:
+            return result(status=status, error=f"http {status}")
+        cleaned = snapshot.clean(html, strip_scripts=site.strip_scripts)
+        headers = dict(cleaned.headers)
+        if cleaned.status is not None:
+            status = cleaned.status
+        if signals.ready.done():
+            asked, redirect = signals.ready.result()
+            code = _int_status(asked)
+            if redirect:
+                headers["Location"] = redirect
+                status = code if code is not None and 300 <= code < 400 else 302
+            elif code is not None:
+                status = code
+        if 300 <= status < 400 and not headers.get("Location"):
+            # A redirect with nowhere to go is no redirect: keep the document's own status.
+            status = document.status if document is not None and document.status < 300 else 200
+        if 300 <= status < 400:
+            return result(status=status, headers=headers, html="")
+        if status >= 500:
+            return result(status=status, headers=headers, error=f"http {status}")
+        if status < 300 and cleaned.empty:
+            return result(status=status, headers=headers, error="empty body")
+        return result(status=status, headers=headers, html=cleaned.html)
+
+    async def _serialize(self, page: Page, signals: _Signals) -> str:
+        """The serialised DOM; retried when a navigation replaces the document meanwhile."""
+        for attempt in range(5):
+            try:
+                return str(await page.evaluate(SERIALIZE))
+            except PlaywrightError as exc:
+                if signals.crashed.done():
+                    raise CaptureCrashed(signals.crashed.result()) from None
+                if attempt == 4 or ("navigat" not in str(exc) and "destroyed" not in str(exc)):
+                    raise
+                with contextlib.suppress(PlaywrightError):
+                    await page.wait_for_load_state("domcontentloaded")
+        raise AssertionError("unreachable")
+
+    # --------------------------------------------------------------- between captures
+
+    async def reset(self) -> bool:
+        """Wipe what the last capture left; False (and the slot unusable) if that failed."""
+        if not self.usable or self._page is None or self._context is None:
+            self.usable = False
+            return False
+        page, context, cdp = self._page, self._context, self._cdp
+        assert cdp is not None
+        origins = set(self._signals.origins)
+        try:
+            async with asyncio.timeout(_RESET_TIMEOUT):
+                for extra in context.pages:
+                    if extra is not page:
+                        await extra.close()
+                # Leaving the document runs its unload handlers before storage is wiped.
+                await page.goto("about:blank")
+                await context.clear_cookies()
+                clears = [cdp.send("Page.resetNavigationHistory")]
+                # "all" covers cookies, local and session storage, IndexedDB, Cache Storage,
+                # service workers, file systems and the rest, for that origin.
+                for origin in origins:
+                    clears.append(
+                        cdp.send(
+                            "Storage.clearDataForOrigin",
+                            {"origin": origin, "storageTypes": "all"},
+                        )
+                    )
+                await asyncio.gather(*clears)
+                await page.evaluate("() => { window.name = ''; }")
+            return True
+        except (TimeoutError, PlaywrightError) as exc:
+            log.info("could not reset a capture slot, replacing it: %s", str(exc)[:200])
+            self.usable = False
+            return False

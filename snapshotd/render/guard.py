@@ -1,0 +1,192 @@
+"""The egress guard: a SOCKS5 proxy on loopback through which one capture's browser context
+reaches the network.
+
+Chromium's request interception never sees the hops of an HTTP redirect, and a name can
+resolve to a private address; judging URLs is therefore not enough. Every TCP connection the
+context opens (documents, subresources, redirect hops, workers, WebSockets) goes through this
+proxy, which resolves the name itself, judges each address with :mod:`snapshotd.policy`, and
+connects to the address it judged, so a name cannot be re-resolved elsewhere in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+
+from snapshotd.policy import check_address, check_host, is_origin, parse_host
+
+__all__ = ["EgressGuard", "Resolver"]
+
+log = logging.getLogger("snapshotd.render")
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+_CONNECT_TIMEOUT = 10.0
+_REP_OK, _REP_FAIL, _REP_NOT_ALLOWED, _REP_HOST_UNREACHABLE, _REP_REFUSED = 0, 1, 2, 4, 5
+
+
+async def resolve_host(host: str, port: int) -> list[str]:
+    """Addresses of ``host`` from the system resolver."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class EgressGuard:
+    """A SOCKS5 server on 127.0.0.1 allowing what the policy allows for ``origin``."""
+
+    def __init__(self, origin: str = "", *, resolve: Resolver | None = None) -> None:
+        self.origin = origin
+        self.refused: list[str] = []
+        self._resolve = resolve or resolve_host
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    @property
+    def proxy_server(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"socks5://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        # Closing the sockets ends every relay; cancelling is the fallback for a stuck one.
+        for writer in list(self._writers):
+            writer.close()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=1.0)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def drop_connections(self) -> None:
+        """Close every open tunnel (the listener stays)."""
+        for writer in list(self._writers):
+            writer.close()
+
+    async def judge(self, host: str, port: int) -> tuple[str | None, list[str]]:
+        """(reason refused or None, addresses to connect to) for ``host:port``."""
+        reason = check_host(host, port, self.origin)
+        if reason is not None:
+            return reason, []
+        parsed = parse_host(host)
+        if not isinstance(parsed, str):
+            return None, [str(parsed)]
+        # The origin's own name may resolve to a private address: that is the point of it.
+        own = is_origin(host, port, self.origin)
+        try:
+            addresses = await self._resolve(parsed, port)
+        except OSError as exc:
+            return f"cannot resolve {parsed}: {exc.strerror or exc}", []
+        if not addresses:
+            return f"cannot resolve {parsed}", []
+        if not own:
+            for address in addresses:
+                why = check_address(ipaddress.ip_address(address.split("%")[0]))
+                if why is not None:
+                    return f"{parsed} resolves to {why}", []
+        return None, addresses
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.add(writer)
+        upstream: asyncio.StreamWriter | None = None
+        try:
+            target = await self._handshake(reader, writer)
+            if target is None:
+                return
+            host, port = target
+            reason, addresses = await self.judge(host, port)
+            if reason is not None:
+                self.refused.append(reason)
+                log.info("refused %s:%s: %s", host, port, reason)
+                await self._reply(writer, _REP_NOT_ALLOWED)
+                return
+            up_reader, upstream = await self._connect(addresses, port)
+            if upstream is None:
+                await self._reply(writer, _REP_REFUSED)
+                return
+            self._writers.add(upstream)
+            await self._reply(writer, _REP_OK)
+            await asyncio.gather(_pump(reader, upstream), _pump(up_reader, writer))
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        except asyncio.CancelledError:
+            # This task is the connection's top level: ending it is all cancelling asks.
+            pass
+        finally:
+            for w in (writer, upstream):
+                if w is not None:
+                    self._writers.discard(w)
+                    w.close()
+            self._tasks.discard(task)
+
+    async def _handshake(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[str, int] | None:
+        version, count = await reader.readexactly(2)
+        methods = await reader.readexactly(count)
+        if version != 5 or 0 not in methods:
+            writer.write(b"\x05\xff")
+            return None
+        writer.write(b"\x05\x00")
+        version, command, _, kind = await reader.readexactly(4)
+        if kind == 1:
+            host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+        elif kind == 3:
+            (length,) = await reader.readexactly(1)
+            host = (await reader.readexactly(length)).decode("idna")
+        elif kind == 4:
+            host = f"[{ipaddress.IPv6Address(await reader.readexactly(16))}]"
+        else:
+            await self._reply(writer, _REP_FAIL)
+            return None
+        (port,) = struct.unpack("!H", await reader.readexactly(2))
+        if command != 1:  # only CONNECT: no BIND, no UDP ASSOCIATE
+            self.refused.append(f"socks command {command}")
+            await self._reply(writer, _REP_NOT_ALLOWED)
+            return None
+        return host, port
+
+    async def _connect(
+        self, addresses: list[str], port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter | None]:
+        for address in addresses:
+            try:
+                async with asyncio.timeout(_CONNECT_TIMEOUT):
+                    r, w = await asyncio.open_connection(address.strip("[]"), port)
+                return r, w
+            except (OSError, TimeoutError):
+                continue
+        return asyncio.StreamReader(), None
+
+    @staticmethod
+    async def _reply(writer: asyncio.StreamWriter, code: int) -> None:
+        writer.write(bytes([5, code, 0, 1, 0, 0, 0, 0, 0, 0]))
+        await writer.drain()
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        writer.close()

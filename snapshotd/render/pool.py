@@ -1,0 +1,298 @@
+"""The browser pool: ``browser.concurrency`` captures at once on one Chromium at a time.
+
+Invariants:
+
+- At most ``concurrency`` captures run, each in a slot (a context and a page) of the current
+  Chromium. A slot is wiped between captures (:meth:`Slot.reset`) and replaced when a
+  capture ends badly; the wipe runs after the result is returned, before the slot's next use.
+- One Chromium runs at a time. After ``recycle_after`` captures it is retired: new captures
+  wait while its running captures finish, then it is closed and a new one launched, so memory
+  never holds two.
+- A Chromium found dead is replaced by the next capture that needs one; captures that were
+  running on it are reported as ``crashed``.
+- ``close`` closes every Chromium and the Playwright driver; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from playwright.async_api import Browser, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+
+from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.policy import check_url
+from snapshotd.render.base import CaptureResult
+from snapshotd.render.capture import CaptureCrashed, Slot
+from snapshotd.render.chromium import LAUNCH_ARGS, ChromiumNotFound, find_chromium
+from snapshotd.render.guard import Resolver
+
+__all__ = ["BrowserPool", "PoolStats"]
+
+log = logging.getLogger("snapshotd.render")
+
+_LAUNCH_TIMEOUT = 60.0
+
+
+@dataclass
+class PoolStats:
+    """Counters since the pool was made."""
+
+    captures: int = 0
+    failures: int = 0
+    restarts: int = 0
+    recycles: int = 0
+    launches: int = 0
+    slots_opened: int = 0
+    active: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    render_seconds: float = 0.0
+
+
+@dataclass(eq=False)
+class _Chromium:
+    browser: Browser
+    generation: int
+    started: int = 0
+    active: int = 0
+    retired: bool = False
+    idle: list[Slot] = field(default_factory=list)
+    drained: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class BrowserPool:
+    """A pool of Chromium captures; implements :class:`snapshotd.render.base.Renderer`.
+
+    ``playwright_factory`` makes the Playwright context manager (default
+    ``async_playwright``); ``env`` is where ``$SNAPSHOTD_CHROMIUM`` and ``PATH`` are read;
+    ``resolve`` resolves host names for the egress guard (default: the system resolver).
+    """
+
+    def __init__(
+        self,
+        browser: BrowserSettings,
+        *,
+        playwright_factory: Callable[[], Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        resolve: Resolver | None = None,
+    ) -> None:
+        self.settings = browser
+        self.stats = PoolStats()
+        self.executable = ""
+        self._factory = playwright_factory or async_playwright
+        self._env = os.environ if env is None else env
+        self._resolve = resolve
+        self._manager: Any = None
+        self._playwright: Playwright | None = None
+        self._current: _Chromium | None = None
+        self._all: set[_Chromium] = set()
+        self._generation = 0
+        self._slots = asyncio.Semaphore(browser.concurrency)
+        self._lock = asyncio.Lock()
+        self._background: set[asyncio.Future[None]] = set()
+        self._closed = False
+
+    async def start(self) -> None:
+        """Find and launch Chromium; raises :class:`ChromiumNotFound`."""
+        self._closed = False
+        self.executable = find_chromium(self.settings, self._env)
+        async with self._lock:
+            await self._ensure_current()
+
+    async def close(self) -> None:
+        """Close every Chromium and the driver; running captures end as failures."""
+        self._closed = True
+        async with self._lock:
+            self._current = None
+            for chromium in list(self._all):
+                await self._shutdown(chromium)
+            if self._background:
+                await asyncio.gather(*self._background, return_exceptions=True)
+            if self._manager is not None:
+                with contextlib.suppress(Exception):
+                    await self._manager.__aexit__(None, None, None)
+            self._manager = None
+            self._playwright = None
+
+    def pids(self) -> list[int]:
+        """Process ids of the Playwright driver and the Chromium processes under it."""
+        from snapshotd.render.procs import descendants
+
+        return [p.pid for p in descendants()]
+
+    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        """Render ``url`` for ``site``; every problem is reported in the result."""
+        started = time.monotonic()
+        reason = check_url(url, site.origin)
+        if reason is not None:
+            return self._finish(self._failed(url, f"refused: {reason}", started))
+        await self._slots.acquire()
+        chromium: _Chromium | None = None
+        slot: Slot | None = None
+        handed_off = False
+        try:
+            if self._closed:
+                return self._finish(self._failed(url, "renderer closed", started))
+            try:
+                chromium = await self._acquire()
+                slot = await self._take_slot(chromium)
+            except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
+                error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+                return self._finish(self._failed(url, error, started))
+            self.stats.active += 1
+            try:
+                result = await slot.capture(url, site)
+            except CaptureCrashed as exc:
+                log.warning("capture of %s crashed: %s", url, exc)
+                result = self._failed(url, "crashed", started)
+            finally:
+                self.stats.active -= 1
+            self._in_background(self._after(chromium, slot))
+            handed_off = True
+            return self._finish(result)
+        finally:
+            if not handed_off:
+                if slot is not None:
+                    slot.usable = False
+                if chromium is not None:
+                    self._in_background(self._after(chromium, slot))
+                else:
+                    self._slots.release()
+
+    # ------------------------------------------------------------------ internals
+
+    def _in_background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _after(self, chromium: _Chromium, slot: Slot | None) -> None:
+        """Wipe the slot for its next capture (or close it), then free its place."""
+        try:
+            if slot is not None:
+                usable = (
+                    not chromium.retired
+                    and not self._closed
+                    and chromium.browser.is_connected()
+                    and await slot.reset()
+                )
+                if usable and not chromium.retired:
+                    chromium.idle.append(slot)
+                else:
+                    await slot.close()
+        finally:
+            self._release(chromium)
+            self._slots.release()
+
+    async def _take_slot(self, chromium: _Chromium) -> Slot:
+        while chromium.idle:
+            slot = chromium.idle.pop()
+            if slot.usable:
+                return slot
+            await slot.close()
+        slot = Slot(chromium.browser, self.settings, resolve=self._resolve)
+        try:
+            await slot.open()
+        except BaseException:
+            await slot.close()
+            raise
+        self.stats.slots_opened += 1
+        return slot
+
+    def _failed(self, url: str, error: str, started: float) -> CaptureResult:
+        return CaptureResult(
+            url=url, final_url=url, status=0, error=error, elapsed=time.monotonic() - started
+        )
+
+    def _finish(self, result: CaptureResult) -> CaptureResult:
+        self.stats.captures += 1
+        self.stats.render_seconds += result.elapsed
+        if result.ok:
+            log.info("captured %s: status %s in %.2f s", result.url, result.status, result.elapsed)
+        else:
+            self.stats.failures += 1
+            self.stats.errors[(result.error or "").split(":")[0]] += 1
+            log.info("capture of %s failed: %s (%.2f s)", result.url, result.error, result.elapsed)
+        return result
+
+    async def _acquire(self) -> _Chromium:
+        async with self._lock:
+            chromium = self._current
+            if chromium is not None and not chromium.browser.is_connected():
+                log.warning("chromium %d is gone; launching another", chromium.generation)
+                self.stats.restarts += 1
+                self._retire(chromium)
+            elif chromium is not None and chromium.started >= self.settings.recycle_after:
+                log.info(
+                    "recycling chromium %d after %d captures", chromium.generation, chromium.started
+                )
+                self.stats.recycles += 1
+                self._retire(chromium)
+                await chromium.drained.wait()
+                await self._shutdown(chromium)
+            chromium = await self._ensure_current()
+            chromium.started += 1
+            chromium.active += 1
+            chromium.drained.clear()
+            return chromium
+
+    def _release(self, chromium: _Chromium) -> None:
+        chromium.active -= 1
+        if chromium.active == 0:
+            chromium.drained.set()
+            if chromium.retired:
+                self._in_background(self._shutdown(chromium))
+
+    def _retire(self, chromium: _Chromium) -> None:
+        """Take ``chromium`` out of service; it is closed once its captures are done."""
+        chromium.retired = True
+        if self._current is chromium:
+            self._current = None
+        if chromium.active == 0:
+            chromium.drained.set()
+            self._in_background(self._shutdown(chromium))
+
+    async def _shutdown(self, chromium: _Chromium) -> None:
+        if chromium not in self._all:
+            return
+        self._all.discard(chromium)
+        chromium.retired = True
+        try:
+            async with asyncio.timeout(_LAUNCH_TIMEOUT):
+                await chromium.browser.close()
+        except (PlaywrightError, TimeoutError) as exc:
+            log.warning("closing chromium %d: %s", chromium.generation, exc)
+        # Their contexts went with the browser; this closes their guards.
+        idle, chromium.idle = chromium.idle, []
+        for slot in idle:
+            await slot.close()
+
+    async def _ensure_current(self) -> _Chromium:
+        """The current Chromium, launched if there is none (call with the lock held)."""
+        if self._current is not None:
+            return self._current
+        if not self.executable:
+            self.executable = find_chromium(self.settings, self._env)
+        if self._playwright is None:
+            self._manager = self._factory()
+            self._playwright = await self._manager.__aenter__()
+        assert self._playwright is not None
+        async with asyncio.timeout(_LAUNCH_TIMEOUT):
+            browser = await self._playwright.chromium.launch(
+                executable_path=self.executable, args=list(LAUNCH_ARGS), headless=True
+            )
+        self._generation += 1
+        self.stats.launches += 1
+        chromium = _Chromium(browser, self._generation)
+        self._all.add(chromium)
+        self._current = chromium
+        log.info("launched chromium %d (%s)", chromium.generation, self.executable)
+        return chromium
