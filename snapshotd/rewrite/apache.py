@@ -2,8 +2,8 @@
 
 Invariants (each mirrors mod_rewrite's hook_uri2file / apply_rewrite_list):
 - the pattern sees the URL-path decoded and normalised (dot segments, merged slashes); the
-  query string is only reached through %{QUERY_STRING}; a `#...` fragment is never seen and
-  is carried over to the result;
+  query string is only reached through %{QUERY_STRING}, a `#!` fragment only through
+  snapshotd's own %{FRAGMENT} (empty in httpd), and the fragment is carried over to the result;
 - conditions belong to the next RewriteRule and are checked only after its pattern matched;
 - a rule with R but without L goes on, and later rules see the fully qualified URL;
 - the result is a redirect when it ends as an absolute URL, a status for F, G and non-3xx R,
@@ -58,7 +58,7 @@ _OTHER_VARS = frozenset(
     {
         "REQUEST_URI", "QUERY_STRING", "REQUEST_FILENAME", "SCRIPT_FILENAME",
         "REQUEST_METHOD", "THE_REQUEST", "SERVER_NAME", "SERVER_PORT", "REQUEST_SCHEME",
-        "HTTPS", "SERVER_PROTOCOL", "IS_SUBREQ",
+        "HTTPS", "SERVER_PROTOCOL", "IS_SUBREQ", "FRAGMENT",
     }
 )  # fmt: skip
 
@@ -562,7 +562,7 @@ def parse(lines: list[tuple[int, str]], filename: str) -> Program:
 
 class _Ctx:
     __slots__ = ("uri", "args", "status", "orig_uri", "raw_url", "headers", "host", "port",
-                 "rr", "rc", "budget", "unsafe_qmark")  # fmt: skip
+                 "rr", "rc", "budget", "unsafe_qmark", "fragment")  # fmt: skip
 
     def __init__(self, headers: Mapping[str, str], host: str, port: str) -> None:
         self.headers = headers
@@ -599,6 +599,8 @@ def _lookup(ctx: _Ctx, var: tuple[str, str]) -> str:
         return "off"
     if name == "SERVER_PROTOCOL":
         return "HTTP/1.1"
+    if name == "FRAGMENT":
+        return ctx.fragment[1:]
     return "false"  # IS_SUBREQ
 
 
@@ -772,6 +774,7 @@ def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -
         host_header, "", "")  # fmt: skip
     ctx = _Ctx(hdrs, hostname, port)
     ctx.raw_url = raw_path + ("?" + query if query is not None else "")
+    ctx.fragment = fragment
     try:
         ctx.uri = ctx.orig_uri = _decode_path(raw_path or "/")
         ctx.args = query or None
