@@ -1,0 +1,479 @@
+"""Rewrite rules: SEO4Ajax dialect, parsing and errors, safety bounds, CLI, shipped files.
+
+The Apache dialect's behaviour is pinned against Apache httpd in test_rewrite_apache.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
+from snapshotd.rewrite.cli import check_command, eval_command
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- SEO4Ajax dialect: (rules, url, captured paths, expected JSON of `rules eval`) ---------
+
+SEO4AJAX_ROWS = [
+    # The documented examples.
+    ("drop trailing slash", r"^/(.*)\/$ /$1", "/path/index/", (),
+     {"action": "rewrite", "path": "/path/index"}),
+    ("collapse before #!", r"^[^#]*(.*) /$1", "/path/index?param=value&param2=value2#!/catalog/145",
+     (), {"action": "rewrite", "path": "/#!/catalog/145"}),
+    ("remove parameter", "^(.*)a_query_parameter=[^&]*&?(.*)$ $1$2\n^(.*)&$ $1",
+     "/p?x=1&a_query_parameter=2&y=3", (), {"action": "rewrite", "path": "/p?x=1&y=3"}),
+    ("remove last parameter", "^(.*)a_query_parameter=[^&]*&?(.*)$ $1$2\n^(.*)&$ $1",
+     "/p?x=1&a_query_parameter=2", (), {"action": "rewrite", "path": "/p?x=1"}),
+    ("spec tracking example", r"^(.*)utm_[a-z]+=[^&]*&?(.*)$ $1$2", "/p?utm_source=x", (),
+     {"action": "rewrite", "path": "/p"}),
+    # Whole-path matching: query and fragment are part of what the regexp sees.
+    ("matches query", r"^/p\?id=(\d+)$ /item/$1", "/p?id=7", (),
+     {"action": "rewrite", "path": "/item/7"}),
+    ("matches fragment", r"^/#!/old/(.*)$ /#!/new/$1", "/#!/old/a", (),
+     {"action": "rewrite", "path": "/#!/new/a"}),
+    ("no match", r"^/a$ /b", "/c", (), {"action": "none", "path": "/c"}),
+    ("same result is none", r"^/a$ /a", "/a", (), {"action": "none", "path": "/a"}),
+    ("no path keeps it", r"^/a [L]", "/a", (), {"action": "none", "path": "/a"}),
+    # Chaining until L.
+    ("chained", "^/a$ /b\n^/b$ /c", "/a", (), {"action": "rewrite", "path": "/c"}),
+    ("L stops", "^/a$ /b [L]\n^/b$ /c", "/a", (), {"action": "rewrite", "path": "/b"}),
+    ("L only when matched", "^/x$ /y [L]\n^/a$ /b", "/a", (), {"action": "rewrite", "path": "/b"}),
+    # R=xxx.
+    ("R=301", r"^/old/(.*)$ /new/$1 [R=301]", "/old/a?x=1", (),
+     {"action": "redirect", "status": 301, "location": "/new/a?x=1"}),
+    ("R=302 no path", r"^/tmp [R=302]", "/tmp", (),
+     {"action": "redirect", "status": 302, "location": "/tmp"}),
+    ("R implies L", "^/a$ /b [R=301]\n^/b$ /c", "/a", (),
+     {"action": "redirect", "status": 301, "location": "/b"}),
+    ("R=404", r"^/gone [R=404]", "/gone/x", (), {"action": "status", "status": 404}),
+    ("R=410", r"^/old-shop/ /x [R=410]", "/old-shop/a", (), {"action": "status", "status": 410}),
+    ("R=403", r"^/admin [R=403]", "/admin", (), {"action": "status", "status": 403}),
+    ("R after rewrite", "^/a$ /b\n^/b$ [R=301]", "/a", (),
+     {"action": "redirect", "status": 301, "location": "/b"}),
+    # NC, D, U.
+    ("case sensitive", r"^/About$ /about", "/ABOUT", (), {"action": "none", "path": "/ABOUT"}),
+    ("NC", r"^/About$ /about [NC]", "/ABOUT", (), {"action": "rewrite", "path": "/about"}),
+    ("D", r"^/(.*)$ /$1 [D]", "/Shoes/Red?Size=M", (),
+     {"action": "rewrite", "path": "/shoes/red?size=m"}),
+    ("U", r"^/(.*)$ /$1 [U]", "/a%2Ab%20c", (), {"action": "rewrite", "path": "/a*b c"}),
+    # NF consults the store, C marks a capture.
+    ("NF not captured", r"^/p/(.*)$ /q/$1 [NF]", "/p/a", (),
+     {"action": "rewrite", "path": "/q/a"}),
+    ("NF captured", r"^/p/(.*)$ /q/$1 [NF]", "/p/a", ("/p/a",),
+     {"action": "none", "path": "/p/a"}),
+    ("NF asks the chained path", "^/a$ /b\n^/b$ /c [NF]", "/a", ("/b",),
+     {"action": "rewrite", "path": "/b"}),
+    ("C", r"^/cart$ [C]", "/cart", (), {"action": "none", "path": "/cart", "capture": True}),
+    ("C with rewrite", r"^/cart/(.*)$ /basket/$1 [C,L]", "/cart/1", (),
+     {"action": "rewrite", "path": "/basket/1", "capture": True}),
+    ("C not matched", r"^/cart$ [C]", "/other", (), {"action": "none", "path": "/other"}),
+    # Flags written several ways.
+    ("flag groups", r"^/A$ /b [NC] [L]" + "\n^/b$ /c", "/a", (),
+     {"action": "rewrite", "path": "/b"}),
+    ("flag spaces", r"^/A$ /b [NC, L]" + "\n^/b$ /c", "/a", (),
+     {"action": "rewrite", "path": "/b"}),
+    # JavaScript replacement and regexp syntax.
+    ("$& and $$", r"^/(a)$ /x$&$$", "/a", (), {"action": "rewrite", "path": "/x/a$"}),
+    ("$10", r"^/(1)(2)(3)(4)(5)(6)(7)(8)(9)(10)$ /$10-$1", "/12345678910", (),
+     {"action": "rewrite", "path": "/10-1"}),
+    ("$2 without group", r"^/(a)$ /$1$2", "/a", (), {"action": "rewrite", "path": "/a$2"}),
+    ("unmatched group", r"^/(a)?b$ /x$1", "/b", (), {"action": "rewrite", "path": "/x"}),
+    ("named group", r"^/(?<id>\d+)$ /item/$<id>", "/42", (),
+     {"action": "rewrite", "path": "/item/42"}),
+    ("named back-reference", r"^/(?<w>[a-z]+)-\k<w>$ /$1", "/ab-ab", (),
+     {"action": "rewrite", "path": "/ab"}),
+    ("\\d is ASCII", r"^/(\d+)$ /n/$1", "/\u0661", (), {"action": "none", "path": "/\u0661"}),
+    ("POSIX class", r"^/([[:alpha:]]+)$ /w/$1", "/abc", (),
+     {"action": "rewrite", "path": "/w/abc"}),
+    ("empty query dropped before #!", r"^/p\?x=1(.*)$ /p?$1", "/p?x=1#!/a", (),
+     {"action": "rewrite", "path": "/p#!/a"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rules", "url", "captured", "expected"),
+    [r[1:] for r in SEO4AJAX_ROWS],
+    ids=[r[0] for r in SEO4AJAX_ROWS],
+)
+def test_seo4ajax(rules, url, captured, expected):
+    ruleset = parse_rules(rules)
+    assert ruleset.dialect == "seo4ajax"
+    decision = ruleset.evaluate(url, is_captured=lambda p: p in captured)
+    assert decision.to_json(url) == {"url": url, **expected}
+
+
+@pytest.mark.parametrize(
+    ("rules", "url", "captured", "expected"),
+    [r[1:] for r in SEO4AJAX_ROWS if "NF" in r[1]],
+    ids=[r[0] for r in SEO4AJAX_ROWS if "NF" in r[1]],
+)
+async def test_seo4ajax_async_store(rules, url, captured, expected):
+    asked = []
+
+    async def is_captured(path: str) -> bool:
+        asked.append(path)
+        return path in captured
+
+    decision = await parse_rules(rules).aevaluate(url, is_captured=is_captured)
+    assert decision.to_json(url) == {"url": url, **expected}
+    assert asked, "NF asks the store"
+
+
+def test_nf_asks_only_when_the_pattern_matches():
+    asked = []
+    parse_rules(r"^/p/ [NF]").evaluate("/q", is_captured=lambda p: asked.append(p) or False)
+    assert asked == []
+
+
+def test_apache_async_and_sync_agree():
+    rules = parse_rules("RewriteEngine On\nRewriteRule ^/a$ /b [R=301]")
+    expected = Decision("redirect", "/b", 301, "/b")
+    assert rules.evaluate("/a") == expected
+
+
+# --- Decision JSON (SPEC section 6) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("decision", "url", "expected"),
+    [
+        (Decision("redirect", "/new/a?x=1", 301, "/new/a?x=1"), "/old/a?x=1",
+         {"url": "/old/a?x=1", "action": "redirect", "status": 301, "location": "/new/a?x=1"}),
+        (Decision("rewrite", "/p"), "/p?utm_source=x",
+         {"url": "/p?utm_source=x", "action": "rewrite", "path": "/p"}),
+        (Decision("status", "/admin", 403), "/admin",
+         {"url": "/admin", "action": "status", "status": 403}),
+        (Decision("none", "/same"), "/same", {"url": "/same", "action": "none", "path": "/same"}),
+        (Decision("none", "/c", capture=True), "/c",
+         {"url": "/c", "action": "none", "path": "/c", "capture": True}),
+    ],
+)  # fmt: skip
+def test_decision_json(decision, url, expected):
+    assert decision.to_json(url) == expected
+
+
+# --- Dialects, comments, empty rule sets --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "dialect", "count"),
+    [
+        ("", "empty", 0),
+        ("# only a comment\n\n   \n", "empty", 0),
+        ("# c\nRewriteEngine On\n# c\nRewriteRule ^/a /b\n", "apache", 1),
+        ("rewriteengine on\nrewriterule ^/a /b\n", "apache", 1),
+        ("RewriteEngine On\nRewriteRule ^/a \\\n   /b [L]\n", "apache", 1),
+        ("# c\n^/a /b\n  # indented comment\n^/c [L]\n", "seo4ajax", 2),
+        ("\ufeff^/a /b\n", "seo4ajax", 1),
+    ],
+)
+def test_dialect_and_count(text, dialect, count):
+    rules = parse_rules(text)
+    assert (rules.dialect, len(rules)) == (dialect, count)
+
+
+def test_empty_ruleset_is_none():
+    assert RuleSet.empty().evaluate("/a?b=1#!/c") == Decision("none", "/a?b=1#!/c")
+    assert RuleSet.empty().dialect == "empty"
+
+
+def test_engine_off_changes_nothing():
+    rules = parse_rules("RewriteEngine Off\nRewriteRule ^ - [F]")
+    assert rules.evaluate("/a").action == "none"
+
+
+def test_apache_fragment_is_kept_and_visible_as_FRAGMENT():
+    rules = parse_rules(
+        "RewriteEngine On\nRewriteCond %{FRAGMENT} ^!/(.*)$\nRewriteRule ^/x$ /y/%1 [L]"
+    )
+    assert rules.evaluate("/x?q=1#!/cat").path == "/y/cat?q=1#!/cat"
+    assert rules.evaluate("/x").action == "none"
+
+
+def test_apache_host_argument_feeds_http_host():
+    rules = parse_rules(
+        "RewriteEngine On\nRewriteCond %{HTTP_HOST} ^shop\\.\nRewriteRule ^/ /shop [L]"
+    )
+    assert rules.evaluate("/", host="shop.example.com").path == "/shop"
+    assert rules.evaluate("/", headers={"host": "shop.example.com"}).path == "/shop"
+    assert rules.evaluate("/", host="www.example.com").action == "none"
+
+
+# --- Errors name file, line and reason ----------------------------------------------------
+
+ERROR_ROWS = [
+    ("mixed dialects", "RewriteEngine On\n^/a /b\n", 2, "cannot be mixed"),
+    ("mixed the other way", "^/a /b\nRewriteRule ^/a /b\n", 2, "cannot be mixed"),
+    ("bad regexp", "# x\n^/(a /b\n", 2, "bad regular expression"),
+    ("unknown seo flag", "^/a /b [X]\n", 1, "unknown flag"),
+    ("R without code", "^/a /b [R]\n", 1, "R needs an HTTP status code"),
+    ("bad R code", "^/a /b [R=9999]\n", 1, "R needs an HTTP status code"),
+    ("extra word", "^/a /b c\n", 1, "expected '<regexp> [<path>] [flags]'"),
+    ("unclosed flags", "^/a /b [L\n", 1, "expected '<regexp> [<path>] [flags]'"),
+    ("JS any-char class", "^/[^]$ /b\n", 1, "[^]"),
+    ("unsupported escape", "^/\\cA /b\n", 1, "not supported"),
+    ("nested quantifier", "^/(a+)+$ /b\n", 1, "nested quantifier"),
+    ("apache bad regexp", "RewriteEngine On\nRewriteRule ^/(a /b\n", 2, "bad regular expression"),
+    ("apache unknown flag", "RewriteEngine On\nRewriteRule ^/a /b [Q]\n", 2,
+     "unknown flag 'Q'"),
+    ("apache proxy flag", "RewriteEngine On\nRewriteRule ^/a http://x/ [P]\n", 2, "proxy"),
+    ("apache R code Apache refuses", "RewriteEngine On\nRewriteRule ^/a - [R=418]\n", 2,
+     "invalid HTTP response code"),
+    ("apache flag delimiters", "RewriteEngine On\nRewriteRule ^/a /b L\n", 2,
+     "bad flag delimiters"),
+    ("apache too many args", "RewriteEngine On\nRewriteRule ^/a /b [L] x\n", 2, "RewriteRule"),
+    ("apache one arg", "RewriteEngine On\nRewriteRule ^/a\n", 2, "RewriteRule needs"),
+    ("apache unknown variable", "RewriteEngine On\nRewriteCond %{REMOTE_ADDR} ^1\n"
+     "RewriteRule ^ - [F]\n", 2, "%{REMOTE_ADDR} is not supported"),
+    ("apache file test", "RewriteEngine On\nRewriteCond %{REQUEST_FILENAME} !-f\n"
+     "RewriteRule ^ /index.html\n", 2, "file and sub-request tests"),
+    ("apache map", "RewriteEngine On\nRewriteRule ^/(.*) /${m:$1}\n", 2, "RewriteMap"),
+    ("apache cond flag", "RewriteEngine On\nRewriteCond %{QUERY_STRING} a [X]\n"
+     "RewriteRule ^ - [F]\n", 2, "unknown flag 'X'"),
+    ("apache dangling cond", "RewriteEngine On\nRewriteRule ^/a /b\n"
+     "RewriteCond %{QUERY_STRING} a\n", 3, "without a RewriteRule"),
+    ("apache engine missing", "# c\nRewriteRule ^/a /b\n", 2, "RewriteEngine On is missing"),
+    ("apache base", "RewriteEngine On\nRewriteBase /x\n", 2, "per-directory"),
+    ("apache other directive", "RewriteEngine On\nRewriteFoo x\n", 2, "not a mod_rewrite"),
+    ("apache nested quantifier", "RewriteEngine On\nRewriteRule ^/(\\w+\\s?)+$ /b\n", 2,
+     "nested quantifier"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"), [r[1:] for r in ERROR_ROWS], ids=[r[0] for r in ERROR_ROWS]
+)
+def test_errors_name_file_and_line(text, line, reason):
+    with pytest.raises(RulesError) as info:
+        parse_rules(text, filename="site.rules")
+    e = info.value
+    assert (e.file, e.line) == ("site.rules", line)
+    assert reason in e.reason
+    assert str(e) == f"site.rules:{line}: {e.reason}"
+
+
+def test_load_rules_missing_file(tmp_path):
+    with pytest.raises(RulesError) as info:
+        load_rules(str(tmp_path / "nope.rules"))
+    assert "cannot read rules file" in str(info.value)
+
+
+# --- Nothing hangs: rejected at load, or bounded while evaluating -------------------------
+
+REJECTED_AT_LOAD = [r"^(a+)+$", r"^(a*)*b", r"(\w+\s?)+$", r"^(.*/)+x", r"(a|aa)+$", r"(x+x+)+y"]
+ACCEPTED = [
+    r"^/([a-z0-9-]+/)*[a-z]+$",
+    r"^(.*)utm_[a-z]+=[^&]*&?(.*)$",
+    r"^/(en|fr)/(.*)$",
+    r"(foo|bar)+",
+    r"(a+)++",
+    r"(x|xy)*z",
+]
+
+
+@pytest.mark.parametrize("pattern", REJECTED_AT_LOAD)
+@pytest.mark.parametrize("dialect", ["seo4ajax", "apache"])
+def test_catastrophic_patterns_rejected_at_load(pattern, dialect):
+    text = (
+        f"{pattern} /x" if dialect == "seo4ajax" else f"RewriteEngine On\nRewriteRule {pattern} /x"
+    )
+    with pytest.raises(RulesError, match="nested quantifier"):
+        parse_rules(text)
+
+
+@pytest.mark.parametrize("pattern", ACCEPTED)
+def test_safe_patterns_accepted(pattern):
+    parse_rules(f"{pattern} /x")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Polynomial backtracking the load check lets through: the time budget stops it.
+        r"^(.*)(.*)(.*)(.*)(.*)[0-9]$ /y",
+        "RewriteEngine On\nRewriteRule ^(.*)(.*)(.*)(.*)(.*)[0-9]$ /y",
+        "RewriteEngine On\nRewriteCond %{QUERY_STRING} ^(.*)(.*)(.*)(.*)(.*)[0-9]$\n"
+        "RewriteRule ^ - [F]",
+    ],
+)
+def test_slow_match_is_bounded(text):
+    rules = parse_rules(text)
+    url = "/" + "a" * 3000 + "?" + "a" * 3000
+    started = time.monotonic()
+    decision = rules.evaluate(url)
+    assert time.monotonic() - started < 2
+    assert (decision.action, decision.status) == ("status", 500)
+
+
+def test_too_long_url_is_414():
+    rules = parse_rules("^/ /x")
+    assert rules.evaluate("/" + "a" * 9000).status == 414
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RewriteEngine On\nRewriteRule ^/(.*)$ /a$1 [N]",  # grows without end
+        "RewriteEngine On\nRewriteRule ^/x$ /x [N]",  # never changes, restarts forever
+        "RewriteEngine On\nRewriteRule ^/x$ /x [N=50]",
+    ],
+)
+def test_apache_next_round_cannot_loop(text):
+    started = time.monotonic()
+    decision = parse_rules(text).evaluate("/x")
+    assert time.monotonic() - started < 2
+    assert (decision.action, decision.status) == ("status", 500)
+
+
+def test_seo4ajax_growth_is_bounded():
+    rules = parse_rules("\n".join([r"^(.*)$ $1$1"] * 40))
+    assert parse_rules(r"^(.*)$ $1$1").evaluate("/a").path == "/a/a"
+    assert rules.evaluate("/a").status == 500
+
+
+def test_evaluation_is_fast():
+    rules = load_rules(str(ROOT / "rules" / "apache.rules"))
+    started = time.perf_counter()
+    for _ in range(2000):
+        rules.evaluate("/catalog/shoes?utm_source=x&page=2", host="www.example.com")
+    assert (time.perf_counter() - started) / 2000 < 0.001
+
+
+# --- Shipped rules files ------------------------------------------------------------------
+
+SHIPPED_ROWS = [
+    ("/admin", {"action": "status", "status": 403}),
+    ("/admin/users?x=1", {"action": "status", "status": 403}),
+    ("/administrator", {"action": "none", "path": "/administrator"}),
+    ("/old-shop/item/3", {"action": "status", "status": 410}),
+    ("/beta/feature", {"action": "status", "status": 404}),
+    ("/blog/2019/hello?ref=1",
+     {"action": "redirect", "status": 301, "location": "/articles/hello?ref=1"}),
+    ("/index.html?ref=x#!/catalog/145", {"action": "rewrite", "path": "/#!/catalog/145"}),
+    ("/p?utm_source=a&b=2&gclid=z", {"action": "rewrite", "path": "/p?b=2"}),
+    ("/p?a=1&utm_medium=b", {"action": "rewrite", "path": "/p?a=1"}),
+    ("/p?utm_source=x", {"action": "rewrite", "path": "/p"}),
+    ("/", {"action": "none", "path": "/"}),
+    ("/catalog/shoes", {"action": "none", "path": "/catalog/shoes"}),
+]  # fmt: skip
+
+SHIPPED_FILES = sorted((ROOT / "rules").glob("*.rules"))
+
+
+def test_rules_directory_has_both_dialects():
+    dialects = {load_rules(str(f)).dialect for f in SHIPPED_FILES}
+    assert dialects == {"apache", "seo4ajax"}
+
+
+@pytest.mark.parametrize("path", SHIPPED_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize(("url", "expected"), SHIPPED_ROWS)
+def test_shipped_rules(path, url, expected):
+    rules = load_rules(str(path))
+    assert rules.evaluate(url, host="www.example.com").to_json(url) == {"url": url, **expected}
+
+
+@pytest.mark.parametrize(
+    ("file", "url", "expected"),
+    [
+        ("seo4ajax.rules", "/shoes/?a=1", {"action": "rewrite", "path": "/shoes?a=1"}),
+        ("apache.rules", "/shoes/?a=1",
+         {"action": "redirect", "status": 301, "location": "/shoes?a=1"}),
+    ],
+)  # fmt: skip
+def test_shipped_trailing_slash(file, url, expected):
+    rules = load_rules(str(ROOT / "rules" / file))
+    assert rules.evaluate(url, host="www.example.com").to_json(url) == {"url": url, **expected}
+
+
+# --- The CLI functions ----------------------------------------------------------------------
+
+
+def test_check_ok(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text("# c\nRewriteEngine On\nRewriteRule ^/a /b\nRewriteRule ^/c - [F]\n")
+    assert check_command(str(f)) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{f}: OK (2 rules, apache dialect)\n"
+    assert err == ""
+
+
+def test_check_error(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text("^/a /b\n^/(c /d\n")
+    assert check_command(str(f)) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"{f}:2: bad regular expression")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_check_missing_file(tmp_path, capsys):
+    assert check_command(str(tmp_path / "missing.rules")) == 2
+    assert "cannot read rules file" in capsys.readouterr().err
+
+
+def test_eval_prints_spec_lines(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text(
+        "RewriteEngine On\n"
+        "RewriteRule ^/old/(.*)$ /new/$1 [R=301,L]\n"
+        "RewriteRule ^/admin - [F]\n"
+        "RewriteCond %{QUERY_STRING} (^|&)utm_\n"
+        "RewriteRule ^ %{REQUEST_URI}? [L]\n"
+        "RewriteCond %{HTTP_HOST} ^m\\.\n"
+        "RewriteRule ^/(.*)$ /mobile/$1 [L]\n"
+    )
+    urls = ["/old/a?x=1", "/p?utm_source=x", "/admin", "/same"]
+    assert eval_command(str(f), [], urls, None) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        {"url": "/old/a?x=1", "action": "redirect", "status": 301, "location": "/new/a?x=1"},
+        {"url": "/p?utm_source=x", "action": "rewrite", "path": "/p"},
+        {"url": "/admin", "action": "status", "status": 403},
+        {"url": "/same", "action": "none", "path": "/same"},
+    ]
+    assert eval_command(str(f), ["Host: m.example.com", "X-A: b"], ["/x"], None) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == "/mobile/x"
+
+
+def test_eval_bad_header(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text("^/a /b\n")
+    assert eval_command(str(f), ["no colon"], ["/a"], None) == 2
+    assert "bad header" in capsys.readouterr().err
+
+
+def test_eval_bad_rules(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text("^/a /b [Z]\n")
+    assert eval_command(str(f), [], ["/a"], None) == 2
+    assert capsys.readouterr().err.startswith(f"{f}:1: unknown flag")
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected_path"),
+    [
+        ("none", "/q/a"),  # no database file
+        ("no table", "/q/a"),
+        ("pending", "/q/a"),
+        ("processed", "/p/a"),
+    ],
+)
+def test_eval_nf_reads_the_store(tmp_path, capsys, setup, expected_path):
+    rules = tmp_path / "site.rules"
+    rules.write_text("^/p/(.*)$ /q/$1 [NF]\n")
+    db = tmp_path / "store.db"
+    if setup != "none":
+        conn = sqlite3.connect(db)
+        if setup != "no table":
+            conn.execute("CREATE TABLE paths (site TEXT, path TEXT, state TEXT)")
+            conn.execute("INSERT INTO paths VALUES ('default', '/p/a', ?)", (setup,))
+        conn.commit()
+        conn.close()
+    assert eval_command(str(rules), [], ["/p/a"], str(db)) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == expected_path
