@@ -8,12 +8,15 @@ is checked against the evaluator everywhere, and against a live apache2 when one
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 
 from snapshotd.rewrite import Decision, parse_rules
 from tests.apache.harness import HOST, ApacheServer, Outcome, apache_available
+
+ROOT = Path(__file__).resolve().parent.parent
 
 APACHE_RULES = {
     "internal": "RewriteRule ^/old/(.*)$ /new/$1 [L]",
@@ -100,6 +103,8 @@ APACHE_RULES = {
     "relative_redirect": "RewriteRule ^/noslash(.*)$ noslash$1 [R,L]",
     "dash_last": ("RewriteRule ^/tracking$ - [L]\nRewriteRule ^/(.*)$ /app/$1"),
 }
+
+APACHE_RULES["shipped"] = (ROOT / "rules" / "apache.rules").read_text()
 
 # (rules, url, request headers, what Apache 2.4.71 did), recorded by tests/apache/harness.py
 APACHE_ROWS = [
@@ -218,6 +223,22 @@ APACHE_ROWS = [
     ("relative_redirect", "/noslash/x", {}, ("redirect", 302, "/noslash/x")),
     ("dash_last", "/tracking", {}, ("local", "/tracking", "")),
     ("dash_last", "/x", {}, ("local", "/app/x", "")),
+    # The shipped example file, as httpd reads it (%{FRAGMENT} is empty there).
+    ("shipped", "/admin", {}, ("status", 403)),
+    ("shipped", "/admin/users?x=1", {}, ("status", 403)),
+    ("shipped", "/administrator", {}, ("local", "/administrator", "")),
+    ("shipped", "/old-shop/item/3", {}, ("status", 410)),
+    ("shipped", "/old-shop", {}, ("status", 410)),
+    ("shipped", "/beta/feature", {}, ("status", 404)),
+    ("shipped", "/blog/2019/hello?ref=1", {}, ("redirect", 301, "/articles/hello?ref=1")),
+    ("shipped", "/p?utm_source=a&b=2&gclid=z", {}, ("local", "/p", "b=2")),
+    ("shipped", "/p?a=1&utm_medium=b", {}, ("local", "/p", "a=1")),
+    ("shipped", "/p?utm_source=x", {}, ("local", "/p", "")),
+    ("shipped", "/p?fbclid=1&utm_campaign=2&mc_eid=3", {}, ("local", "/p", "")),
+    ("shipped", "/shoes/", {}, ("redirect", 301, "/shoes")),
+    ("shipped", "/shoes/?a=1&utm_source=q", {}, ("redirect", 301, "/shoes?a=1")),
+    ("shipped", "/", {}, ("local", "/", "")),
+    ("shipped", "/catalog/shoes", {}, ("local", "/catalog/shoes", "")),
 ]
 
 

@@ -115,6 +115,13 @@ class ApacheServer:
         return "\n".join(lines) + "\n"
 
     def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         (self.dir / "docroot").mkdir()
         os.chmod(self.dir, 0o755)
         os.chmod(self.dir / "docroot", 0o755)
