@@ -306,7 +306,7 @@ def _variable(name: str, filename: str, line: int) -> tuple[str, str]:
 
 def _split_args(text: str) -> list[str]:
     """Apache's parseargline: whitespace-separated, optionally quoted, `\\ ` keeps a space."""
-    args = []
+    args: list[str] = []
     i, n = 0, len(text)
     while True:
         while i < n and text[i].isspace():
@@ -561,10 +561,20 @@ def parse(lines: list[tuple[int, str]], filename: str) -> Program:
 
 
 class _Ctx:
-    __slots__ = ("uri", "args", "status", "orig_uri", "raw_url", "headers", "host", "port",
-                 "rr", "rc", "budget", "unsafe_qmark", "fragment")  # fmt: skip
+    """The request as mod_rewrite sees it while the rules run (r->filename, r->args...)."""
 
-    def __init__(self, headers: Mapping[str, str], host: str, port: str) -> None:
+    __slots__ = ("uri", "args", "status", "orig_uri", "raw_url", "fragment", "headers", "host",
+                 "port", "rr", "rc", "budget", "unsafe_qmark")  # fmt: skip
+
+    def __init__(
+        self, uri: str, args: str | None, raw_url: str, fragment: str,
+        headers: Mapping[str, str], host: str, port: str,
+    ) -> None:  # fmt: skip
+        self.uri: str = uri
+        self.orig_uri: str = uri
+        self.args: str | None = args
+        self.raw_url = raw_url
+        self.fragment = fragment
         self.headers = headers
         self.host = host
         self.port = port
@@ -605,7 +615,7 @@ def _lookup(ctx: _Ctx, var: tuple[str, str]) -> str:
 
 
 def _expand(tpl: Template, ctx: _Ctx, rule: Rule | None) -> str:
-    out = []
+    out: list[str] = []
     for kind, value in tpl:
         if kind == "lit":
             out.append(value)  # type: ignore[arg-type]
@@ -613,10 +623,10 @@ def _expand(tpl: Template, ctx: _Ctx, rule: Rule | None) -> str:
             out.append(_lookup(ctx, value))  # type: ignore[arg-type]
         else:
             m = ctx.rr if kind == "rr" else ctx.rc
-            n = value
-            if m is None or n > len(m.groups()):  # type: ignore[operator]
+            n = int(value)  # type: ignore[call-overload]
+            if m is None or n > len(m.groups()):
                 continue
-            text = m.group(n) or ""  # type: ignore[call-overload]
+            text = m.group(n) or ""
             if not text:
                 continue
             if rule is not None and rule.backref_escape:
@@ -772,12 +782,10 @@ def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -
         hdrs["host"] = host_header
     hostname, _, port = host_header.rpartition(":") if _has_port(host_header) else (
         host_header, "", "")  # fmt: skip
-    ctx = _Ctx(hdrs, hostname, port)
-    ctx.raw_url = raw_path + ("?" + query if query is not None else "")
-    ctx.fragment = fragment
+    raw_url = raw_path + ("?" + query if query is not None else "")
     try:
-        ctx.uri = ctx.orig_uri = _decode_path(raw_path or "/")
-        ctx.args = query or None
+        ctx = _Ctx(_decode_path(raw_path or "/"), query or None, raw_url, fragment, hdrs,
+                   hostname, port)  # fmt: skip
         oargs = ctx.args
         changed = 0  # 0 unchanged, 1 changed, 2 changed by a rule with NE
         rules = prog.rules
