@@ -1,0 +1,1 @@
+self.addEventListener("install", () => fetch("{SENTINEL}/sw", { mode: "no-cors" }));

@@ -1,0 +1,142 @@
+"""Renderer parts that need no browser: finding Chromium, the egress guard, site lookup."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+import struct
+from pathlib import Path
+
+import pytest
+
+from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.render import ChromiumNotFound, find_chromium, site_for_url
+from snapshotd.render.guard import EgressGuard
+
+# ------------------------------------------------------------------------ finding Chromium
+
+
+def fake_binary(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_discovery_order(tmp_path: Path) -> None:
+    configured = fake_binary(tmp_path / "configured" / "chrome")
+    from_env = fake_binary(tmp_path / "env" / "chrome")
+    on_path = fake_binary(tmp_path / "bin" / "chromium-browser")
+    home = tmp_path / "home"
+    own = fake_binary(home / ".cache/ms-playwright/chromium-1200/chrome-linux64/chrome")
+    fake_binary(home / ".cache/ms-playwright/chromium-999/chrome-linux/chrome")
+    env = {"SNAPSHOTD_CHROMIUM": from_env, "PATH": str(tmp_path / "bin"), "HOME": str(home)}
+    assert find_chromium(BrowserSettings(executable=configured), env) == configured
+    assert find_chromium(BrowserSettings(), env) == from_env
+    del env["SNAPSHOTD_CHROMIUM"]
+    assert find_chromium(BrowserSettings(), env) == on_path
+    env["PATH"] = str(tmp_path / "nothing")
+    assert find_chromium(BrowserSettings(), env) == own
+
+
+def test_missing_chromium_is_one_clear_line(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    with pytest.raises(ChromiumNotFound) as info:
+        find_chromium(BrowserSettings(), env)
+    assert "\n" not in str(info.value) and "SNAPSHOTD_CHROMIUM" in str(info.value)
+    with pytest.raises(ChromiumNotFound, match="browser.executable: /no/such/chromium"):
+        find_chromium(BrowserSettings(executable="/no/such/chromium"), env)
+    env["SNAPSHOTD_CHROMIUM"] = str(tmp_path / "missing")
+    with pytest.raises(ChromiumNotFound, match="SNAPSHOTD_CHROMIUM"):
+        find_chromium(BrowserSettings(), env)
+
+
+# ------------------------------------------------------------------------ site lookup
+
+
+def test_site_for_url() -> None:
+    shop = SiteSettings(name="shop", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(shop,))
+    assert site_for_url("http://127.0.0.1:3000/items/1", settings) is shop
+    other = site_for_url("http://127.0.0.1:3001/x", settings)
+    assert other.origin == "http://127.0.0.1:3001" and other is not shop
+    assert site_for_url("HTTP://Example.COM:80/", settings).origin == "http://example.com"
+
+
+# ------------------------------------------------------------------------ the egress guard
+
+
+async def socks_connect(
+    proxy: str, host: str, port: int
+) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open a SOCKS5 CONNECT through ``proxy``; the reply code and the open streams."""
+    proxy_port = int(proxy.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port)
+    writer.write(b"\x05\x01\x00")
+    assert await reader.readexactly(2) == b"\x05\x00"
+    name = host.encode()
+    writer.write(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + struct.pack("!H", port))
+    reply = await reader.readexactly(10)
+    return reply[1], reader, writer
+
+
+@pytest.fixture
+async def echo_servers():
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.read(100))
+        await writer.drain()
+        writer.close()
+
+    servers = [await asyncio.start_server(echo, "127.0.0.1", 0) for _ in range(2)]
+    yield [s.sockets[0].getsockname()[1] for s in servers]
+    for s in servers:
+        s.close()
+        await s.wait_closed()
+
+
+async def test_guard_relays_to_the_origin_only(echo_servers: list[int]) -> None:
+    own, other = echo_servers
+    guard = EgressGuard(f"http://127.0.0.1:{own}")
+    await guard.start()
+    try:
+        code, reader, writer = await socks_connect(guard.proxy_server, "127.0.0.1", own)
+        assert code == 0
+        writer.write(b"ping")
+        assert await reader.read(100) == b"ping"
+        writer.close()
+        for host, port in (("127.0.0.1", other), ("127.0.0.2", own), ("localhost", own)):
+            code, _, writer = await socks_connect(guard.proxy_server, host, port)
+            assert code == 2  # connection not allowed by ruleset
+            writer.close()
+        assert len(guard.refused) == 3
+    finally:
+        await guard.close()
+
+
+async def test_guard_judges_what_a_name_resolves_to() -> None:
+    answers = {
+        "internal.example": ["10.0.0.7"],
+        "mixed.example": ["93.184.216.34", "::1"],
+        "public.example": ["93.184.216.34"],
+        "shop.internal": ["192.168.1.9"],
+    }
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if host not in answers:
+            raise OSError("no such name")
+        return answers[host]
+
+    guard = EgressGuard("http://shop.internal:8080", resolve=resolve)
+    reason, _ = await guard.judge("internal.example", 80)
+    assert reason == "internal.example resolves to private address 10.0.0.7"
+    reason, _ = await guard.judge("mixed.example", 443)
+    assert reason is not None and "loopback" in reason
+    assert await guard.judge("public.example", 443) == (None, ["93.184.216.34"])
+    # the site's own origin may live at a private address; its other ports may not
+    assert await guard.judge("shop.internal", 8080) == (None, ["192.168.1.9"])
+    reason, _ = await guard.judge("shop.internal", 22)
+    assert reason is not None and "private" in reason
+    reason, _ = await guard.judge("nowhere.example", 80)
+    assert reason is not None and reason.startswith("cannot resolve")
+    reason, _ = await guard.judge("169.254.169.254", 80)
+    assert reason is not None and "metadata" in reason
