@@ -1,0 +1,3 @@
+from examples.spa.app import main
+
+main()

@@ -1,0 +1,146 @@
+"""One capture of one claimed path: render, judge, store; shared by the proxy and the crawler.
+
+Invariants:
+- a path is rendered only while this process holds its lease (``store.claim*``);
+- a failed render never replaces a stored snapshot (``store.fail`` keeps it);
+- concurrent proxy misses for one path share a single render (``capture_now``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from snapshotd.config import Settings, SiteSettings
+from snapshotd.metrics import Metrics
+from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.store.base import PathRecord, Store
+from snapshotd.store.sqlite import content_hash
+
+log = logging.getLogger("snapshotd.capture")
+
+LEASE_SECONDS_MARGIN = 60.0
+RETRY_LIMIT = 5
+RETRY_BASE = 60.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one capture."""
+
+    record: PathRecord
+    result: CaptureResult
+    stored: bool
+    duplicate_of: str | None = None
+
+
+# Called after a successful capture is stored, to follow its links (the crawler sets it).
+AfterCapture = Callable[[SiteSettings, PathRecord, CaptureResult, str | None], Awaitable[None]]
+
+
+def retry_delay(attempts: int, expire_after: float) -> float:
+    """Backoff for a failed capture: 1, 2, 4, 8, 16 minutes, then wait for expiry."""
+    if attempts >= RETRY_LIMIT:
+        return expire_after
+    return min(RETRY_BASE * 2 ** max(attempts - 1, 0), expire_after)
+
+
+class CaptureService:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        renderer: Renderer,
+        *,
+        metrics: Metrics | None = None,
+        owner: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.renderer = renderer
+        self.metrics = metrics or Metrics()
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.clock = clock
+        self.after_capture: AfterCapture | None = None
+        self._inflight: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.settings.browser.render_timeout + LEASE_SECONDS_MARGIN
+
+    async def run(self, site: SiteSettings, record: PathRecord) -> Outcome:
+        """Render a claimed path and store the outcome; proxy misses for it wait on this."""
+        key = (site.name, record.path)
+        future = asyncio.ensure_future(self._run(site, record))
+        self._inflight[key] = future
+        future.add_done_callback(lambda _f: self._inflight.pop(key, None))
+        return await asyncio.shield(future)
+
+    async def _run(self, site: SiteSettings, record: PathRecord) -> Outcome:
+        url = site.url_for(record.path)
+        started = time.monotonic()
+        result = await self.renderer.capture(url, site)
+        self.metrics.render_seconds.observe(time.monotonic() - started)
+        now = self.clock()
+        if not result.ok:
+            delay = retry_delay(record.attempts, site.expire_after)
+            await self.store.fail(
+                site.name,
+                record.path,
+                self.owner,
+                error=result.error or "failed",
+                retry_at=now + delay,
+                status=result.status if result.status >= 400 else None,
+            )
+            self.metrics.captures.labels("error").inc()
+            log.info(
+                "capture failed site=%s path=%s error=%r retry_in=%ds",
+                site.name, record.path, result.error, delay,
+            )
+            return Outcome(record, result, stored=False)
+
+        duplicate_of = None
+        if 200 <= result.status < 300:
+            duplicate_of = await self.store.find_same_content(
+                site.name, content_hash(result.html), record.path
+            )
+        stored = await self.store.complete(
+            site.name,
+            record.path,
+            self.owner,
+            html=result.html,
+            status=result.status,
+            headers=result.headers,
+            final_url=result.final_url,
+            expires_at=now + site.expire_after,
+            duplicate_of=duplicate_of,
+        )
+        self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
+        log.info(
+            "captured site=%s path=%s status=%d %.2fs%s",
+            site.name, record.path, result.status, result.elapsed,
+            f" duplicate_of={duplicate_of}" if duplicate_of else "",
+        )
+        if stored and self.after_capture is not None:
+            await self.after_capture(site, record, result, duplicate_of)
+        return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
+
+    async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
+        """Capture a pending path at once, or join the render already under way for it.
+
+        Returns None when another process holds the path; the caller polls the store.
+        """
+        future = self._inflight.get((site.name, path))
+        if future is not None:
+            return await asyncio.shield(future)
+        record = await self.store.claim_path(site.name, path, self.owner, self.lease_seconds)
+        if record is None:
+            future = self._inflight.get((site.name, path))
+            return await asyncio.shield(future) if future is not None else None
+        return await self.run(site, record)

@@ -1,0 +1,259 @@
+"""The request path for every URL outside ``/_snapshotd/`` (SPEC section 3).
+
+A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD, not a
+static asset, not ignored, not one of our own renders) answered from the store, or it is
+passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
+be had in time, the origin's own response goes out, marked ``BYPASS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import time
+from collections.abc import Mapping
+from email.utils import formatdate
+
+from starlette.types import Receive, Scope, Send
+
+from snapshotd.bots import BotMatcher, is_static_asset
+from snapshotd.capture import CaptureService
+from snapshotd.config import Settings, SiteSettings
+from snapshotd.metrics import Metrics
+from snapshotd.rewrite import RuleSet
+from snapshotd.store.base import PRIORITY_BOT, PRIORITY_EXPIRED, Snapshot, Store
+from snapshotd.upstream import Upstream
+from snapshotd.urls import BadRequest, site_path_from_request, valid_host
+
+log = logging.getLogger("snapshotd.proxy")
+
+_STATUS_TEXT = {
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    410: "Gone",
+    414: "URI Too Long",
+    421: "Misdirected Request",
+}
+
+
+def _accepts_gzip(value: str) -> bool:
+    for part in value.split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip().lower() in ("gzip", "*"):
+            q = params.strip()
+            return not (q.startswith("q=") and float(q[2:] or 0) == 0) if q else True
+    return False
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    if if_none_match.strip() == "*":
+        return True
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return etag in tags
+
+
+async def _send_simple(send: Send, status: int, text: str, extra: list | None = None) -> None:
+    body = text.encode("utf-8")
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Proxy:
+    """ASGI app: snapshot requests from the store, everything else to the origin."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        capture: CaptureService,
+        upstream: Upstream,
+        rules: Mapping[str, RuleSet],
+        *,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.capture = capture
+        self.upstream = upstream
+        self.rules = rules
+        self.metrics = metrics or capture.metrics
+        self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if host and not valid_host(host):
+            self.metrics.requests.labels("ERROR").inc()
+            await _send_simple(send, 400, "Bad Request: malformed Host header\n")
+            return
+        site = self.settings.site_for_host(host)
+        if site is None:
+            self.metrics.requests.labels("ERROR").inc()
+            await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
+            return
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+
+        method = scope["method"]
+        if (
+            method not in ("GET", "HEAD")
+            or "x-snapshotd" in headers
+            or is_static_asset(raw_path.split("?", 1)[0])
+        ):
+            await self._pass(site, scope, receive, send)
+            return
+        is_bot = self.bots[site.name](headers.get("user-agent", ""))
+        if not is_bot and "_escaped_fragment_" not in query:
+            await self._pass(site, scope, receive, send)
+            return
+        try:
+            path, _escaped = site_path_from_request(raw_path, query)
+        except BadRequest as exc:
+            self.metrics.requests.labels("ERROR").inc()
+            await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
+            return
+        await self._snapshot_request(site, path, host, headers, scope, receive, send)
+
+    async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
+        self.metrics.requests.labels("PASS").inc()
+        await self.upstream.forward(site.origin, scope, receive, send)
+
+    async def _snapshot_request(
+        self,
+        site: SiteSettings,
+        path: str,
+        host: str,
+        headers: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        rules = self.rules.get(site.name)
+        capture_flag = False
+        if rules is not None:
+
+            async def is_captured(p: str) -> bool:
+                record = await self.store.get_path(site.name, p)
+                return record is not None and record.captured_at is not None
+
+            decision = await rules.aevaluate(
+                path, host=host, headers=headers, is_captured=is_captured
+            )
+            if decision.action == "redirect":
+                self.metrics.requests.labels("RULE").inc()
+                location = decision.location or decision.path
+                await _send_simple(
+                    send,
+                    decision.status or 302,
+                    f"Redirecting to {location}\n",
+                    [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
+                )
+                return
+            if decision.action == "status":
+                self.metrics.requests.labels("RULE").inc()
+                status = decision.status or 404
+                await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
+                return
+            path = decision.path
+            capture_flag = decision.capture
+        if site.is_ignored(path) and not capture_flag:
+            await self._pass(site, scope, receive, send)
+            return
+
+        snapshot = await self.store.get_snapshot(site.name, path)
+        now = time.time()
+        if snapshot is not None:
+            fresh = snapshot.state == "processed" and (
+                snapshot.expires_at is None or snapshot.expires_at > now
+            )
+            if fresh:
+                await self._send_snapshot(snapshot, "HIT", headers, scope, send)
+                return
+            if site.capture_expired and snapshot.state in ("processed", "error"):
+                await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
+            await self._send_snapshot(snapshot, "STALE", headers, scope, send)
+            return
+
+        if site.capture_new:
+            await self.store.enqueue(site.name, path, PRIORITY_BOT)
+            snapshot = await self._wait_for_capture(site, path)
+            if snapshot is not None:
+                await self._send_snapshot(snapshot, "MISS", headers, scope, send)
+                return
+        self.metrics.requests.labels("BYPASS").inc()
+        await self.upstream.forward(
+            site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
+        )
+
+    async def _wait_for_capture(self, site: SiteSettings, path: str) -> Snapshot | None:
+        """The snapshot of a path being captured, within ``miss_wait``; None on failure."""
+        deadline = time.monotonic() + self.settings.miss_wait
+        # The capture goes on after a timeout: the next bot gets it from the cache.
+        task = asyncio.ensure_future(self.capture.capture_now(site, path))
+        done, _ = await asyncio.wait({task}, timeout=self.settings.miss_wait)
+        if not done:
+            return None
+        outcome = task.result()
+        if outcome is not None:
+            return await self.store.get_snapshot(site.name, path) if outcome.stored else None
+        # Another process holds the lease: watch the store until it lands or time is up.
+        while time.monotonic() < deadline:
+            record = await self.store.get_path(site.name, path)
+            if record is None or record.state in ("error", "ignored"):
+                return None
+            if record.state == "processed":
+                return await self.store.get_snapshot(site.name, path)
+            await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+        return None
+
+    async def _send_snapshot(
+        self,
+        snapshot: Snapshot,
+        result: str,
+        headers: dict[str, str],
+        scope: Scope,
+        send: Send,
+    ) -> None:
+        self.metrics.requests.labels(result).inc()
+        out = [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"last-modified", formatdate(snapshot.captured_at, usegmt=True).encode()),
+            (b"etag", snapshot.etag.encode()),
+            (b"vary", b"User-Agent, Accept-Encoding"),
+            (b"x-snapshotd-cache", result.encode()),
+        ]
+        for name, value in snapshot.headers.items():
+            out.append((name.lower().encode("latin-1"), value.encode("latin-1", "replace")))
+        inm = headers.get("if-none-match")
+        if inm and _etag_matches(inm, snapshot.etag):
+            await send({"type": "http.response.start", "status": 304, "headers": out})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if _accepts_gzip(headers.get("accept-encoding", "")):
+            body = snapshot.body_gz
+            out.append((b"content-encoding", b"gzip"))
+        else:
+            body = gzip.decompress(snapshot.body_gz)
+        out.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
+        await send(
+            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
+        )
+
+
+def _with_header(send: Send, name: bytes, value: bytes) -> Send:
+    async def wrapped(message: dict) -> None:  # type: ignore[type-arg]
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (name, value)]}
+        await send(message)
+
+    return wrapped

@@ -1,0 +1,159 @@
+"""The store interface: paths with their crawl state, and their snapshots.
+
+Every engine (SQLite now, PostgreSQL later) keeps the same invariants:
+
+- a (site, path) pair exists at most once;
+- a path is in exactly one state of ``STATES``; ``processing`` always carries a lease
+  (owner + deadline), and only the lease owner may complete or fail it;
+- the pending path claimed next is the one with the highest priority, oldest ``queued_at``
+  first, and claiming is one atomic step, so two workers never claim the same path;
+- a failed recapture never removes the snapshot a path already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+STATES = ("pending", "processing", "processed", "error", "ignored")
+PRIORITY_EXPIRED, PRIORITY_LINK, PRIORITY_API, PRIORITY_BOT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PathRecord:
+    site: str
+    path: str
+    state: str
+    priority: int
+    hops: int = 0
+    status: int | None = None
+    created_at: float = 0.0
+    queued_at: float = 0.0
+    captured_at: float | None = None
+    expires_at: float | None = None
+    error: str | None = None
+    duplicate_of: str | None = None
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_until: float | None = None
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A stored capture. ``body_gz`` is the HTML, gzip-compressed (as stored and as served)."""
+
+    site: str
+    path: str
+    body_gz: bytes
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    etag: str = ""
+    content_hash: str = ""
+    final_url: str = ""
+    captured_at: float = 0.0
+    expires_at: float | None = None
+    state: str = "processed"
+
+    @property
+    def html(self) -> str:
+        import gzip
+
+        return gzip.decompress(self.body_gz).decode("utf-8")
+
+
+class Store(Protocol):
+    """What the proxy, the crawler and the API need from storage."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> bool: ...
+
+    async def get_path(self, site: str, path: str) -> PathRecord | None: ...
+
+    async def get_snapshot(self, site: str, path: str) -> Snapshot | None: ...
+
+    async def enqueue(
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+    ) -> str:
+        """Set a path pending. Answers ``queued`` (new), ``requeued`` (was captured, expired,
+        failed or forced), ``reprioritised`` (was pending lower), ``pending`` (already
+        pending), ``processing`` (being captured) or ``fresh`` (captured, not expired)."""
+        ...
+
+    async def enqueue_many(
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+    ) -> list[str]:
+        """``enqueue`` for many (path, hops) pairs in one transaction."""
+        ...
+
+    async def add_ignored(self, site: str, path: str, *, hops: int = 0, reason: str = "") -> bool:
+        ...
+
+    async def claim(
+        self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
+    ) -> PathRecord | None: ...
+
+    async def claim_path(
+        self, site: str, path: str, owner: str, lease_seconds: float
+    ) -> PathRecord | None: ...
+
+    async def release_expired_leases(self) -> int: ...
+
+    async def complete(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        html: str,
+        status: int,
+        headers: dict[str, str],
+        final_url: str,
+        expires_at: float,
+        duplicate_of: str | None = None,
+    ) -> bool: ...
+
+    async def fail(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        error: str,
+        retry_at: float,
+        status: int | None = None,
+    ) -> bool: ...
+
+    async def set_duplicate(self, site: str, path: str, of: str | None) -> None: ...
+
+    async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None: ...
+
+    async def requeue_expired(self, site: str, *, limit: int = 1000) -> int: ...
+
+    async def counts(self) -> dict[str, dict[str, int]]: ...
+
+    async def queue_depth(self) -> dict[int, int]: ...
+
+    async def site_size(self, site: str) -> int: ...
+
+    async def list_paths(
+        self,
+        site: str,
+        *,
+        state: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        cursor: int | None = None,
+    ) -> tuple[list[PathRecord], int | None]: ...
+
+    def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]: ...
+
+    async def delete_path(self, site: str, path: str) -> bool: ...
+
+    async def get_meta(self, key: str) -> str | None: ...
+
+    async def set_meta(self, key: str, value: str) -> None: ...

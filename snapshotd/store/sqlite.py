@@ -1,0 +1,529 @@
+"""The SQLite store (aiosqlite), the default engine.
+
+Two connections: one for writes, serialised by a lock so a multi-statement transaction is
+never interleaved with another coroutine's statements, and one for reads, which in WAL mode
+never waits for the writer. Claims are one ``UPDATE ... RETURNING`` statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from snapshotd.store.base import PathRecord, Snapshot
+
+__all__ = ["SQLiteStore", "content_hash"]
+
+_PATH_COLUMNS = (
+    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
+)
+
+# Each entry upgrades the schema by one version; never edit an entry once released.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE paths (
+        id           INTEGER PRIMARY KEY,
+        site         TEXT    NOT NULL,
+        path         TEXT    NOT NULL,
+        state        TEXT    NOT NULL,
+        priority     INTEGER NOT NULL,
+        hops         INTEGER NOT NULL DEFAULT 0,
+        status       INTEGER,
+        created_at   REAL    NOT NULL,
+        queued_at    REAL    NOT NULL,
+        captured_at  REAL,
+        expires_at   REAL,
+        error        TEXT,
+        duplicate_of TEXT,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        lease_owner  TEXT,
+        lease_until  REAL,
+        UNIQUE (site, path)
+    );
+    CREATE INDEX paths_pending ON paths (priority DESC, queued_at, id) WHERE state = 'pending';
+    CREATE INDEX paths_expiry ON paths (site, expires_at) WHERE state IN ('processed', 'error');
+    CREATE INDEX paths_lease ON paths (lease_until) WHERE state = 'processing';
+    CREATE TABLE snapshots (
+        path_id      INTEGER PRIMARY KEY REFERENCES paths (id) ON DELETE CASCADE,
+        body_gz      BLOB    NOT NULL,
+        status       INTEGER NOT NULL,
+        headers      TEXT    NOT NULL,
+        etag         TEXT    NOT NULL,
+        content_hash TEXT    NOT NULL,
+        final_url    TEXT    NOT NULL,
+        captured_at  REAL    NOT NULL
+    );
+    CREATE INDEX snapshots_hash ON snapshots (content_hash);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+]
+
+
+def content_hash(html: str) -> str:
+    return hashlib.sha256(html.encode("utf-8")).hexdigest()
+
+
+def _record(row: Sequence[Any]) -> PathRecord:
+    return PathRecord(
+        id=row[0],
+        site=row[1],
+        path=row[2],
+        state=row[3],
+        priority=row[4],
+        hops=row[5],
+        status=row[6],
+        created_at=row[7],
+        queued_at=row[8],
+        captured_at=row[9],
+        expires_at=row[10],
+        error=row[11],
+        duplicate_of=row[12],
+        attempts=row[13],
+        lease_owner=row[14],
+        lease_until=row[15],
+    )
+
+
+class SQLiteStore:
+    """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
+
+    def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self._wr: aiosqlite.Connection | None = None
+        self._rd: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await conn.execute("PRAGMA busy_timeout = 10000")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    async def open(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._wr = await self._connect()
+        try:
+            await self._wr.execute("PRAGMA journal_mode = WAL")
+            await self._migrate()
+        except BaseException:
+            await self._wr.close()
+            self._wr = None
+            raise
+        self._rd = await self._connect() if self.path != ":memory:" else self._wr
+
+    async def close(self) -> None:
+        for conn in {id(c): c for c in (self._rd, self._wr) if c is not None}.values():
+            await conn.close()
+        self._rd = self._wr = None
+
+    async def __aenter__(self) -> SQLiteStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _migrate(self) -> None:
+        wr = self._writer
+        await wr.execute("BEGIN IMMEDIATE")
+        try:
+            await wr.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
+            async with wr.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as c:
+                row = await c.fetchone()
+            current = row[0] if row else 0
+            if current > len(MIGRATIONS):
+                raise sqlite3.DatabaseError(
+                    f"{self.path}: schema version {current} is newer than this snapshotd knows"
+                )
+            for version in range(current + 1, len(MIGRATIONS) + 1):
+                for statement in MIGRATIONS[version - 1].split(";"):
+                    if statement.strip():
+                        await wr.execute(statement)
+                await wr.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (version, self.clock()),
+                )
+            await wr.execute("COMMIT")
+        except BaseException:
+            await wr.execute("ROLLBACK")
+            raise
+
+    @property
+    def _writer(self) -> aiosqlite.Connection:
+        if self._wr is None:
+            raise RuntimeError("store is not open")
+        return self._wr
+
+    @property
+    def _reader(self) -> aiosqlite.Connection:
+        if self._rd is None:
+            raise RuntimeError("store is not open")
+        return self._rd
+
+    async def schema_version(self) -> int:
+        async with self._reader.execute("SELECT MAX(version) FROM schema_migrations") as c:
+            row = await c.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    async def ping(self) -> bool:
+        try:
+            async with self._reader.execute("SELECT 1") as c:
+                await c.fetchone()
+            return True
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------ reads
+
+    async def _one(self, sql: str, params: Sequence[Any]) -> Any:
+        async with self._reader.execute(sql, params) as c:
+            return await c.fetchone()
+
+    async def get_path(self, site: str, path: str) -> PathRecord | None:
+        row = await self._one(
+            f"SELECT {_PATH_COLUMNS} FROM paths WHERE site = ? AND path = ?", (site, path)
+        )
+        return _record(row) if row else None
+
+    async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
+        row = await self._one(
+            "SELECT s.body_gz, s.status, s.headers, s.etag, s.content_hash, s.final_url, "
+            "s.captured_at, p.expires_at, p.state FROM paths p JOIN snapshots s "
+            "ON s.path_id = p.id WHERE p.site = ? AND p.path = ?",
+            (site, path),
+        )
+        if row is None:
+            return None
+        return Snapshot(
+            site=site,
+            path=path,
+            body_gz=row[0],
+            status=row[1],
+            headers=json.loads(row[2]),
+            etag=row[3],
+            content_hash=row[4],
+            final_url=row[5],
+            captured_at=row[6],
+            expires_at=row[7],
+            state=row[8],
+        )
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        async with self._reader.execute(
+            "SELECT site, state, COUNT(*) FROM paths GROUP BY site, state"
+        ) as c:
+            async for site, state, n in c:
+                out.setdefault(site, {})[state] = n
+        return out
+
+    async def queue_depth(self) -> dict[int, int]:
+        out = {p: 0 for p in range(4)}
+        async with self._reader.execute(
+            "SELECT priority, COUNT(*) FROM paths WHERE state = 'pending' GROUP BY priority"
+        ) as c:
+            async for prio, n in c:
+                out[prio] = n
+        return out
+
+    async def site_size(self, site: str) -> int:
+        row = await self._one("SELECT COUNT(*) FROM paths WHERE site = ?", (site,))
+        return int(row[0])
+
+    async def list_paths(
+        self,
+        site: str,
+        *,
+        state: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        cursor: int | None = None,
+    ) -> tuple[list[PathRecord], int | None]:
+        """Newest first by insertion id; the cursor is the last id seen, so paths added
+        while paging (higher ids) never shift later pages."""
+        where, params = ["site = ?"], [site]
+        if state:
+            where.append("state = ?")
+            params.append(state)
+        if prefix:
+            where.append("substr(path, 1, ?) = ?")
+            params.extend([len(prefix), prefix])
+        if cursor is not None:
+            where.append("id < ?")
+            params.append(cursor)
+        sql = (
+            f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
+            "ORDER BY id DESC LIMIT ?"
+        )
+        async with self._reader.execute(sql, (*params, limit + 1)) as c:
+            rows = [_record(r) for r in await c.fetchall()]
+        next_cursor = rows[limit - 1].id if len(rows) > limit else None
+        return rows[:limit], next_cursor
+
+    async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
+        last = 0
+        while True:
+            sql = f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > ?"
+            params: list[Any] = [last]
+            if site is not None:
+                sql += " AND site = ?"
+                params.append(site)
+            async with self._reader.execute(sql + " ORDER BY id LIMIT 1000", params) as c:
+                rows = await c.fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _record(row)
+            last = rows[-1][0]
+
+    async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
+        row = await self._one(
+            "SELECT p.path FROM snapshots s JOIN paths p ON p.id = s.path_id "
+            "WHERE s.content_hash = ? AND p.site = ? AND p.path != ? "
+            "AND p.duplicate_of IS NULL ORDER BY p.id LIMIT 1",
+            (content_hash, site, path),
+        )
+        return row[0] if row else None
+
+    async def get_meta(self, key: str) -> str | None:
+        row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
+        return row[0] if row else None
+
+    # ------------------------------------------------------------------ writes
+
+    async def set_meta(self, key: str, value: str) -> None:
+        async with self._lock:
+            await self._writer.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    async def _enqueue_one(
+        self, site: str, path: str, priority: int, hops: int, force: bool, now: float
+    ) -> str:
+        wr = self._writer
+        async with wr.execute(
+            "SELECT id, state, priority, expires_at, hops FROM paths WHERE site = ? AND path = ?",
+            (site, path),
+        ) as c:
+            row = await c.fetchone()
+        if row is None:
+            await wr.execute(
+                "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at) "
+                "VALUES (?, ?, 'pending', ?, ?, ?, ?)",
+                (site, path, priority, hops, now, now),
+            )
+            return "queued"
+        pid, state, old_priority, expires_at, old_hops = row
+        hops = min(hops, old_hops)
+        if state == "pending":
+            if priority > old_priority or hops < old_hops:
+                await wr.execute(
+                    "UPDATE paths SET priority = MAX(priority, ?), hops = ? WHERE id = ?",
+                    (priority, hops, pid),
+                )
+                return "reprioritised" if priority > old_priority else "pending"
+            return "pending"
+        if state == "processing":
+            return "processing"
+        expired = expires_at is None or expires_at <= now
+        if state == "processed" and not expired and not force:
+            return "fresh"
+        await wr.execute(
+            "UPDATE paths SET state = 'pending', priority = ?, hops = ?, queued_at = ?, "
+            "lease_owner = NULL, lease_until = NULL WHERE id = ?",
+            (priority, hops, now, pid),
+        )
+        return "requeued"
+
+    async def enqueue(
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+    ) -> str:
+        return (await self.enqueue_many(site, [(path, hops)], priority, force=force))[0]
+
+    async def enqueue_many(
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+    ) -> list[str]:
+        if not 0 <= priority <= 3:
+            raise ValueError(f"priority must be 0-3, not {priority}")
+        now = self.clock()
+        async with self._lock:
+            wr = self._writer
+            await wr.execute("BEGIN IMMEDIATE")
+            try:
+                out = [
+                    await self._enqueue_one(site, p, priority, h, force, now) for p, h in paths
+                ]
+                await wr.execute("COMMIT")
+            except BaseException:
+                await wr.execute("ROLLBACK")
+                raise
+        return out
+
+    async def add_ignored(self, site: str, path: str, *, hops: int = 0, reason: str = "") -> bool:
+        now = self.clock()
+        async with self._lock:
+            cur = await self._writer.execute(
+                "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at, "
+                "error) VALUES (?, ?, 'ignored', 0, ?, ?, ?, ?) ON CONFLICT (site, path) DO NOTHING",
+                (site, path, hops, now, now, reason or None),
+            )
+            return cur.rowcount > 0
+
+    async def claim(
+        self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
+    ) -> PathRecord | None:
+        now = self.clock()
+        site_filter, params = "", []
+        if sites is not None:
+            if not sites:
+                return None
+            site_filter = f" AND site IN ({','.join('?' * len(sites))})"
+            params = list(sites)
+        sql = (
+            "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
+            "attempts = attempts + 1 WHERE id = (SELECT id FROM paths WHERE state = 'pending'"
+            f"{site_filter} ORDER BY priority DESC, queued_at, id LIMIT 1) "
+            f"RETURNING {_PATH_COLUMNS}"
+        )
+        async with self._lock:
+            async with self._writer.execute(sql, (owner, now + lease_seconds, *params)) as c:
+                row = await c.fetchone()
+        return _record(row) if row else None
+
+    async def claim_path(
+        self, site: str, path: str, owner: str, lease_seconds: float
+    ) -> PathRecord | None:
+        now = self.clock()
+        async with self._lock:
+            async with self._writer.execute(
+                "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
+                "attempts = attempts + 1 WHERE site = ? AND path = ? AND state = 'pending' "
+                f"RETURNING {_PATH_COLUMNS}",
+                (owner, now + lease_seconds, site, path),
+            ) as c:
+                row = await c.fetchone()
+        return _record(row) if row else None
+
+    async def release_expired_leases(self) -> int:
+        """Leases past their deadline (a dead worker's) go back to pending, same priority."""
+        async with self._lock:
+            cur = await self._writer.execute(
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
+                "WHERE state = 'processing' AND lease_until < ?",
+                (self.clock(),),
+            )
+            return cur.rowcount
+
+    async def complete(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        html: str,
+        status: int,
+        headers: dict[str, str],
+        final_url: str,
+        expires_at: float,
+        duplicate_of: str | None = None,
+    ) -> bool:
+        """Store a capture and mark the path processed. False if ``owner`` lost the lease."""
+        now = self.clock()
+        digest = content_hash(html)
+        body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
+        etag = f'"{digest[:24]}"'
+        async with self._lock:
+            wr = self._writer
+            await wr.execute("BEGIN IMMEDIATE")
+            try:
+                async with wr.execute(
+                    "UPDATE paths SET state = 'processed', status = ?, captured_at = ?, "
+                    "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
+                    "lease_owner = NULL, lease_until = NULL "
+                    "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
+                    "RETURNING id",
+                    (status, now, expires_at, duplicate_of, site, path, owner),
+                ) as c:
+                    row = await c.fetchone()
+                if row is None:
+                    await wr.execute("ROLLBACK")
+                    return False
+                await wr.execute(
+                    "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
+                    "content_hash, final_url, captured_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
+                    "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
+                    "content_hash = excluded.content_hash, final_url = excluded.final_url, "
+                    "captured_at = excluded.captured_at",
+                    (row[0], body, status, json.dumps(headers), etag, digest, final_url, now),
+                )
+                await wr.execute("COMMIT")
+            except BaseException:
+                await wr.execute("ROLLBACK")
+                raise
+        return True
+
+    async def fail(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        error: str,
+        retry_at: float,
+        status: int | None = None,
+    ) -> bool:
+        """Mark a claimed path ``error`` until ``retry_at``; its old snapshot stays."""
+        async with self._lock:
+            cur = await self._writer.execute(
+                "UPDATE paths SET state = 'error', error = ?, expires_at = ?, "
+                "status = COALESCE(?, status), lease_owner = NULL, lease_until = NULL "
+                "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ?",
+                (error[:500], retry_at, status, site, path, owner),
+            )
+            return cur.rowcount > 0
+
+    async def set_duplicate(self, site: str, path: str, of: str | None) -> None:
+        async with self._lock:
+            await self._writer.execute(
+                "UPDATE paths SET duplicate_of = ? WHERE site = ? AND path = ?", (of, site, path)
+            )
+
+    async def requeue_expired(self, site: str, *, limit: int = 1000) -> int:
+        """Captured or failed paths past ``expires_at`` become pending at priority 0."""
+        now = self.clock()
+        async with self._lock:
+            cur = await self._writer.execute(
+                "UPDATE paths SET state = 'pending', priority = 0, queued_at = ? "
+                "WHERE id IN (SELECT id FROM paths WHERE site = ? "
+                "AND state IN ('processed', 'error') AND expires_at <= ? LIMIT ?)",
+                (now, site, now, limit),
+            )
+            return cur.rowcount
+
+    async def delete_path(self, site: str, path: str) -> bool:
+        async with self._lock:
+            cur = await self._writer.execute(
+                "DELETE FROM paths WHERE site = ? AND path = ?", (site, path)
+            )
+            return cur.rowcount > 0

@@ -1,0 +1,148 @@
+"""Pass-through to the origin: one pooled httpx client, bodies streamed both ways."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger("snapshotd.upstream")
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+BAD_GATEWAY_PAGE = (
+    b"<!doctype html><html><head><meta charset=utf-8><title>502 Bad Gateway</title></head>"
+    b"<body><h1>502 Bad Gateway</h1><p>The site's server could not be reached. "
+    b"Please try again in a moment.</p></body></html>"
+)
+
+
+def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    named = set()
+    for k, v in headers:
+        if k.lower() == b"connection":
+            named.update(t.strip().lower() for t in v.decode("latin-1").split(","))
+    return [
+        (k, v)
+        for k, v in headers
+        if (key := k.decode("latin-1").lower()) not in HOP_BY_HOP and key not in named
+    ]
+
+
+class Upstream:
+    """Forwards requests to an origin and streams the answer back."""
+
+    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+        self.client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, connect=5.0),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def forward(self, origin: str, scope: Scope, receive: Receive, send: Send) -> int:
+        """Proxy one request to ``origin``; returns the status sent."""
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        target = raw_path.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        headers = _strip_hop_by_hop(list(scope["headers"]))
+        client_host = (scope.get("client") or ("", 0))[0]
+        original_host = b""
+        prior_xff = b""
+        out: list[tuple[bytes, bytes]] = []
+        for k, v in headers:
+            lk = k.lower()
+            if lk == b"host":
+                original_host = v
+                continue
+            if lk == b"x-forwarded-for":
+                prior_xff = v
+                continue
+            if lk in (b"x-forwarded-proto", b"x-forwarded-host"):
+                continue
+            out.append((k, v))
+        xff = (prior_xff + b", " if prior_xff else b"") + client_host.encode("latin-1")
+        out += [
+            (b"x-forwarded-for", xff),
+            (b"x-forwarded-proto", scope.get("scheme", "http").encode()),
+        ]
+        if original_host:
+            out.append((b"x-forwarded-host", original_host))
+
+        method = scope["method"]
+        has_body = any(
+            k.lower() in (b"content-length", b"transfer-encoding") for k, _ in scope["headers"]
+        )
+
+        async def body() -> AsyncIterator[bytes]:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                if chunk:
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+
+        request = self.client.build_request(
+            method,
+            origin.rstrip("/") + target,
+            headers=out,
+            content=body() if has_body else None,
+        )
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            log.warning("origin unreachable origin=%s error=%s", origin, type(exc).__name__)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 502,
+                    "headers": [
+                        (b"content-type", b"text/html; charset=utf-8"),
+                        (b"content-length", str(len(BAD_GATEWAY_PAGE)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": BAD_GATEWAY_PAGE})
+            return 502
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": _strip_hop_by_hop(list(response.headers.raw)),
+                }
+            )
+            if method == "HEAD":
+                await send({"type": "http.response.body", "body": b""})
+                return response.status_code
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except httpx.HTTPError as exc:
+            # Headers are out; all we can do is end the body early.
+            log.warning("origin stream broke origin=%s error=%s", origin, type(exc).__name__)
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
+        return response.status_code

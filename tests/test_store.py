@@ -1,0 +1,155 @@
+"""The SQLite store on a real file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from snapshotd.store.sqlite import SQLiteStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def store(tmp_path):
+    clock = Clock()
+    s = SQLiteStore(str(tmp_path / "s.db"), clock=clock)
+    await s.open()
+    s.test_clock = clock  # type: ignore[attr-defined]
+    yield s
+    await s.close()
+
+
+async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
+    db = str(tmp_path / "s.db")
+    async with SQLiteStore(db) as s:
+        assert await s.schema_version() == 1
+        await s.enqueue("site", "/a", 1)
+    async with SQLiteStore(db) as s:
+        assert await s.schema_version() == 1
+        assert (await s.get_path("site", "/a")).state == "pending"
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 1
+
+
+async def test_newer_schema_is_refused(tmp_path):
+    db = str(tmp_path / "s.db")
+    async with SQLiteStore(db):
+        pass
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO schema_migrations VALUES (99, 0)")
+    conn.commit()
+    with pytest.raises(sqlite3.DatabaseError, match="newer"):
+        await SQLiteStore(db).open()
+
+
+async def test_claim_order_is_priority_then_oldest(store):
+    clock = store.test_clock
+    for path, prio in [("/link1", 1), ("/old", 0), ("/api", 2), ("/bot", 3), ("/link2", 1)]:
+        await store.enqueue("s", path, prio)
+        clock.now += 1
+    order = []
+    while (r := await store.claim("w", 60)) is not None:
+        order.append(r.path)
+    assert order == ["/bot", "/api", "/link1", "/link2", "/old"]
+
+
+async def test_enqueue_answers(store):
+    clock = store.test_clock
+    assert await store.enqueue("s", "/a", 1) == "queued"
+    assert await store.enqueue("s", "/a", 1) == "pending"
+    assert await store.enqueue("s", "/a", 3) == "reprioritised"
+    assert (await store.get_path("s", "/a")).priority == 3
+    r = await store.claim("w", 60)
+    assert await store.enqueue("s", "/a", 2) == "processing"
+    assert await store.complete(
+        "s", r.path, "w", html="<p>x</p>", status=200, headers={}, final_url="u",
+        expires_at=clock.now + 100,
+    )
+    assert await store.enqueue("s", "/a", 2) == "fresh"
+    assert await store.enqueue("s", "/a", 2, force=True) == "requeued"
+    with pytest.raises(ValueError):
+        await store.enqueue("s", "/b", 7)
+
+
+async def test_concurrent_claims_never_share_a_path(store):
+    for i in range(50):
+        await store.enqueue("s", f"/{i}", 1)
+    claims = await asyncio.gather(*(store.claim(f"w{i}", 60) for i in range(60)))
+    paths = [c.path for c in claims if c is not None]
+    assert len(paths) == 50 and len(set(paths)) == 50
+
+
+async def test_expired_leases_return_to_pending_and_old_owner_cannot_complete(store):
+    clock = store.test_clock
+    await store.enqueue("s", "/a", 3)
+    r = await store.claim("dead", 30)
+    clock.now += 31
+    assert await store.release_expired_leases() == 1
+    rec = await store.get_path("s", "/a")
+    assert rec.state == "pending" and rec.priority == 3
+    r2 = await store.claim("alive", 30)
+    assert r2.path == r.path
+    assert not await store.complete(
+        "s", "/a", "dead", html="x", status=200, headers={}, final_url="", expires_at=0
+    )
+    assert await store.complete(
+        "s", "/a", "alive", html="x", status=200, headers={}, final_url="", expires_at=0
+    )
+
+
+async def test_snapshot_roundtrip_compressed_and_failure_keeps_it(store):
+    clock = store.test_clock
+    html = "<html><body>" + "é" * 5000 + "</body></html>"
+    await store.enqueue("s", "/a", 1)
+    await store.claim("w", 60)
+    await store.complete(
+        "s", "/a", "w", html=html, status=200, headers={"Link": "<x>"}, final_url="http://o/a",
+        expires_at=clock.now + 10,
+    )
+    snap = await store.get_snapshot("s", "/a")
+    assert snap.html == html and snap.headers == {"Link": "<x>"} and snap.etag.startswith('"')
+    assert len(snap.body_gz) < len(html.encode()) / 10
+    clock.now += 11
+    assert await store.requeue_expired("s") == 1
+    rec = await store.get_path("s", "/a")
+    assert (rec.state, rec.priority) == ("pending", 0)
+    await store.claim("w", 60)
+    assert await store.fail("s", "/a", "w", error="timeout", retry_at=clock.now + 60)
+    assert (await store.get_snapshot("s", "/a")).html == html
+    rec = await store.get_path("s", "/a")
+    assert (rec.state, rec.error) == ("error", "timeout")
+
+
+async def test_list_paths_cursor_is_stable_while_adding(store):
+    for i in range(10):
+        await store.enqueue("s", f"/p{i}", 1)
+    page1, cursor = await store.list_paths("s", limit=4)
+    assert [r.path for r in page1] == ["/p9", "/p8", "/p7", "/p6"]
+    for i in range(10, 15):
+        await store.enqueue("s", f"/p{i}", 1)
+    page2, cursor = await store.list_paths("s", limit=4, cursor=cursor)
+    assert [r.path for r in page2] == ["/p5", "/p4", "/p3", "/p2"]
+    page3, cursor = await store.list_paths("s", limit=4, cursor=cursor)
+    assert [r.path for r in page3] == ["/p1", "/p0"] and cursor is None
+    pre, _ = await store.list_paths("s", prefix="/p1")
+    assert {r.path for r in pre} == {"/p1", "/p10", "/p11", "/p12", "/p13", "/p14"}
+
+
+async def test_delete_removes_path_and_snapshot(store):
+    await store.enqueue("s", "/a", 1)
+    await store.claim("w", 60)
+    await store.complete("s", "/a", "w", html="x", status=200, headers={}, final_url="",
+                         expires_at=0)
+    assert await store.delete_path("s", "/a")
+    assert await store.get_snapshot("s", "/a") is None
+    assert not await store.delete_path("s", "/a")
