@@ -45,6 +45,7 @@ class Context:
     metrics: Metrics
     capture: CaptureService
     crawler: Any = None
+    proxy: Proxy | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -62,7 +63,7 @@ class SnapshotdApp:
 
         self.ctx = ctx
         self.run_crawler = crawler
-        self.proxy: ASGIApp = Proxy(
+        self.proxy = ctx.proxy = Proxy(
             ctx.settings, ctx.store, ctx.capture, ctx.upstream, ctx.rules, metrics=ctx.metrics
         )
         self.api: ASGIApp = create_api(ctx)

@@ -190,7 +190,9 @@ def _coerce_env(key: str, raw: str, kind: str) -> Any:
 def _origin(key: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}")
+        raise ConfigError(
+            f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}"
+        )
     return f"{parts.scheme}://{parts.netloc}".rstrip("/")
 
 

@@ -121,13 +121,13 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
             return
-        await self._snapshot_request(site, path, host, headers, scope, receive, send)
+        await self.snapshot_request(site, path, host, headers, scope, receive, send)
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.requests.labels("PASS").inc()
         await self.upstream.forward(site.origin, scope, receive, send)
 
-    async def _snapshot_request(
+    async def snapshot_request(
         self,
         site: SiteSettings,
         path: str,
@@ -137,6 +137,9 @@ class Proxy:
         receive: Receive,
         send: Send,
     ) -> None:
+        """Answer a bot's request for a site path (rules, then the store, then fail-open).
+
+        ``scope`` must name the same path, as pass-through forwards it."""
         rules = self.rules.get(site.name)
         capture_flag = False
         if rules is not None:

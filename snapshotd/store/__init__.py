@@ -12,5 +12,6 @@ __all__ = ["STATES", "PathRecord", "Snapshot", "SQLiteStore", "Store", "open_sto
 def open_store(db: str) -> Store:
     """The store a ``db`` setting names (not yet opened)."""
     if db.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"db: the PostgreSQL store is not part of this build ({db.split('@')[-1]})")
+        where = db.split("@")[-1]
+        raise ConfigError(f"db: the PostgreSQL store is not part of this build ({where})")
     return SQLiteStore(db)

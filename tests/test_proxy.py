@@ -1,0 +1,359 @@
+"""The proxy end to end: real uvicorn, real SQLite, real Chromium, the example SPA as origin."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import select
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+
+from examples.spa.app import create_app as create_spa
+from snapshotd.app import create_app
+from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.render import BrowserPool
+from tests.chromium import require_chromium
+from tests.servers import serve_asgi
+
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+PERSON = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120 Safari/537.36"
+
+pytestmark = pytest.mark.browser
+
+
+class Origin:
+    """The example SPA plus a few routes to watch pass-through."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+
+        async def echo(request: Request) -> Response:
+            body = await request.body()
+            return JSONResponse(
+                {
+                    "method": request.method,
+                    "path": request.url.path,
+                    "query": request.url.query,
+                    "headers": dict(request.headers),
+                    "body": body.decode("latin-1"),
+                }
+            )
+
+        async def stream(request: Request) -> Response:
+            async def chunks():  # type: ignore[no-untyped-def]
+                for i in range(5):
+                    yield f"chunk{i};".encode()
+                    await asyncio.sleep(0.01)
+
+            return StreamingResponse(chunks(), media_type="text/plain")
+
+        async def broken(request: Request) -> Response:
+            return HTMLResponse("<html><body><h1>origin error page</h1></body></html>", 500)
+
+        spa = create_spa()
+
+        async def counting(scope, receive, send):  # type: ignore[no-untyped-def]
+            if scope["type"] == "http":
+                self.hits.append(scope["path"])
+            await spa(scope, receive, send)
+
+        self.app = Starlette(
+            routes=[
+                Route("/echo/{rest:path}", echo, methods=["GET", "POST", "PUT", "HEAD"]),
+                Route("/stream", stream),
+                Route("/broken", broken),
+                Mount("/", counting),
+            ]
+        )
+
+
+class CountingRenderer(BrowserPool):
+    def __init__(self, browser: BrowserSettings) -> None:
+        super().__init__(browser)
+        self.urls: list[str] = []
+
+    async def capture(self, url, site):  # type: ignore[no-untyped-def]
+        self.urls.append(url)
+        return await super().capture(url, site)
+
+
+class Env:
+    def __init__(self, base: str, origin: str, db: str, renderer: CountingRenderer) -> None:
+        self.base, self.origin, self.db, self.renderer = base, origin, db, renderer
+        self.client = httpx.Client(base_url=base, timeout=60, trust_env=False)
+
+    def bot(self, path: str, **headers: str) -> httpx.Response:
+        return self.client.get(path, headers={"User-Agent": BOT, **headers})
+
+    def rows(self) -> dict[str, tuple]:
+        conn = sqlite3.connect(self.db)
+        try:
+            return {
+                r[0]: r[1:] for r in conn.execute("SELECT path, state, priority FROM paths")
+            }
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> Iterator[Env]:
+    chromium = require_chromium()
+    origin = Origin()
+    db = str(tmp_path_factory.mktemp("proxy") / "snap.db")
+    with serve_asgi(origin.app) as origin_url:
+        browser = BrowserSettings(
+            concurrency=2, executable=chromium, javascript_timeout=0.3, render_timeout=10
+        )
+        site = SiteSettings(name="shop", origin=origin_url, ignore=("/cart",))
+        other = SiteSettings(name="blog", origin=origin_url, hosts=("blog.test",))
+        settings = Settings(db=db, miss_wait=8.0, browser=browser, sites=(other, site))
+        renderer = CountingRenderer(browser)
+        app = create_app(settings, renderer=renderer, crawler=False)
+        with serve_asgi(app) as base:
+            e = Env(base, origin_url, db, renderer)
+            e.hits = origin.hits  # type: ignore[attr-defined]
+            yield e
+            e.client.close()
+
+
+def test_bot_gets_a_rendered_snapshot_then_a_hit_and_a_person_gets_the_app(env: Env) -> None:
+    first = env.bot("/items/3")
+    assert first.status_code == 200
+    assert first.headers["x-snapshotd-cache"] == "MISS"
+    assert "Item 3 is a sturdy thing" in first.text
+    assert "<script" not in first.text  # executable scripts are stripped
+    assert first.headers["content-type"] == "text/html; charset=utf-8"
+    assert "User-Agent" in first.headers["vary"]
+    assert first.headers["last-modified"].endswith("GMT")
+
+    second = env.bot("/items/3")
+    assert second.headers["x-snapshotd-cache"] == "HIT"
+    assert second.text == first.text
+    assert env.renderer.urls.count(env.origin + "/items/3") == 1
+
+    person = env.client.get("/items/3", headers={"User-Agent": PERSON})
+    assert "x-snapshotd-cache" not in person.headers
+    assert "Loading" in person.text and "<script" in person.text
+    assert env.rows()["/items/3"] == ("processed", 3)
+
+
+def test_etag_304_and_gzip(env: Env) -> None:
+    r = env.bot("/items/4")
+    etag = r.headers["etag"]
+    again = env.bot("/items/4", **{"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b""
+    raw = env.client.get(
+        "/items/4", headers={"User-Agent": BOT, "Accept-Encoding": "gzip"}, extensions={}
+    )
+    assert raw.headers["content-encoding"] == "gzip"
+    plain = env.client.get("/items/4", headers={"User-Agent": BOT, "Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    assert plain.text == raw.text
+    assert int(plain.headers["content-length"]) == len(plain.content)
+    head = env.client.head("/items/4", headers={"User-Agent": BOT})
+    assert head.status_code == 200 and head.content == b""
+
+
+def test_concurrent_misses_share_one_render(env: Env) -> None:
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=env.base, timeout=60, trust_env=False) as c:
+            return await asyncio.gather(
+                *(c.get("/items/5", headers={"User-Agent": BOT}) for _ in range(6))
+            )
+
+    responses = asyncio.run(burst())
+    assert all(r.status_code == 200 for r in responses)
+    assert all("Item 5 is a sturdy" in r.text for r in responses)
+    assert {r.headers["x-snapshotd-cache"] for r in responses} == {"MISS"}
+    assert env.renderer.urls.count(env.origin + "/items/5") == 1
+
+
+def test_expired_snapshot_is_served_stale_and_requeued(env: Env) -> None:
+    env.bot("/items/6")
+    conn = sqlite3.connect(env.db)
+    conn.execute("UPDATE paths SET expires_at = ? WHERE path = '/items/6'", (time.time() - 1,))
+    conn.commit()
+    conn.close()
+    r = env.bot("/items/6")
+    assert r.headers["x-snapshotd-cache"] == "STALE"
+    assert "Item 6 is a sturdy" in r.text
+    assert env.rows()["/items/6"] == ("pending", 0)
+
+
+def test_meta_status_404_is_served_as_404(env: Env) -> None:
+    r = env.bot("/no/such/page")
+    assert r.status_code == 404
+    assert "Page not found" in r.text
+    assert "prerender-status-code" not in r.text
+
+
+def test_escaped_fragment_maps_to_hashbang(env: Env) -> None:
+    r = env.client.get("/?_escaped_fragment_=/faq", headers={"User-Agent": PERSON})
+    assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "MISS"
+    assert "This page lives at a hashbang URL" in r.text
+    assert env.renderer.urls[-1] == env.origin + "/#!/faq"
+    assert "/#!/faq" in env.rows()
+    # the bot's own pretty URL and the ugly one share the cache entry
+    again = env.client.get("/?_escaped_fragment_=%2Ffaq")
+    assert again.headers["x-snapshotd-cache"] == "HIT"
+
+
+def test_failed_render_fails_open_to_the_origin(env: Env) -> None:
+    r = env.bot("/broken")
+    assert r.status_code == 500
+    assert r.headers["x-snapshotd-cache"] == "BYPASS"
+    assert "origin error page" in r.text
+    assert env.rows()["/broken"][0] == "error"
+
+
+def test_pass_through_keeps_method_body_and_headers(env: Env) -> None:
+    body = b"x" * 300_000
+    r = env.client.post(
+        "/echo/a%20b?q=1&q=2",
+        content=body,
+        headers={"User-Agent": BOT, "Connection": "keep-alive, X-Drop", "X-Drop": "1",
+                 "X-Keep": "yes", "Host": "shop.test"},
+    )
+    data = r.json()
+    assert data["method"] == "POST" and data["body"].encode("latin-1") == body
+    assert data["path"] == "/echo/a b" and data["query"] == "q=1&q=2"
+    h = data["headers"]
+    assert h["x-keep"] == "yes" and "x-drop" not in h
+    assert h["x-forwarded-for"] == "127.0.0.1"
+    assert h["x-forwarded-proto"] == "http" and h["x-forwarded-host"] == "shop.test"
+    assert "x-snapshotd-cache" not in r.headers
+
+
+def test_pass_through_streams_and_static_assets_go_to_origin(env: Env) -> None:
+    with env.client.stream("GET", "/stream") as r:
+        chunks = list(r.iter_raw())
+    assert b"".join(chunks) == b"".join(f"chunk{i};".encode() for i in range(5))
+    js = env.bot("/app.js")
+    assert "x-snapshotd-cache" not in js.headers and "onCaptureReady" in js.text
+    assert "/app.js" not in env.rows()
+
+
+def test_ignored_paths_and_own_renders_are_passed_through(env: Env) -> None:
+    r = env.bot("/cart/checkout")
+    assert "x-snapshotd-cache" not in r.headers
+    r = env.bot("/about", **{"X-Snapshotd": "1"})
+    assert "x-snapshotd-cache" not in r.headers and "Loading" in r.text
+    rows = env.rows()
+    assert "/cart/checkout" not in rows and "/about" not in rows
+
+
+def test_sites_are_chosen_by_host(env: Env) -> None:
+    r = env.bot("/items/7", Host="blog.test")
+    assert r.headers["x-snapshotd-cache"] == "MISS"
+    conn = sqlite3.connect(env.db)
+    sites = {row[0] for row in conn.execute("SELECT site FROM paths WHERE path = '/items/7'")}
+    conn.close()
+    assert sites == {"blog"}
+
+
+@pytest.mark.parametrize(
+    "target,status",
+    [
+        ("/items/%01x", 400),  # encoded control character
+        ("/items/%FF%FE", 400),  # not UTF-8
+        ("/items/%zz", 400),  # broken escape
+        ("/?_escaped_fragment_=%E0%A4", 400),  # fragment that does not decode
+        ("/?_escaped_fragment_=%0a", 400),
+        ("/items?" + "q=" + "a" * 9000, 414),
+    ],
+)
+def test_bad_input_is_a_clear_4xx_and_queues_nothing(env: Env, target: str, status: int) -> None:
+    before = env.rows()
+    r = env.bot(target)
+    assert r.status_code == status
+    assert env.rows() == before
+
+
+def _raw_request(base: str, request: bytes) -> bytes:
+    host, port = base.removeprefix("http://").split(":")
+    data = b""
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        try:
+            # Send in pieces and stop as soon as the server answers (it may refuse early).
+            for i in range(0, len(request), 65536):
+                s.sendall(request[i : i + 65536])
+                if select.select([s], [], [], 0.05)[0]:
+                    break
+            else:
+                s.shutdown(socket.SHUT_WR)
+            while chunk := s.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass
+    return data
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /items/1 HTTP/1.1\r\nHost: bad host!\r\nUser-Agent: Googlebot\r\n\r\n",
+        b"GET /items/1 HTTP/1.1\r\nHost: a/b\r\nUser-Agent: Googlebot\r\n\r\n",
+        b"GET /it\x01ems HTTP/1.1\r\nHost: x\r\nUser-Agent: Googlebot\r\n\r\n",
+        b"GET /items/\xff HTTP/1.1\r\nHost: x\r\nUser-Agent: Googlebot\r\n\r\n",
+        b"GET /items?q=" + b"a" * 10_000_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    ],
+    ids=["host-space", "host-slash", "control-char", "non-utf8", "10mb-query"],
+)
+def test_malformed_requests_are_4xx(env: Env, request_bytes: bytes) -> None:
+    before = env.rows()
+    answer = _raw_request(env.base, request_bytes)
+    status = int(answer.split(b" ", 2)[1])
+    assert 400 <= status < 500, answer[:200]
+    assert env.rows() == before
+
+
+def test_502_page_when_origin_is_down(tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    settings = Settings(db=str(tmp_path / "d.db"), sites=(SiteSettings(origin=dead),))
+
+    class NoRender:
+        async def start(self) -> None: ...
+        async def close(self) -> None: ...
+        async def capture(self, url, site):  # type: ignore[no-untyped-def]
+            raise AssertionError("nothing renders here")
+
+    with serve_asgi(create_app(settings, renderer=NoRender(), crawler=False)) as base:
+        r = httpx.get(base + "/anything", headers={"User-Agent": PERSON}, trust_env=False)
+    assert r.status_code == 502
+    assert "text/html" in r.headers["content-type"] and "Bad Gateway" in r.text
+    assert "Traceback" not in r.text
+
+
+def test_gzip_body_is_what_is_stored(env: Env) -> None:
+    raw = httpx.get(
+        env.base + "/items/3",
+        headers={"User-Agent": BOT, "Accept-Encoding": "gzip"},
+        trust_env=False,
+    )
+    # httpx decodes; check the bytes on the wire are gzip by asking for the raw stream
+    with httpx.Client(trust_env=False) as c, c.stream(
+        "GET", env.base + "/items/3", headers={"User-Agent": BOT, "Accept-Encoding": "gzip"}
+    ) as r:
+        wire = b"".join(r.iter_raw())
+    assert gzip.decompress(wire).decode() == raw.text
+    assert json.dumps(raw.headers.get("x-snapshotd-cache")) == '"HIT"'
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(AttributeError):
+        s.port = 1  # type: ignore[misc]
+    assert replace(s, port=1).port == 1
