@@ -69,6 +69,9 @@ class CaptureService:
         self.clock = clock
         self.after_capture: AfterCapture | None = None
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
+        # Judging "same HTML as another path" and storing must not interleave, or two copies
+        # captured at once would each miss the other.
+        self._store_lock = asyncio.Lock()
 
     @property
     def lease_seconds(self) -> float:
@@ -105,22 +108,23 @@ class CaptureService:
             )
             return Outcome(record, result, stored=False)
 
-        duplicate_of = None
-        if 200 <= result.status < 300:
-            duplicate_of = await self.store.find_same_content(
-                site.name, content_hash(result.html), record.path
+        async with self._store_lock:
+            duplicate_of = None
+            if 200 <= result.status < 300:
+                duplicate_of = await self.store.find_same_content(
+                    site.name, content_hash(result.html), record.path
+                )
+            stored = await self.store.complete(
+                site.name,
+                record.path,
+                self.owner,
+                html=result.html,
+                status=result.status,
+                headers=result.headers,
+                final_url=result.final_url,
+                expires_at=now + site.expire_after,
+                duplicate_of=duplicate_of,
             )
-        stored = await self.store.complete(
-            site.name,
-            record.path,
-            self.owner,
-            html=result.html,
-            status=result.status,
-            headers=result.headers,
-            final_url=result.final_url,
-            expires_at=now + site.expire_after,
-            duplicate_of=duplicate_of,
-        )
         self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
         log.info(
             "captured site=%s path=%s status=%d %.2fs%s",
@@ -130,6 +134,14 @@ class CaptureService:
         if stored and self.after_capture is not None:
             await self.after_capture(site, record, result, duplicate_of)
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
+
+    async def cancel_all(self) -> int:
+        """Cancel every capture under way (shutdown); their leases stay for the caller."""
+        futures = list(self._inflight.values())
+        for future in futures:
+            future.cancel()
+        await asyncio.gather(*futures, return_exceptions=True)
+        return len(futures)
 
     async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
         """Capture a pending path at once, or join the render already under way for it.

@@ -101,6 +101,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_crawl(args: argparse.Namespace) -> int:
     from snapshotd.crawler import run_crawl
 
+    if args.max_pages is not None and args.max_pages < 1:
+        raise UserError("--max-pages must be at least 1")
     settings = _settings(args, need_site=True)
     _check_rules(settings)
     _check_chromium(settings)

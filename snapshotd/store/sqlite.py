@@ -509,15 +509,38 @@ class SQLiteStore:
                 "UPDATE paths SET duplicate_of = ? WHERE site = ? AND path = ?", (of, site, path)
             )
 
-    async def requeue_expired(self, site: str, *, limit: int = 1000) -> int:
-        """Captured or failed paths past ``expires_at`` become pending at priority 0."""
+    async def requeue_expired(
+        self, site: str, *, limit: int = 1000, states: Sequence[str] = ("processed", "error")
+    ) -> int:
+        """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
+        states = [s for s in states if s in ("processed", "error")]
+        if not states:
+            return 0
         now = self.clock()
+        marks = ",".join("?" * len(states))
         async with self._lock:
             cur = await self._writer.execute(
                 "UPDATE paths SET state = 'pending', priority = 0, queued_at = ? "
                 "WHERE id IN (SELECT id FROM paths WHERE site = ? "
-                "AND state IN ('processed', 'error') AND expires_at <= ? LIMIT ?)",
-                (now, site, now, limit),
+                f"AND state IN ({marks}) AND expires_at <= ? LIMIT ?)",
+                (now, site, *states, now, limit),
+            )
+            return cur.rowcount
+
+    async def lease_owners(self) -> list[str]:
+        """The owners of the leases held now."""
+        async with self._reader.execute(
+            "SELECT DISTINCT lease_owner FROM paths WHERE state = 'processing'"
+        ) as c:
+            return [row[0] for row in await c.fetchall() if row[0]]
+
+    async def release_leases(self, owner: str) -> int:
+        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died)."""
+        async with self._lock:
+            cur = await self._writer.execute(
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
+                "WHERE state = 'processing' AND lease_owner = ?",
+                (owner,),
             )
             return cur.rowcount
 
