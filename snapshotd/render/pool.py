@@ -4,7 +4,9 @@ Invariants:
 
 - At most ``concurrency`` captures run, each in a slot (a context and a page) of the current
   Chromium. A slot is wiped between captures (:meth:`Slot.reset`) and replaced when a
-  capture ends badly; the wipe runs after the result is returned, before the slot's next use.
+  capture ends badly. The wipe runs after the result is returned, before the slot's next use.
+  (A spare slot, wiped while another captures, was measured slower: pages that take turns
+  lose their warm renderer.)
 - One Chromium runs at a time. After ``recycle_after`` captures it is retired: new captures
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
@@ -65,6 +67,8 @@ class _Chromium:
     active: int = 0
     retired: bool = False
     idle: list[Slot] = field(default_factory=list)
+    slots: int = 0
+    freed: asyncio.Event = field(default_factory=asyncio.Event)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -97,7 +101,7 @@ class BrowserPool:
         self._generation = 0
         self._slots = asyncio.Semaphore(browser.concurrency)
         self._lock = asyncio.Lock()
-        self._background: set[asyncio.Future[None]] = set()
+        self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
 
     async def start(self) -> None:
@@ -134,38 +138,33 @@ class BrowserPool:
         reason = check_url(url, site.origin)
         if reason is not None:
             return self._finish(self._failed(url, f"refused: {reason}", started))
-        await self._slots.acquire()
         chromium: _Chromium | None = None
         slot: Slot | None = None
-        handed_off = False
         try:
-            if self._closed:
-                return self._finish(self._failed(url, "renderer closed", started))
-            try:
-                chromium = await self._acquire()
-                slot = await self._take_slot(chromium)
-            except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
-                error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
-                return self._finish(self._failed(url, error, started))
-            self.stats.active += 1
-            try:
-                result = await slot.capture(url, site)
-            except CaptureCrashed as exc:
-                log.warning("capture of %s crashed: %s", url, exc)
-                result = self._failed(url, "crashed", started)
-            finally:
-                self.stats.active -= 1
-            self._in_background(self._after(chromium, slot))
-            handed_off = True
+            async with self._slots:
+                if self._closed:
+                    return self._finish(self._failed(url, "renderer closed", started))
+                try:
+                    chromium, slot = await self._open_slot()
+                except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
+                    error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+                    return self._finish(self._failed(url, error, started))
+                self.stats.active += 1
+                try:
+                    result = await slot.capture(url, site)
+                except CaptureCrashed as exc:
+                    log.warning("capture of %s crashed: %s", url, exc)
+                    result = self._failed(url, "crashed", started)
+                finally:
+                    self.stats.active -= 1
             return self._finish(result)
+        except BaseException:
+            if slot is not None:
+                slot.usable = False  # cancelled mid-capture: its state is unknown
+            raise
         finally:
-            if not handed_off:
-                if slot is not None:
-                    slot.usable = False
-                if chromium is not None:
-                    self._in_background(self._after(chromium, slot))
-                else:
-                    self._slots.release()
+            if chromium is not None:
+                self._in_background(self._after(chromium, slot))
 
     # ------------------------------------------------------------------ internals
 
@@ -175,7 +174,7 @@ class BrowserPool:
         task.add_done_callback(self._background.discard)
 
     async def _after(self, chromium: _Chromium, slot: Slot | None) -> None:
-        """Wipe the slot for its next capture (or close it), then free its place."""
+        """Wipe the slot for its next capture, or close it."""
         try:
             if slot is not None:
                 usable = (
@@ -187,21 +186,49 @@ class BrowserPool:
                 if usable and not chromium.retired:
                     chromium.idle.append(slot)
                 else:
-                    await slot.close()
+                    chromium.slots -= 1
+                    await slot.close(context=chromium.browser.is_connected())
+                chromium.freed.set()
         finally:
             self._release(chromium)
-            self._slots.release()
+
+    async def _open_slot(self) -> tuple[_Chromium, Slot]:
+        """A Chromium and a slot on it; a Chromium that cannot open a context is replaced."""
+        for attempt in range(2):
+            chromium = await self._acquire()
+            try:
+                return chromium, await self._take_slot(chromium)
+            except PlaywrightError:
+                # Its death may not have been reported yet: a killed browser fails this first.
+                self._release(chromium)
+                if attempt == 1 or chromium.retired:
+                    raise
+                log.warning(
+                    "chromium %d cannot open a page; launching another", chromium.generation
+                )
+                self.stats.restarts += 1
+                self._retire(chromium)
+        raise AssertionError("unreachable")
 
     async def _take_slot(self, chromium: _Chromium) -> Slot:
-        while chromium.idle:
-            slot = chromium.idle.pop()
-            if slot.usable:
-                return slot
-            await slot.close()
+        """An idle wiped slot, or a new one while there are fewer than ``concurrency``."""
+        while True:
+            while chromium.idle:
+                slot = chromium.idle.pop()
+                if slot.usable:
+                    return slot
+                chromium.slots -= 1
+                await slot.close()
+            if chromium.slots < self.settings.concurrency:
+                break
+            chromium.freed.clear()
+            await chromium.freed.wait()
+        chromium.slots += 1
         slot = Slot(chromium.browser, self.settings, resolve=self._resolve)
         try:
             await slot.open()
         except BaseException:
+            chromium.slots -= 1
             await slot.close()
             raise
         self.stats.slots_opened += 1
@@ -273,7 +300,8 @@ class BrowserPool:
         # Their contexts went with the browser; this closes their guards.
         idle, chromium.idle = chromium.idle, []
         for slot in idle:
-            await slot.close()
+            await slot.close(context=False)
+        chromium.freed.set()
 
     async def _ensure_current(self) -> _Chromium:
         """The current Chromium, launched if there is none (call with the lock held)."""

@@ -1,0 +1,218 @@
+"""Renderer throughput and memory, against the example SPA's item pages.
+
+    python bench/bench_render.py                 # full run
+    python bench/bench_render.py --captures 40 --rss 50,200   # a quick one
+
+Throughput: captures per second of ``BrowserPool`` at concurrency 1 and 2, against a floor
+measured in the same run: a plain Playwright loop that reuses one page per slot and takes
+``page.content()`` when the app calls ``window.onCaptureReady()``. Memory: peak RSS of this
+process plus every process under it (the Playwright driver and Chromium) over the first N
+captures, for each N given to ``--rss``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import uvicorn  # noqa: E402
+from playwright.async_api import async_playwright  # noqa: E402
+
+from snapshotd.config import BrowserSettings, SiteSettings  # noqa: E402
+from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
+from snapshotd.render.procs import descendants, rss_bytes  # noqa: E402
+
+ITEMS = 24
+
+
+def fallback_app():  # type: ignore[no-untyped-def]
+    """Item pages like the example SPA's, for when it is not there."""
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
+
+    page = """<!doctype html><html><head><title>Item</title></head><body><main id="app">
+    Loading</main><script>
+    const n = location.pathname.split("/").pop();
+    fetch("/api/items/" + n).then((r) => r.json()).then((item) => {
+      document.getElementById("app").innerHTML = "<h1>" + item.name + "</h1>";
+      window.onCaptureReady && window.onCaptureReady();
+    });
+    </script></body></html>"""
+
+    async def item_page(request):  # type: ignore[no-untyped-def]
+        return HTMLResponse(page)
+
+    async def item(request):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.05)
+        return JSONResponse({"name": f"Item {request.path_params['n']}"})
+
+    return Starlette(routes=[Route("/items/{n:int}", item_page), Route("/api/items/{n:int}", item)])
+
+
+def serve() -> str:
+    try:
+        from examples.spa.app import create_app
+
+        app = create_app()
+    except ImportError:
+        app = fallback_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def urls(origin: str, count: int) -> list[str]:
+    cycle = itertools.cycle(range(1, ITEMS + 1))
+    return [f"{origin}/items/{next(cycle)}" for _ in range(count)]
+
+
+async def run_slots(concurrency: int, todo: list[str], capture) -> float:  # type: ignore[no-untyped-def]
+    """Captures per second for ``todo`` shared among ``concurrency`` workers."""
+    queue = list(reversed(todo))
+
+    async def worker(slot: int) -> None:
+        while queue:
+            await capture(slot, queue.pop())
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return len(todo) / (time.perf_counter() - started)
+
+
+async def floor(executable: str, concurrency: int, todo: list[str], warmup: list[str]) -> float:
+    """The plain Playwright loop: one reused page per slot, content on onCaptureReady."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
+        pages, ready = [], {}
+        for slot in range(concurrency):
+            context = await browser.new_context()
+
+            def on_ready(source, *args, slot=slot):  # type: ignore[no-untyped-def]
+                if not ready[slot].done():
+                    ready[slot].set_result(True)
+
+            await context.expose_binding("__ready", on_ready)
+            await context.add_init_script("window.onCaptureReady = () => window.__ready();")
+            pages.append(await context.new_page())
+
+        async def capture(slot: int, url: str) -> None:
+            ready[slot] = asyncio.get_running_loop().create_future()
+            await pages[slot].goto(url, wait_until="commit")
+            await ready[slot]
+            html = await pages[slot].content()
+            assert "Item" in html
+
+        await run_slots(concurrency, warmup, capture)
+        rate = await run_slots(concurrency, todo, capture)
+        await browser.close()
+        return rate
+
+
+async def pool_rate(executable: str, concurrency: int, origin: str, todo, warmup) -> float:  # type: ignore[no-untyped-def]
+    settings = BrowserSettings(concurrency=concurrency, executable=executable)
+    pool = BrowserPool(settings)
+    await pool.start()
+    site = SiteSettings(origin=origin)
+
+    async def capture(slot: int, url: str) -> None:
+        result = await pool.capture(url, site)
+        assert result.ok and "Item" in result.html, result
+
+    try:
+        await run_slots(concurrency, warmup, capture)
+        return await run_slots(concurrency, todo, capture)
+    finally:
+        await pool.close()
+
+
+def tree_rss() -> int:
+    return rss_bytes([os.getpid()] + [p.pid for p in descendants()])
+
+
+async def memory(executable: str, origin: str, counts: list[int], concurrency: int) -> None:
+    settings = BrowserSettings(concurrency=concurrency, executable=executable)
+    pool = BrowserPool(settings)
+    await pool.start()
+    site = SiteSettings(origin=origin)
+    peak = 0
+    done = 0
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, tree_rss())
+            await asyncio.sleep(0.1)
+
+    sampler = asyncio.ensure_future(sample())
+    todo = urls(origin, max(counts))
+    figures: list[tuple[int, int]] = []
+
+    async def worker() -> None:
+        nonlocal done
+        while todo:
+            url = todo.pop()
+            result = await pool.capture(url, site)
+            assert result.ok, result
+            done += 1
+            if done in counts:
+                figures.append((done, max(peak, tree_rss())))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    stop.set()
+    await sampler
+    elapsed = time.perf_counter() - started
+    stats = pool.stats
+    await pool.close()
+    first = figures[0][1]
+    print(f"memory, concurrency {concurrency}, recycle_after {settings.recycle_after}:")
+    for count, rss in figures:
+        print(
+            f"  peak RSS after {count:>5} captures: {rss / 2**20:7.1f} MiB"
+            f"  (x{rss / first:.2f} of the first)"
+        )
+    print(
+        f"  {stats.captures} captures in {elapsed:.1f} s, {stats.failures} failed, "
+        f"{stats.launches} launches, {stats.recycles} recycles, {stats.slots_opened} slots opened"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--captures", type=int, default=200, help="captures per throughput run")
+    parser.add_argument("--concurrency", default="1,2", help="comma-separated levels")
+    parser.add_argument("--rss", default="100,1000", help="capture counts for peak RSS; '' skips")
+    args = parser.parse_args()
+    executable = find_chromium(BrowserSettings())
+    origin = serve()
+    print(f"chromium {executable}; origin {origin}; {args.captures} captures per run")
+    warmup = urls(origin, 10)
+    for concurrency in [int(c) for c in args.concurrency.split(",") if c]:
+        todo = urls(origin, args.captures)
+        base = await floor(executable, concurrency, todo, warmup)
+        ours = await pool_rate(executable, concurrency, origin, todo, warmup)
+        print(
+            f"concurrency {concurrency}: floor {base:6.2f}/s, pool {ours:6.2f}/s, "
+            f"ratio {ours / base:.2f} (target >= 0.8)"
+        )
+    counts = sorted(int(c) for c in args.rss.split(",") if c)
+    if counts:
+        await memory(executable, origin, counts, concurrency=2)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
