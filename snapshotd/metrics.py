@@ -34,6 +34,21 @@ class Metrics:
             buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60),
             registry=self.registry,
         )
+        self.paths = Gauge(
+            "snapshotd_paths",
+            "Paths by site and state (read from the store when scraped)",
+            ["site", "state"],
+            registry=self.registry,
+        )
+
+    def captures_by_outcome(self) -> dict[str, int]:
+        """Captures made by this process so far, by outcome."""
+        out: dict[str, int] = {}
+        for metric in self.captures.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    out[sample.labels["outcome"]] = int(sample.value)
+        return out
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

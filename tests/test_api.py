@@ -1,0 +1,707 @@
+"""The API in-process (httpx.ASGITransport) over a real SQLite file; nothing renders here.
+
+Render-endpoint tests that reach an origin use a real loopback server (pytest-httpserver).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+
+import httpx
+import pytest
+from pytest_httpserver import HTTPServer
+
+from snapshotd.api import MAX_BODY, MAX_PATHS_PER_CALL, openapi, token_matches
+from snapshotd.app import SnapshotdApp, create_app
+from snapshotd.config import Settings, SiteSettings
+from snapshotd.render.base import CaptureResult
+from snapshotd.rewrite import load_rules
+from snapshotd.store.base import Store
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+API = "/_snapshotd/api/v1"
+
+
+class RefusingRenderer:
+    """A renderer for tests where nothing may render: every capture is an error."""
+
+    def __init__(self) -> None:
+        self.captures: list[str] = []
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        self.captures.append(url)
+        return CaptureResult(url=url, final_url=url, error="no renderer in this test")
+
+
+@dataclass
+class Env:
+    app: SnapshotdApp
+    client: httpx.AsyncClient
+    store: Store
+    renderer: RefusingRenderer
+
+    async def capture(self, site: str, path: str, html: str = "<html><body>hi</body></html>"):
+        """Store a snapshot as the crawler would: claim, then complete."""
+        await self.store.enqueue(site, path, 2)
+        record = await self.store.claim_path(site, path, "test", 60)
+        assert record is not None
+        assert await self.store.complete(
+            site,
+            path,
+            "test",
+            html=html,
+            status=200,
+            headers={},
+            final_url="",
+            expires_at=time.time() + 3600,
+        )
+
+
+def make_settings(tmp_path, **overrides) -> Settings:
+    shop = SiteSettings(
+        name="shop", origin="http://127.0.0.1:9", hosts=("shop.test",), ignore=("/cart",)
+    )
+    blog = SiteSettings(name="blog", origin="http://127.0.0.1:9", hosts=("blog.test",))
+    values = {"db": str(tmp_path / "api.db"), "api_tokens": (TOKEN,), "sites": (shop, blog)}
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+async def env(tmp_path) -> AsyncIterator[Env]:
+    async with running(make_settings(tmp_path)) as e:
+        yield e
+
+
+class running:
+    """The application with its lifespan open and a client on it."""
+
+    def __init__(
+        self, settings: Settings, *, client: tuple[str, int] = ("127.0.0.1", 50000), rules=None
+    ) -> None:
+        self.renderer = RefusingRenderer()
+        self.app = create_app(settings, renderer=self.renderer, crawler=False, rules=rules)
+        self.client_addr = client
+
+    async def __aenter__(self) -> Env:
+        self.cm = self.app.lifespan()
+        await self.cm.__aenter__()
+        transport = httpx.ASGITransport(app=self.app, client=self.client_addr)
+        self.client = httpx.AsyncClient(transport=transport, base_url="http://snapshotd.test")
+        return Env(self.app, self.client, self.app.ctx.store, self.renderer)
+
+    async def __aexit__(self, *exc) -> None:
+        await self.client.aclose()
+        await self.cm.__aexit__(None, None, None)
+
+
+# ---------------------------------------------------------------------------- auth
+
+
+async def test_token_is_required_and_checked(env: Env) -> None:
+    c = env.client
+    r = await c.get(f"{API}/sites")
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert "token" in r.json()["error"]
+    assert (
+        await c.get(f"{API}/sites", headers={"Authorization": "Bearer nope"})
+    ).status_code == 401
+    assert (await c.get(f"{API}/sites", headers={"Authorization": TOKEN})).status_code == 401
+    # The Prerender header is for the render endpoint only.
+    assert (await c.get(f"{API}/sites", headers={"X-Prerender-Token": TOKEN})).status_code == 401
+    assert (await c.get(f"{API}/sites", headers=AUTH)).status_code == 200
+    # Unknown routes and unknown sites tell nothing without a token.
+    assert (await c.get(f"{API}/nothing")).status_code == 401
+    assert (await c.get(f"{API}/sites/nosuch/paths")).status_code == 401
+    for path in ("/_snapshotd/metrics", "/_snapshotd/api/openapi.json"):
+        assert (await c.get(path)).status_code == 401
+        assert (await c.get(path, headers=AUTH)).status_code == 200
+    # Open: health and the console's files, which hold no data.
+    assert (await c.get("/_snapshotd/healthz")).json() == {"status": "ok"}
+    for path in (
+        "/_snapshotd/console",
+        "/_snapshotd/console/console.js",
+        "/_snapshotd/console/console.css",
+    ):
+        assert (await c.get(path)).status_code == 200, path
+
+
+def test_token_comparison_checks_every_token() -> None:
+    assert token_matches("b", ["a", "b", "c"])
+    assert not token_matches("", ["a"])
+    assert not token_matches("a", [])
+    assert not token_matches("ab", ["a", "b"])
+    assert token_matches("ünï", ["ünï"])
+    assert not token_matches("\udcff", ["x"])  # undecodable header bytes don't raise
+
+
+async def test_without_tokens_only_loopback_clients_are_served(tmp_path) -> None:
+    settings = make_settings(tmp_path, api_tokens=())
+    async with running(settings) as e:
+        assert (await e.client.get(f"{API}/sites")).status_code == 200
+        # Through a proxy on this machine, the client is not really local.
+        r = await e.client.get(f"{API}/sites", headers={"X-Forwarded-For": "192.0.2.7"})
+        assert r.status_code == 403
+        assert "loopback" in r.json()["error"]
+    async with running(settings, client=("::1", 50000)) as e:
+        assert (await e.client.get(f"{API}/sites")).status_code == 200
+    async with running(settings, client=("192.0.2.10", 50000)) as e:
+        r = await e.client.get(f"{API}/sites")
+        assert r.status_code == 403
+        assert (await e.client.get("/_snapshotd/render?url=http://shop.test/")).status_code == 403
+        assert (await e.client.get("/_snapshotd/healthz")).status_code == 200
+        assert (await e.client.get("/_snapshotd/console")).status_code == 200
+
+
+# ---------------------------------------------------------------------------- queueing
+
+
+async def test_queue_defaults_to_priority_2_and_answers_per_path(env: Env) -> None:
+    c = env.client
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/a", "/b?x=1"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["priority"] == 2 and body["counts"] == {"queued": 2}
+    assert [x["result"] for x in body["results"]] == ["queued", "queued"]
+    record = await env.store.get_path("shop", "/b?x=1")
+    assert record is not None and record.state == "pending" and record.priority == 2
+
+    r = await c.post(
+        f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/a", "/c"], "priority": 3}
+    )
+    assert [x["result"] for x in r.json()["results"]] == ["reprioritised", "queued"]
+    assert (await env.store.get_path("shop", "/c")).priority == 3
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/a"], "priority": 0})
+    assert r.json()["results"][0]["result"] == "pending"
+
+    # A plain #fragment is dropped; a hashbang is a path of its own; ignored paths stay out.
+    r = await c.post(
+        f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/d#top", "/#!/faq", "/cart/1"]}
+    )
+    assert [x["result"] for x in r.json()["results"]] == ["queued", "queued", "ignored"]
+    assert await env.store.get_path("shop", "/d") is not None
+    assert await env.store.get_path("shop", "/#!/faq") is not None
+    assert await env.store.get_path("shop", "/cart/1") is None
+
+
+async def test_force_recaptures_fresh_paths(env: Env) -> None:
+    await env.capture("shop", "/fresh")
+    c = env.client
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/fresh"]})
+    assert r.json()["results"][0]["result"] == "fresh"
+    assert (await env.store.get_path("shop", "/fresh")).state == "processed"
+    r = await c.post(
+        f"{API}/sites/shop/paths",
+        headers=AUTH,
+        json={"paths": ["/fresh"], "force": True, "priority": 1},
+    )
+    assert r.json()["results"][0]["result"] == "requeued"
+    record = await env.store.get_path("shop", "/fresh")
+    assert record.state == "pending" and record.priority == 1
+    # The old snapshot is kept until the recapture lands.
+    assert await env.store.get_snapshot("shop", "/fresh") is not None
+
+
+async def test_rewrite_rules_apply_before_a_path_is_queued(tmp_path) -> None:
+    rules_file = tmp_path / "shop.rules"
+    rules_file.write_text(
+        "^/old/(.*)$ /new/$1 [R=301]\n^/admin /admin [R=403]\n^(.*)\\?utm_[a-z]+=[^&]*$ $1\n"
+    )
+    settings = make_settings(tmp_path)
+    rules = {"shop": load_rules(str(rules_file)), "blog": load_rules(str(rules_file))}
+    async with running(settings, rules=rules) as e:
+        r = await e.client.post(
+            f"{API}/sites/shop/paths",
+            headers=AUTH,
+            json={"paths": ["/old/a", "/admin", "/p?utm_source=x"]},
+        )
+        results = r.json()["results"]
+        assert results[0] == {
+            "path": "/old/a",
+            "result": "redirect",
+            "status": 301,
+            "location": "/new/a",
+        }
+        assert results[1] == {"path": "/admin", "result": "status", "status": 403}
+        assert results[2] == {"path": "/p?utm_source=x", "result": "queued", "queued_as": "/p"}
+        assert await e.store.get_path("shop", "/p") is not None
+        assert await e.store.get_path("shop", "/old/a") is None
+
+
+BAD_BODIES = [
+    (b"not json", "body"),
+    (b"", "body"),
+    (b"\xff\xfe", "body"),
+    (b'["/a"]', "body"),
+    (b"[" * 100_000, "body"),
+    (json.dumps({"path": ["/a"]}).encode(), "path"),
+    (json.dumps({"priority": 2}).encode(), "paths"),
+    (json.dumps({"paths": "/a"}).encode(), "paths"),
+    (json.dumps({"paths": []}).encode(), "paths"),
+    (json.dumps({"paths": ["/ok", 7]}).encode(), "paths[1]"),
+    (json.dumps({"paths": ["/ok", "relative"]}).encode(), "paths[1]"),
+    (json.dumps({"paths": ["/ok", "http://shop.test/a"]}).encode(), "paths[1]"),
+    (json.dumps({"paths": ["/a/../../etc/passwd"]}).encode(), "paths[0]"),
+    (json.dumps({"paths": ["/a%00b"]}).encode(), "paths[0]"),
+    (json.dumps({"paths": ["/a b"]}).encode(), "paths[0]"),
+    (json.dumps({"paths": ["/a%zz"]}).encode(), "paths[0]"),
+    (json.dumps({"paths": ["/" + "a" * 3000]}).encode(), "paths[0]"),
+    (json.dumps({"paths": ["/a"], "priority": 7}).encode(), "priority"),
+    (json.dumps({"paths": ["/a"], "priority": -1}).encode(), "priority"),
+    (json.dumps({"paths": ["/a"], "priority": "2"}).encode(), "priority"),
+    (json.dumps({"paths": ["/a"], "priority": True}).encode(), "priority"),
+    (json.dumps({"paths": ["/a"], "priority": 2.5}).encode(), "priority"),
+    (json.dumps({"paths": ["/a"], "force": "yes"}).encode(), "force"),
+    (json.dumps({"paths": [f"/p/{i}" for i in range(100_000)]}).encode(), "paths"),
+]
+
+
+@pytest.mark.parametrize("body,field", BAD_BODIES, ids=[f for _, f in BAD_BODIES])
+async def test_bad_queue_requests_are_400_naming_the_field_and_queue_nothing(
+    env: Env, body: bytes, field: str
+) -> None:
+    r = await env.client.post(f"{API}/sites/shop/paths", headers=AUTH, content=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field
+    assert field.split("[")[0] in r.json()["error"] or field == "body"
+    assert await env.store.counts() == {}
+
+
+async def test_limits_of_one_call(env: Env) -> None:
+    c = env.client
+    paths = [f"/p/{i}" for i in range(MAX_PATHS_PER_CALL)]
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": paths})
+    assert r.status_code == 200
+    assert r.json()["counts"] == {"queued": MAX_PATHS_PER_CALL}
+    # One bad path in a big batch: nothing of the batch is applied.
+    batch = [f"/q/{i}" for i in range(5000)] + ["no-slash"] + [f"/q/x{i}" for i in range(10)]
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": batch})
+    assert r.status_code == 400 and r.json()["field"] == "paths[5000]"
+    assert (await env.store.counts())["shop"] == {"pending": MAX_PATHS_PER_CALL}
+
+
+async def test_unknown_site_is_404(env: Env) -> None:
+    r = await env.client.post(f"{API}/sites/nosuch/paths", headers=AUTH, json={"paths": ["/a"]})
+    assert r.status_code == 404 and r.json()["field"] == "site"
+    for path in ("paths", "paths/a", "snapshot/a"):
+        assert (await env.client.get(f"{API}/sites/nosuch/{path}", headers=AUTH)).status_code == 404
+
+
+async def test_bodies_over_10_mib_are_413(env: Env) -> None:
+    c = env.client
+    big = b'{"paths": ["/a"], "x": "' + b"x" * MAX_BODY + b'"}'
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, content=big)
+    assert r.status_code == 413
+
+    async def chunks():
+        yield b'{"paths": ["/a"], "x": "'
+        for _ in range(11):
+            yield b"x" * (1024 * 1024)
+        yield b'"}'
+
+    # No Content-Length: the bytes are counted as they arrive.
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, content=chunks())
+    assert r.status_code == 413
+    # A Content-Length that lies low does not help either.
+    r = await c.post(
+        f"{API}/sites/shop/sitemap", headers={**AUTH, "Content-Length": "10"}, content=chunks()
+    )
+    assert r.status_code in (400, 413)
+    assert await env.store.counts() == {}
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+async def test_sites_show_counts_per_state(env: Env) -> None:
+    await env.capture("shop", "/done")
+    await env.store.enqueue("shop", "/todo", 2)
+    await env.store.enqueue("blog", "/post", 1)
+    r = await env.client.get(f"{API}/sites", headers=AUTH)
+    data = r.json()
+    shop, blog = data["sites"]
+    assert shop["name"] == "shop" and shop["hosts"] == ["shop.test"]
+    assert shop["counts"] == {
+        "pending": 1,
+        "processing": 0,
+        "processed": 1,
+        "error": 0,
+        "ignored": 0,
+    }
+    assert shop["total"] == 2 and blog["counts"]["pending"] == 1
+    assert data["queue_depth"] == {"0": 0, "1": 1, "2": 1, "3": 0}
+    assert "capture_rate" in data and "captures" in data
+
+
+async def test_path_segment_decoding(env: Env) -> None:
+    c = env.client
+    cases = {
+        "": "/",
+        "item/7": "/item/7",
+        "search%3Fq%3Dshoes": "/search?q=shoes",
+        "caf%C3%A9": "/caf%C3%A9",
+        "caf%25C3%25A9": "/caf%C3%A9",
+        "%23%21%2Ffaq": "/#!/faq",
+    }
+    for segment, path in cases.items():
+        await env.store.enqueue("shop", path, 2)
+        r = await c.get(f"{API}/sites/shop/paths/{segment}", headers=AUTH)
+        assert r.status_code == 200, (segment, r.text)
+        assert r.json()["path"] == path
+        # ``ref`` is the canonical segment: it names the same path again.
+        again = await c.get(f"{API}/sites/shop/paths/{r.json()['ref']}", headers=AUTH)
+        assert again.json()["path"] == path
+
+
+@pytest.mark.parametrize(
+    "segment",
+    [
+        "..%2F..%2Fetc%2Fpasswd",
+        "a/%2e%2e/b",
+        "a/..%2fb",
+        "%2E",
+        "a%00",
+        "a%2500",
+        "a%0A",
+        "a%250a",
+        "a%25zz",
+    ],
+)
+async def test_path_traversal_and_control_characters_are_400(env: Env, segment: str) -> None:
+    for method, kind in (("GET", "paths"), ("DELETE", "paths"), ("GET", "snapshot")):
+        r = await env.client.request(method, f"{API}/sites/shop/{kind}/{segment}", headers=AUTH)
+        assert r.status_code == 400, (method, kind, r.text)
+        assert r.json()["field"] == "path"
+
+
+async def test_one_path_snapshot_and_delete(env: Env) -> None:
+    c = env.client
+    r = await c.get(f"{API}/sites/shop/paths/items/1", headers=AUTH)
+    assert r.status_code == 404
+    html = "<html><head><title>One</title></head><body><h1>Item 1</h1></body></html>"
+    await env.capture("shop", "/items/1", html)
+    r = await c.get(f"{API}/sites/shop/paths/items/1", headers=AUTH)
+    data = r.json()
+    assert data["state"] == "processed" and data["status"] == 200
+    assert data["captured_at"].endswith("Z") and data["expires_at"] > data["captured_at"]
+    assert set(data) >= {"priority", "hops", "error", "duplicate_of", "queued_at"}
+
+    r = await c.get(f"{API}/sites/shop/snapshot/items/1", headers=AUTH)
+    assert r.status_code == 200 and r.text == html
+    assert r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-security-policy"] == "sandbox"
+    assert r.headers["x-snapshotd-status"] == "200"
+    r = await c.get(
+        f"{API}/sites/shop/snapshot/items/1", headers={**AUTH, "Accept-Encoding": "identity"}
+    )
+    assert r.headers.get("content-encoding") is None and r.text == html
+    assert (await c.get(f"{API}/sites/shop/snapshot/items/2", headers=AUTH)).status_code == 404
+
+    r = await c.delete(f"{API}/sites/shop/paths/items/1", headers=AUTH)
+    assert r.status_code == 200 and r.json()["deleted"] == "/items/1"
+    assert await env.store.get_path("shop", "/items/1") is None
+    assert await env.store.get_snapshot("shop", "/items/1") is None
+    assert (await c.get(f"{API}/sites/shop/snapshot/items/1", headers=AUTH)).status_code == 404
+    assert (await c.delete(f"{API}/sites/shop/paths/items/1", headers=AUTH)).status_code == 404
+
+
+async def test_pagination_is_stable_while_paths_are_added(env: Env) -> None:
+    c = env.client
+    originals = [f"/list/{i}" for i in range(120)]
+    await env.store.enqueue_many("shop", [(p, 0) for p in originals], 2)
+    seen: list[str] = []
+    cursor = None
+    added = 0
+    while True:
+        params = {"limit": "25", **({"cursor": cursor} if cursor else {})}
+        r = await c.get(f"{API}/sites/shop/paths", headers=AUTH, params=params)
+        assert r.status_code == 200
+        page = r.json()
+        seen += [p["path"] for p in page["paths"]]
+        # New paths arrive between pages; they are newer than the cursor and never shift it.
+        await env.store.enqueue_many("shop", [(f"/new/{added + i}", 0) for i in range(7)], 2)
+        added += 7
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(originals))
+    r = await c.get(f"{API}/sites/shop/paths", headers=AUTH, params={"limit": "3"})
+    assert [p["path"] for p in r.json()["paths"]] == [f"/new/{added - 1 - i}" for i in range(3)]
+
+
+async def test_list_filters_and_bad_parameters(env: Env) -> None:
+    c = env.client
+    await env.capture("shop", "/items/1")
+    await env.store.enqueue_many("shop", [("/items/2", 0), ("/about", 0)], 2)
+    r = await c.get(
+        f"{API}/sites/shop/paths", headers=AUTH, params={"state": "pending", "prefix": "/items/"}
+    )
+    assert [p["path"] for p in r.json()["paths"]] == ["/items/2"]
+    r = await c.get(f"{API}/sites/shop/paths", headers=AUTH, params={"state": "processed"})
+    assert [p["path"] for p in r.json()["paths"]] == ["/items/1"]
+    assert r.json()["next_cursor"] is None
+    for params, field in [
+        ({"state": "done"}, "state"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "5000"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"cursor": "abc"}, "cursor"),
+        ({"cursor": "-1"}, "cursor"),
+        ({"prefix": "items"}, "prefix"),
+        ({"sort": "asc"}, "sort"),
+    ]:
+        r = await c.get(f"{API}/sites/shop/paths", headers=AUTH, params=params)
+        assert r.status_code == 400, params
+        assert r.json()["field"] == field
+
+
+# ---------------------------------------------------------------------------- sitemaps
+
+SITEMAP = """<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <url><loc>http://shop.test/</loc><lastmod>2024-01-01</lastmod></url>
+  <url><loc> https://shop.test/items/1?color=red </loc></url>
+  <url><loc>http://127.0.0.1:9/about</loc></url>
+  <url><loc>http://blog.test/post</loc></url>
+  <url><loc>ftp://shop.test/file</loc></url>
+  <url><loc>http://shop.test/cart</loc></url>
+</urlset>"""
+
+
+async def test_sitemap_upload_queues_its_urls(env: Env) -> None:
+    c = env.client
+    r = await c.post(f"{API}/sites/shop/sitemap", headers=AUTH, content=SITEMAP.encode())
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["found"] == 6 and data["priority"] == 2
+    assert data["counts"] == {"queued": 3, "ignored": 1}
+    assert {s["reason"] for s in data["skipped"]} == {"another site's host", "not an http(s) URL"}
+    for path in ("/", "/items/1?color=red", "/about"):
+        record = await env.store.get_path("shop", path)
+        assert record is not None and record.priority == 2, path
+    assert await env.store.get_path("shop", "/post") is None
+
+    gz = gzip.compress(SITEMAP.replace("/about", "/about2").encode())
+    r = await c.post(f"{API}/sites/shop/sitemap?priority=1", headers=AUTH, content=gz)
+    assert r.json()["counts"] == {"pending": 2, "queued": 1, "ignored": 1}
+    assert (await env.store.get_path("shop", "/about2")).priority == 1
+
+
+BAD_SITEMAPS = [
+    b"",
+    b"<urlset><url><loc>http://shop.test/</loc></url>",
+    b"just text",
+    b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
+    b"<urlset><url><loc>&lol2;</loc></url></urlset>",
+    b'<?xml version="1.0"?><!DOCTYPE x SYSTEM "http://127.0.0.1:9/x.dtd"><urlset/>',
+    b"<sitemapindex><sitemap><loc>http://shop.test/s1.xml</loc></sitemap></sitemapindex>",
+    b"<rss><channel/></rss>",
+    b"\x1f\x8b\x08\x00garbage",
+]
+
+
+@pytest.mark.parametrize("body", BAD_SITEMAPS)
+async def test_bad_sitemaps_are_400(env: Env, body: bytes) -> None:
+    r = await env.client.post(f"{API}/sites/shop/sitemap", headers=AUTH, content=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]
+    assert await env.store.counts() == {}
+
+
+async def test_sitemap_bounds(env: Env) -> None:
+    c = env.client
+    many = "".join(f"<url><loc>http://shop.test/{i}</loc></url>" for i in range(50_001))
+    r = await c.post(
+        f"{API}/sites/shop/sitemap", headers=AUTH, content=f"<urlset>{many}</urlset>".encode()
+    )
+    assert r.status_code == 400 and "50000" in r.json()["error"]
+    bomb = gzip.compress(b"<urlset>" + b" " * (60 * 1024 * 1024) + b"</urlset>")
+    assert len(bomb) < MAX_BODY
+    r = await c.post(f"{API}/sites/shop/sitemap", headers=AUTH, content=bomb)
+    assert r.status_code == 413
+    for query, field in (
+        ("priority=7", "priority"),
+        ("priority=x", "priority"),
+        ("force=maybe", "force"),
+        ("prio=1", "prio"),
+    ):
+        r = await c.post(f"{API}/sites/shop/sitemap?{query}", headers=AUTH, content=SITEMAP)
+        assert r.status_code == 400 and r.json()["field"] == field
+    assert await env.store.counts() == {}
+
+
+# ---------------------------------------------------------------------------- health, metrics
+
+
+async def test_metrics_and_health(env: Env) -> None:
+    c = env.client
+    await env.store.enqueue_many("shop", [("/a", 0), ("/b", 0)], 2)
+    await env.store.enqueue("shop", "/c", 3)
+    r = await c.get("/_snapshotd/metrics", headers=AUTH)
+    assert r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert 'snapshotd_queue_depth{priority="2"} 2.0' in text
+    assert 'snapshotd_queue_depth{priority="3"} 1.0' in text
+    assert 'snapshotd_paths{site="shop",state="pending"} 3.0' in text
+    for name in ("snapshotd_requests", "snapshotd_captures", "snapshotd_render_seconds_bucket"):
+        assert f"# TYPE {name.removesuffix('_bucket')}" in text or name in text
+    await env.store.close()
+    r = await c.get("/_snapshotd/healthz")
+    assert r.status_code == 503 and r.json()["status"] != "ok"
+    await env.store.open()
+
+
+# ---------------------------------------------------------------------------- OpenAPI
+
+
+def _routes(app: SnapshotdApp) -> set[tuple[str, str]]:
+    starlette = app.api.app  # type: ignore[attr-defined]
+    out = set()
+    for route in starlette.routes:
+        path = route.path.replace(":path}", "}")
+        for method in route.methods - {"HEAD"}:
+            out.add((path, method.lower()))
+    return out
+
+
+async def test_openapi_matches_the_routes(env: Env) -> None:
+    r = await env.client.get("/_snapshotd/api/openapi.json", headers=AUTH)
+    doc = r.json()
+    assert doc["openapi"].startswith("3.")
+    assert doc == json.loads(json.dumps(openapi()))
+    documented = {(p, m) for p, ops in doc["paths"].items() for m in ops}
+    assert documented == _routes(env.app)
+
+    await env.capture("shop", "/x")
+    fill = {
+        "{site}": "shop",
+        "{path}": "x",
+        "{url}": "http://127.0.0.1:9/x",
+        "{file}": "console.js",
+    }
+    for path, method in sorted(documented, key=lambda pm: (pm[1] == "delete", pm)):
+        url = path
+        for key, value in fill.items():
+            url = url.replace(key, value)
+        kwargs: dict = {"headers": AUTH}
+        if method == "post":
+            kwargs["content"] = (
+                SITEMAP.encode() if url.endswith("/sitemap") else b'{"paths": ["/y"]}'
+            )
+        if url.endswith("/render"):
+            url += "?url=http://127.0.0.1:9/x"
+        r = await env.client.request(method.upper(), url, **kwargs)
+        assert r.status_code not in (404, 405), (method, url, r.status_code)
+        for code in map(int, doc["paths"][path][method]["responses"]):
+            assert 200 <= code < 600
+
+
+# ---------------------------------------------------------------------------- render endpoint
+
+
+@pytest.fixture
+def origin():
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.expect_request("/about").respond_with_data(
+        "<html><body>origin page</body></html>", content_type="text/html"
+    )
+    server.expect_request("/app.js").respond_with_data("js", content_type="text/javascript")
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+@pytest.fixture
+async def render_env(tmp_path, origin) -> AsyncIterator[Env]:
+    origin_url = f"http://127.0.0.1:{origin.port}"
+    settings = make_settings(tmp_path, miss_wait=2.0)
+    shop = replace(settings.sites[0], origin=origin_url, hosts=("shop.test", "www.shop.test"))
+    async with running(replace(settings, sites=(shop, settings.sites[1]))) as e:
+        yield e
+
+
+async def test_render_serves_a_stored_snapshot_for_a_site_host(render_env: Env, origin) -> None:
+    c = render_env.client
+    await render_env.capture("shop", "/items/1?color=red", "<html><body>snap</body></html>")
+    for url in (
+        "/_snapshotd/render/https://shop.test/items/1?color=red",
+        "/_snapshotd/render/http://www.shop.test:8443/items/1?color=red",
+        "/_snapshotd/render/https:/shop.test/items/1?color=red",
+        "/_snapshotd/render/https%3A%2F%2Fshop.test%2Fitems%2F1%3Fcolor%3Dred",
+        "/_snapshotd/render?url=https%3A%2F%2Fshop.test%2Fitems%2F1%3Fcolor%3Dred",
+    ):
+        r = await c.get(url, headers={"X-Prerender-Token": TOKEN, "User-Agent": "Googlebot"})
+        assert r.status_code == 200, (url, r.text)
+        assert r.text == "<html><body>snap</body></html>"
+        assert r.headers["x-snapshotd-cache"] == "HIT"
+    r = await c.get("/_snapshotd/render/https://shop.test/items/1?color=red", headers=AUTH)
+    assert r.status_code == 200
+    assert origin.log == []
+
+
+async def test_render_refuses_other_hosts_and_fetches_nothing(render_env: Env, origin) -> None:
+    c = render_env.client
+    headers = {"X-Prerender-Token": TOKEN}
+    for url in (
+        "/_snapshotd/render/http://169.254.169.254/latest/meta-data/",
+        "/_snapshotd/render/http://127.0.0.1:1/",
+        "/_snapshotd/render?url=http://evil.test/about",
+        "/_snapshotd/render/http://shop.test.evil.test/about",
+        "/_snapshotd/render/http://user@evil.test/about",
+    ):
+        r = await c.get(url, headers=headers)
+        assert r.status_code == 403, (url, r.text)
+    for url in (
+        "/_snapshotd/render/ftp://shop.test/about",
+        "/_snapshotd/render/shop.test/about",
+        "/_snapshotd/render",
+        "/_snapshotd/render?url=",
+        "/_snapshotd/render/http://shop.test/a/%2e%2e/b",
+        "/_snapshotd/render/http://shop.test/a%00",
+    ):
+        r = await c.get(url, headers=headers)
+        assert r.status_code == 400, (url, r.text)
+    assert (await c.get("/_snapshotd/render/http://shop.test/about")).status_code == 401
+    r = await c.get("/_snapshotd/render/http://shop.test/about", headers={"X-Prerender-Token": "x"})
+    assert r.status_code == 401
+    assert (
+        await c.post("/_snapshotd/render/http://shop.test/about", headers=headers)
+    ).status_code == 405
+    assert origin.log == []
+    assert render_env.renderer.captures == []
+    assert await render_env.store.counts() == {}
+
+
+async def test_render_fails_open_to_the_origin_without_leaking_the_token(
+    render_env: Env, origin
+) -> None:
+    c = render_env.client
+    r = await c.get(
+        "/_snapshotd/render/http://shop.test/about",
+        headers={"X-Prerender-Token": TOKEN, "User-Agent": "Googlebot"},
+    )
+    assert r.status_code == 200
+    assert r.headers["x-snapshotd-cache"] == "BYPASS"
+    assert "origin page" in r.text
+    assert render_env.renderer.captures == [f"http://127.0.0.1:{origin.port}/about"]
+    request, _ = origin.log[-1]
+    assert request.path == "/about"
+    assert "X-Prerender-Token" not in request.headers and "Authorization" not in request.headers
+    assert request.headers["X-Forwarded-Host"] == "shop.test"
+    # Static assets go straight through, as for a bot at the proxy.
+    r = await c.get("/_snapshotd/render/http://shop.test/app.js", headers=AUTH)
+    assert r.text == "js" and "x-snapshotd-cache" not in r.headers
+    assert len(render_env.renderer.captures) == 1
+    await asyncio.sleep(0)
