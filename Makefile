@@ -20,7 +20,13 @@ chromium: $(STAMP)
 run: chromium
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh scripts/run.sh "$(ORIGIN)" "$(PORT)"
 
-test: chromium
+# The prerender-node test's npm packages; without npm that test skips (fails under CI=true).
+tests/prerender_node/node_modules/.package-lock.json: tests/prerender_node/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/prerender_node --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the prerender-node test will be skipped"; fi
+
+test: chromium tests/prerender_node/node_modules/.package-lock.json
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -18,7 +18,6 @@ import json
 import logging
 import re
 import time
-import zlib
 from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -26,8 +25,6 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from defusedxml import ElementTree as SafeET
-from defusedxml.common import DefusedXmlException
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -37,12 +34,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from snapshotd.bots import is_static_asset
 from snapshotd.config import SiteSettings
+from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API, STATES, PathRecord
 from snapshotd.urls import BadRequest, site_path_from_request, site_path_from_url
 
 if TYPE_CHECKING:
-    from xml.etree.ElementTree import Element
-
     from snapshotd.app import Context
 
 __all__ = ["MAX_BODY", "MAX_PATHS_PER_CALL", "MAX_SITEMAP_URLS", "create_api", "openapi"]
@@ -53,8 +49,6 @@ PREFIX = "/_snapshotd"
 API = PREFIX + "/api/v1"
 MAX_BODY = 10 * 1024 * 1024
 MAX_PATHS_PER_CALL = 10_000
-MAX_SITEMAP_URLS = 50_000  # the sitemap protocol's own limit per file
-MAX_SITEMAP_UNZIPPED = 50 * 1024 * 1024  # likewise
 MAX_PAGE = 1000
 DEFAULT_PAGE = 50
 RATE_WINDOW = 60.0
@@ -328,53 +322,29 @@ def record_json(r: PathRecord) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- sitemaps
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
 def parse_sitemap_upload(body: bytes) -> list[str]:
-    """The ``<loc>`` URLs of an uploaded sitemap (gzip allowed); raises ApiError on bad input."""
-    if body[:2] == b"\x1f\x8b":
-        unzip = zlib.decompressobj(wbits=31)
-        try:
-            body = unzip.decompress(body, MAX_SITEMAP_UNZIPPED)
-        except zlib.error:
-            raise ApiError(400, "the body looks gzipped but does not decompress", "body") from None
-        if unzip.unconsumed_tail:
-            raise ApiError(413, f"the sitemap is larger than {MAX_SITEMAP_UNZIPPED} bytes unzipped")
+    """The URLs of an uploaded sitemap (XML or a text list, gzip allowed); ApiError if bad.
+
+    Unlike the crawler, which keeps the first 50,000 URLs of a longer file, an upload past the
+    bound is refused whole, so nothing is half-applied."""
     if not body.strip():
         raise ApiError(400, "the body is empty: send a sitemap's XML", "body")
     try:
-        root: Element = SafeET.fromstring(body, forbid_dtd=True)
-    except DefusedXmlException as exc:
-        raise ApiError(
-            400, f"the sitemap uses forbidden XML ({type(exc).__name__})", "body"
-        ) from None
-    except SafeET.ParseError as exc:
-        raise ApiError(400, f"the sitemap is not well-formed XML: {exc}", "body") from None
-    kind = _local(root.tag)
-    if kind == "sitemapindex":
+        sitemap = parse_sitemap(body, max_urls=MAX_SITEMAP_URLS)
+    except SitemapError as exc:
+        raise ApiError(400, f"not a readable sitemap: {exc}", "body") from None
+    if sitemap.kind == "sitemapindex":
         raise ApiError(
             400,
             "this is a sitemap index: upload the sitemaps it lists, or name it in the site's "
             "'sitemaps' setting for the crawler to follow",
             "body",
         )
-    if kind != "urlset":
-        raise ApiError(400, f"expected a <urlset> sitemap, found <{kind}>", "body")
-    urls = []
-    for url in root:
-        if _local(url.tag) != "url":
-            continue
-        for child in url:
-            if _local(child.tag) == "loc" and child.text and child.text.strip():
-                urls.append(child.text.strip())
-                break
-    if len(urls) > MAX_SITEMAP_URLS:
-        raise ApiError(
-            400, f"the sitemap lists {len(urls)} URLs; at most {MAX_SITEMAP_URLS}", "body"
-        )
-    return urls
+    if sitemap.truncated:
+        raise ApiError(400, f"the sitemap lists more than {MAX_SITEMAP_URLS} URLs", "body")
+    if sitemap.kind == "text" and not sitemap.entries:
+        raise ApiError(400, "neither a sitemap's XML nor a list of http(s) URLs", "body")
+    return [entry.loc for entry in sitemap.entries]
 
 
 # ---------------------------------------------------------------------------- OpenAPI
