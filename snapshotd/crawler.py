@@ -113,6 +113,7 @@ class Crawler:
         seeds: dict[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.time,
         grace: float = 5.0,
+        maintenance_every: float = MAINTENANCE_SECONDS,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -129,6 +130,7 @@ class Crawler:
         self.seeds = seeds if seeds is not None else {s.name: s.seeds for s in settings.sites}
         self.clock = clock
         self.grace = grace
+        self.maintenance_every = maintenance_every
         self.sites = {s.name: s for s in settings.sites}
         self.stats = CrawlStats()
         self.finished = asyncio.Event()
@@ -204,7 +206,7 @@ class Crawler:
             ",".join(self.sites), len(self._workers), " once" if self.once else "",
         )
         while not self._stopping:
-            await asyncio.sleep(MAINTENANCE_SECONDS)
+            await asyncio.sleep(self.maintenance_every)
             try:
                 await self._maintain()
             except Exception as exc:

@@ -1,0 +1,1 @@
+"""Small real sites the crawler tests crawl."""

@@ -1,0 +1,237 @@
+"""The crawler against a real site on loopback, rendered by real Chromium.
+
+The site (tests/sites/shop.py) counts every document request, so each test proves what was
+fetched and how often as well as what the store ends with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from snapshotd.capture import CaptureService, retry_delay
+from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.crawler import Crawler, run_crawl
+from snapshotd.render import BrowserPool
+from snapshotd.store.sqlite import SQLiteStore
+from tests.chromium import require_chromium
+from tests.servers import serve_asgi
+from tests.sites.shop import RULES, Shop
+
+pytestmark = pytest.mark.browser
+
+
+def browser(concurrency: int = 2) -> BrowserSettings:
+    return BrowserSettings(
+        concurrency=concurrency,
+        executable=require_chromium(),
+        javascript_timeout=0.2,
+        render_timeout=5.0,
+        block_resources=(),
+    )
+
+
+@pytest.fixture
+def shop() -> Iterator[tuple[Shop, str]]:
+    site = Shop()
+    with serve_asgi(site.app) as origin:
+        yield site, origin
+
+
+async def records(db: str) -> dict[tuple[str, str], object]:
+    async with SQLiteStore(db) as store:
+        return {(r.site, r.path): r async for r in store.iter_paths()}
+
+
+# Every path the full crawl must know, with (state, status, priority, hops, duplicate_of).
+EXPECTED = {
+    "/bot-asked": ("processed", 200, 3, 0, None),
+    "/api-asked": ("processed", 200, 2, 0, None),
+    "/": ("processed", 200, 1, 0, None),
+    "/from-sitemap-1": ("processed", 200, 1, 0, None),
+    "/from-sitemap-2": ("processed", 200, 1, 0, None),
+    "/a": ("processed", 200, 1, 0, None),  # in the sitemap too: hops 0
+    "/a/1": ("processed", 200, 1, 1, None),
+    "/a/2": ("processed", 200, 1, 1, None),
+    "/a/3": ("processed", 200, 1, 1, None),
+    "/deep/1": ("processed", 200, 1, 2, None),
+    "/deep/2": ("processed", 200, 1, 3, None),
+    "/deep/3": ("processed", 200, 1, 4, None),
+    "/deep/4": ("processed", 200, 1, 5, None),
+    "/b": ("processed", 200, 1, 1, None),
+    "/b/1": ("processed", 200, 1, 2, None),
+    "/b/2": ("processed", 200, 1, 2, None),
+    "/spa#!/one": ("processed", 200, 1, 1, None),
+    "/spa#!/two": ("processed", 200, 1, 3, None),
+    "/moved": ("processed", 301, 1, 1, None),
+    "/target": ("processed", 200, 1, 1, None),  # the redirect's target: same depth
+    "/missing": ("processed", 404, 1, 1, None),
+    "/broken": ("error", 500, 1, 1, None),
+    "/dup-1": ("processed", 200, 1, 1, None),
+    "/dup-2": ("processed", 200, 1, 2, "/dup-1"),
+    "/from-dup": ("processed", 200, 1, 2, None),
+    "/canon-copy": ("processed", 200, 1, 1, "/canon-main"),
+    "/canon-main": ("processed", 200, 1, 1, None),
+    "/nofollow": ("processed", 200, 1, 1, None),
+    "/admin/keep": ("processed", 200, 1, 1, None),  # ignored fragment, but a C rule
+    "/admin/panel": ("ignored", None, 0, 1, None),
+    "/new/page": ("processed", 200, 1, 1, None),  # /old/page through the rules' 301
+}
+NEVER_FETCHED = [
+    "/from-404", "/from-copy", "/nf-meta", "/nf-link", "/private/secret",
+    "/private/in-sitemap", "/admin/panel", "/old/page", "/gone", "/a?utm_source=news",
+]
+
+
+def shop_site(origin: str, **kw: object) -> SiteSettings:
+    values: dict[str, object] = dict(
+        name="shop",
+        origin=origin,
+        rules=str(RULES),
+        seeds=("/",),
+        sitemaps=("/sitemap_index.xml.gz",),
+        ignore=("/admin/",),
+    )
+    values.update(kw)
+    return SiteSettings(**values)  # type: ignore[arg-type]
+
+
+async def test_full_crawl_ends_with_exactly_the_expected_states(shop, tmp_path):
+    site, origin = shop
+    db = str(tmp_path / "crawl.db")
+    async with SQLiteStore(db) as store:  # asked for before the crawl: they go first
+        await store.enqueue("shop", "/bot-asked", 3)
+        await store.enqueue("shop", "/api-asked", 2)
+    settings = Settings(db=db, browser=browser(), sites=(shop_site(origin),))
+    out, progress = io.StringIO(), io.StringIO()
+    started = time.time()
+
+    status = await run_crawl(settings, out=out, progress=progress, tty=False)
+
+    assert status == 0
+    got = await records(db)
+    assert {path for _site, path in got} == set(EXPECTED)
+    for path, (state, code, priority, hops, duplicate_of) in EXPECTED.items():
+        r = got[("shop", path)]
+        assert (r.state, r.status, r.priority, r.hops, r.duplicate_of) == (
+            state, code, priority, hops, duplicate_of,
+        ), path
+    broken = got[("shop", "/broken")]
+    assert broken.error == "http 500"
+    assert broken.expires_at == pytest.approx(started + retry_delay(1, 7 * 86400), abs=30)
+
+    hits = site.counts()
+    for path, (state, *_rest) in EXPECTED.items():
+        if state != "ignored" and not path.startswith("/spa") and path != "/target":
+            assert hits[path] == 1, path
+    # Chromium may already be following /moved's 301 when the renderer stops it there.
+    assert hits["/target"] in (1, 2)
+    assert hits["/spa"] == 2  # /spa#!/one and /spa#!/two, one document request each
+    assert not [p for p in NEVER_FETCHED if hits[p]]
+    assert set(hits) <= set(EXPECTED) | {"/spa"}
+    assert {path for path, _ in site.hits[:2]} == {"/bot-asked", "/api-asked"}
+    assert site.other == {"robots.txt": 1, "sitemap": 3}
+
+    summary = dict(line.split(None, 1) for line in out.getvalue().splitlines())
+    assert summary["captured"] == "29"
+    assert summary["duplicates"] == "2"
+    assert summary["errors"] == "1"
+    assert summary["ignored"] == "1"
+    assert summary["time"].endswith("pages/s)")
+    assert "crawled 30/30 pages" in progress.getvalue()
+
+    # A second crawl finds everything fresh: nothing is fetched again, and it still succeeds.
+    before = len(site.hits)
+    assert await run_crawl(settings, out=io.StringIO(), progress=io.StringIO(), tty=False) == 0
+    assert len(site.hits) == before
+
+
+async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):
+    site, origin = shop
+    slow = Shop()
+    with serve_asgi(slow.app) as slow_origin:
+        sites = (
+            SiteSettings(name="hops", origin=origin, seeds=("/b",), max_hops=1),
+            SiteSettings(name="fixed", origin=origin, seeds=("/b/2",), capture_new=False),
+            SiteSettings(name="nolinks", origin=origin, seeds=("/a/2",), crawl_links=False),
+            SiteSettings(name="canon", origin=origin, seeds=("/canon-copy",), use_canonical=False),
+            SiteSettings(
+                name="paced", origin=slow_origin, seeds=("/a",), max_pages=3, crawl_delay=0.4
+            ),
+        )
+        db = str(tmp_path / "sites.db")
+        settings = Settings(db=db, browser=browser(), sites=sites)
+        assert await run_crawl(settings, out=io.StringIO(), progress=io.StringIO(), tty=False) == 0
+
+    got = await records(db)
+    by_site: dict[str, dict[str, str]] = {}
+    for (name, path), r in got.items():
+        by_site.setdefault(name, {})[path] = r.state
+    assert by_site["hops"] == {"/b": "processed", "/b/1": "processed", "/b/2": "processed"}
+    assert by_site["fixed"] == {"/b/2": "processed"}
+    assert by_site["nolinks"] == {"/a/2": "processed"}
+    assert by_site["canon"] == {
+        "/canon-copy": "processed", "/canon-main": "processed", "/from-copy": "processed",
+    }
+    assert got[("canon", "/canon-copy")].duplicate_of is None
+    assert by_site["paced"] == {"/a": "processed", "/a/1": "processed", "/a/2": "processed"}
+
+    # crawl_delay: one capture of the site at a time, each 0.4 s after the previous one.
+    times = [t for _path, t in slow.hits]
+    assert len(times) == 3
+    assert all(b - a >= 0.4 for a, b in zip(times, times[1:], strict=False)), times
+
+
+async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, tmp_path):
+    site, origin = shop
+    db = str(tmp_path / "serve.db")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store = SQLiteStore(db)
+    await store.open()
+    # A worker on this host that died mid-capture, with a long lease left.
+    await store.enqueue("fresh", "/deep/3", 1)
+    await store.claim_path("fresh", "/deep/3", f"{socket.gethostname()}:{gone.pid}:1", 3600)
+    # A worker elsewhere whose lease runs out soon.
+    await store.enqueue("fresh", "/deep/2", 1)
+    await store.claim_path("fresh", "/deep/2", "elsewhere:1:1", 0.5)
+
+    sites = (
+        SiteSettings(name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0),
+        SiteSettings(
+            name="frozen", origin=origin, seeds=("/a/3",), expire_after=1.0,
+            capture_expired=False, crawl_links=False,
+        ),
+    )
+    settings = Settings(db=db, browser=browser(), sites=sites)
+    pool = BrowserPool(settings.browser)
+    await pool.start()
+    capture = CaptureService(settings, store, pool)
+    crawler = Crawler(settings, store, capture, maintenance_every=0.2)
+    await crawler.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            record = await store.get_path("fresh", "/deep/4")
+            if site.counts()["/deep/4"] >= 2 and record.state == "processed":
+                break
+            await asyncio.sleep(0.1)
+        assert site.counts()["/deep/4"] >= 2
+        assert record.priority == 0  # came back as expired
+        for path in ("/deep/3", "/deep/2"):
+            assert (await store.get_path("fresh", path)).captured_at is not None, path
+        # capture_expired = false: expired, never requeued.
+        assert site.counts()["/a/3"] == 1
+        assert (await store.get_path("frozen", "/a/3")).state == "processed"
+    finally:
+        await crawler.stop()
+        await pool.close()
+        await store.close()
+    assert not any(r.state == "processing" for r in (await records(db)).values())

@@ -1,0 +1,174 @@
+"""``snapshotd crawl`` and ``snapshotd worker`` as processes: kill -9, restart, SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from snapshotd.render.procs import descendants
+from tests.chromium import alive, require_chromium, wait_until
+from tests.servers import serve_asgi
+from tests.sites.shop import RULES, Shop
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_config(
+    tmp_path: Path, origin: str, db: Path, *, sitemaps: str = '["/sitemap_index.xml.gz"]'
+) -> Path:
+    config = tmp_path / "snapshotd.toml"
+    config.write_text(
+        f'[server]\ndb = "{db}"\n'
+        f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
+        "javascript_timeout = 0.2\nrender_timeout = 5.0\nblock_resources = []\n"
+        f'[[site]]\nname = "shop"\norigin = "{origin}"\nrules = "{RULES}"\n'
+        f'seeds = ["/"]\nsitemaps = {sitemaps}\nignore = ["/admin/"]\n'
+    )
+    return config
+
+
+def snapshotd(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SNAPSHOTD_CONFIG", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "snapshotd", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (the Playwright driver, Chromium's processes)."""
+    return [pid, *(p.pid for p in descendants(pid))]
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not [p for p in pids if alive(p)], 10)
+
+
+def processed(db: Path) -> dict[str, float]:
+    """Captured paths and their capture times, read while a crawl may be writing."""
+    if not db.exists():
+        return {}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute(
+            "SELECT path, captured_at FROM paths WHERE state = 'processed'"
+        ).fetchall()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return {}
+    finally:
+        conn.close()
+    return dict(rows)
+
+
+def states(db: Path) -> dict[str, str]:
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT path, state FROM paths").fetchall())
+    finally:
+        conn.close()
+
+
+def test_kill_9_mid_crawl_then_restart_loses_nothing_and_doubles_nothing(tmp_path):
+    site = Shop(delay=0.25)  # slow enough to be caught midway
+    with serve_asgi(site.app) as origin:
+        db = tmp_path / "crawl.db"
+        config = write_config(tmp_path, origin, db)
+        first = snapshotd("crawl", "--config", str(config))
+        processes = [first.pid]
+        try:
+            assert wait_until(lambda: len(processed(db)) >= 8, 60)
+            processes = tree(first.pid)
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(10)
+        finally:
+            kill_all(processes)  # what the killed process left running
+            first.communicate(timeout=10)
+        before = processed(db)
+        hits_before = site.counts()
+        in_flight = {p for p, s in states(db).items() if s == "processing"}
+        assert 8 <= len(before) < 27 and in_flight
+
+        second = snapshotd("crawl", "--config", str(config))
+        try:
+            out, err = second.communicate(timeout=90)
+        finally:
+            kill_all(tree(second.pid))
+        assert second.returncode == 0, err
+        assert "captured" in out
+
+    after = processed(db)
+    final = states(db)
+    # The full crawl's 29 captures, less the two paths that test asks for first.
+    assert sum(1 for s in final.values() if s == "processed") == 27
+    assert [p for p, s in final.items() if s not in ("processed", "error", "ignored")] == []
+    # Nothing stored before the kill was captured again...
+    assert {p: after[p] for p in before} == before
+    hits = site.counts()
+    for path in before:
+        document = path.split("#", 1)[0]
+        if document not in ("/spa", "/target"):
+            assert hits[document] == hits_before[document] == 1, path
+    # ...and a path fetched twice is one the kill interrupted before it was stored.
+    twice = {p for p, n in hits.items() if n > 1} - {"/spa", "/target"}
+    assert twice <= {p.split("#", 1)[0] for p in in_flight}
+    assert len(twice) <= 2
+
+
+def test_worker_stops_cleanly_on_sigterm(tmp_path):
+    site = Shop()
+    with serve_asgi(site.app) as origin:
+        db = tmp_path / "worker.db"
+        config = write_config(tmp_path, origin, db)
+        worker = snapshotd("worker", "--config", str(config))
+        processes = [worker.pid]
+        try:
+            assert wait_until(lambda: len(processed(db)) >= 3, 60)
+            processes = tree(worker.pid)
+            assert len(processes) > 2  # Python, the Playwright driver, Chromium's processes
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=30)
+            assert worker.returncode == 0, err
+            assert "Traceback" not in err
+            assert wait_until(lambda: not [p for p in processes if alive(p)], 10)
+        finally:
+            kill_all(processes)
+            if worker.returncode is None:
+                worker.communicate(timeout=10)
+    assert "processing" not in states(db).values()
+
+
+def test_crawl_exit_status_when_nothing_could_be_captured(tmp_path):
+    with serve_asgi(Shop().app) as origin:
+        db = tmp_path / "none.db"
+        config = write_config(tmp_path, origin, db, sitemaps="[]")
+        crawl = snapshotd("crawl", "--config", str(config), "--seed", "/broken")
+        try:
+            out, err = crawl.communicate(timeout=60)
+        finally:
+            kill_all(tree(crawl.pid))
+        assert crawl.returncode == 1, err
+        assert "captured    0" in out and "errors      1" in out
+        assert "Traceback" not in err
+
+        bad = snapshotd("crawl", "--config", str(config), "--max-pages", "0")
+        out, err = bad.communicate(timeout=30)
+        assert bad.returncode == 2
+        assert err.strip().splitlines() == ["snapshotd: --max-pages must be at least 1"]

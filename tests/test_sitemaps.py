@@ -1,0 +1,163 @@
+"""sitemaps.py: parsing (pure) and fetching from a real server on loopback."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from pytest_httpserver import HTTPServer
+
+from snapshotd.sitemaps import (
+    SitemapError,
+    decompress,
+    fetch_sitemap,
+    parse_lastmod,
+    parse_sitemap,
+)
+
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def urlset(*locs: str, extra: str = "") -> bytes:
+    body = "".join(f"<url><loc>{loc}</loc>{extra}</url>" for loc in locs)
+    return f'<?xml version="1.0" encoding="UTF-8"?><urlset {NS}>{body}</urlset>'.encode()
+
+
+def index(*locs: str) -> bytes:
+    body = "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in locs)
+    return f"<sitemapindex {NS}>{body}</sitemapindex>".encode()
+
+
+def test_urlset_with_lastmod():
+    data = (
+        f"<urlset {NS}><url><loc> http://h/a </loc><lastmod>2024-05-01</lastmod>"
+        "<changefreq>daily</changefreq></url><url><loc>http://h/b</loc></url>"
+        "<url><lastmod>2024-01-01</lastmod></url></urlset>"
+    ).encode()
+    sitemap = parse_sitemap(data)
+    assert sitemap.kind == "urlset" and not sitemap.truncated
+    assert [(e.loc, e.lastmod) for e in sitemap.entries] == [
+        ("http://h/a", datetime(2024, 5, 1, tzinfo=UTC).timestamp()),
+        ("http://h/b", None),
+    ]
+
+
+def test_index_and_gzip_and_no_namespace():
+    sitemap = parse_sitemap(gzip.compress(index("http://h/s1.xml", "http://h/s2.xml.gz")))
+    assert sitemap.kind == "sitemapindex"
+    assert [e.loc for e in sitemap.entries] == ["http://h/s1.xml", "http://h/s2.xml.gz"]
+    plain = parse_sitemap(b"<urlset><url><loc>http://h/x</loc></url></urlset>")
+    assert [e.loc for e in plain.entries] == ["http://h/x"]
+
+
+def test_text_sitemap():
+    sitemap = parse_sitemap(b"\xef\xbb\xbfhttp://h/a\n\n  https://h/b  \nnot a url\n")
+    assert sitemap.kind == "text"
+    assert [e.loc for e in sitemap.entries] == ["http://h/a", "https://h/b"]
+
+
+def test_url_bound_truncates():
+    sitemap = parse_sitemap(urlset(*(f"http://h/{i}" for i in range(10))), max_urls=4)
+    assert len(sitemap.entries) == 4 and sitemap.truncated
+
+
+def test_size_bound_plain_and_gzip_bomb():
+    with pytest.raises(SitemapError, match="larger than"):
+        parse_sitemap(urlset("http://h/a") + b" " * 2000, max_bytes=1000)
+    bomb = gzip.compress(b" " * (5 * 1024 * 1024))  # a few KB that grow to 5 MB
+    assert len(bomb) < 10_000
+    with pytest.raises(SitemapError, match="once uncompressed"):
+        decompress(bomb, limit=1024 * 1024)
+    assert decompress(gzip.compress(b"abc") + gzip.compress(b"def")) == b"abcdef"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"<html><body>nope</body></html>", "root element is <html>"),
+        (b"<urlset><url><loc>x</loc>", "bad XML"),
+        (b"\x1f\x8bnot really gzip", "bad gzip"),
+        (
+            b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;">]>'
+            b"<urlset><url><loc>&b;</loc></url></urlset>",
+            "refused XML",
+        ),
+        (
+            b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+            b"<urlset><url><loc>&e;</loc></url></urlset>",
+            "refused XML",
+        ),
+    ],
+)
+def test_bad_sitemaps(data, message):
+    with pytest.raises(SitemapError, match=message):
+        parse_sitemap(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-05-01", datetime(2024, 5, 1, tzinfo=UTC)),
+        ("2024-05-01T10:00:00Z", datetime(2024, 5, 1, 10, tzinfo=UTC)),
+        ("2024-05-01T12:00:00+02:00", datetime(2024, 5, 1, 10, tzinfo=UTC)),
+        ("yesterday", None),
+        ("", None),
+    ],
+)
+def test_lastmod(text, expected):
+    assert parse_lastmod(text) == (expected.timestamp() if expected else None)
+
+
+@pytest.fixture
+def server():
+    s = HTTPServer(host="127.0.0.1", port=0)
+    s.start()
+    yield s
+    s.clear()
+    s.stop()
+
+
+async def test_fetch_follows_a_gzipped_index_on_the_same_site(server):
+    base = f"http://127.0.0.1:{server.port}"
+    server.expect_request("/index.xml.gz").respond_with_data(
+        gzip.compress(
+            index(
+                f"{base}/s1.xml",
+                "/s2.xml.gz",
+                "http://127.0.0.2:9/elsewhere.xml",  # another site: never fetched
+                f"{base}/missing.xml",
+            )
+        ),
+        content_type="application/gzip",
+    )
+    server.expect_request("/s1.xml").respond_with_data(urlset(f"{base}/a", f"{base}/b"))
+    server.expect_request("/s2.xml.gz").respond_with_data(gzip.compress(urlset(f"{base}/c")))
+    async with httpx.AsyncClient() as client:
+        fetched = await fetch_sitemap(
+            client,
+            f"{base}/index.xml.gz",
+            same_site=lambda u: u.startswith(base + "/"),
+        )
+    assert [e.loc for e in fetched.entries] == [f"{base}/a", f"{base}/b", f"{base}/c"]
+    assert fetched.files == 4
+    assert any("another site" in e for e in fetched.errors)
+    assert any("missing.xml: answered 500" in e for e in fetched.errors)  # no handler
+    assert not any("127.0.0.2" in str(r.url) for r, _ in server.log)
+
+
+async def test_fetch_refuses_an_oversized_download(server):
+    base = f"http://127.0.0.1:{server.port}"
+    server.expect_request("/big.xml").respond_with_data(urlset(*(["http://h/x"] * 200)))
+    async with httpx.AsyncClient() as client:
+        fetched = await fetch_sitemap(
+            client, f"{base}/big.xml", same_site=lambda u: True, max_bytes=1000
+        )
+    assert fetched.entries == [] and "larger than" in fetched.errors[0]
+
+
+async def test_fetch_reports_an_unreachable_server():
+    async with httpx.AsyncClient() as client:
+        fetched = await fetch_sitemap(client, "http://127.0.0.1:9/none.xml", same_site=bool)
+    assert fetched.entries == [] and "fetch failed" in fetched.errors[0]
