@@ -47,7 +47,8 @@
     }
     const res = await fetch(BASE + path, { method, headers, body, cache: "no-store" });
     if (res.status === 401 || res.status === 403) {
-      showSignIn(token ? await errorText(res) : "");
+      // A first visit without a token needs no error; a refused token or client does.
+      showSignIn(token || res.status === 403 ? await errorText(res) : "");
       throw new SignedOut();
     }
     if (raw) return res;
@@ -357,8 +358,10 @@
     if (!res.ok) throw new Error(await errorText(res));
     const record = await res.json();
     const changed = ui.detail !== path || $("detail").dataset.capturedAt !== (record.captured_at || "");
+    const opening = ui.detail !== path;
     ui.detail = path;
     $("detail").hidden = false;
+    if (opening && !quiet) $("detail").scrollIntoView({ block: "nearest" });
     $("detail-path").textContent = path;
     const dl = $("detail-fields");
     dl.replaceChildren();
