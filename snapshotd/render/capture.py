@@ -26,6 +26,7 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -465,7 +466,7 @@ class Slot:
                 with contextlib.suppress(PlaywrightError):
                     await page.evaluate("() => location.replace('about:blank')")
                 await page.wait_for_url("about:blank", wait_until="commit")
-                clears = [context.clear_cookies(), self._reset_history(cdp)]
+                clears: list[Awaitable[Any]] = [context.clear_cookies(), self._reset_history(cdp)]
                 # "all" covers cookies, local and session storage, IndexedDB, Cache Storage,
                 # service workers, file systems and the rest, for that origin.
                 clears += [
