@@ -69,6 +69,25 @@ MIGRATIONS: list[str] = [
 ]
 
 
+_CLAIM_WINDOW = 256
+_NEXT_PENDING = (
+    "SELECT id FROM paths WHERE state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
+)
+_NEXT_PENDING_OF = (
+    "SELECT id FROM (SELECT id, site, priority, queued_at FROM paths WHERE state = 'pending' "
+    f"ORDER BY priority DESC, queued_at, id LIMIT {_CLAIM_WINDOW}) "
+    "WHERE site IN ({}) ORDER BY priority DESC, queued_at, id LIMIT 1"
+)
+_PENDING_WINDOW = (
+    f"SELECT COUNT(*) FROM (SELECT 1 FROM paths WHERE state = 'pending' LIMIT {_CLAIM_WINDOW})"
+)
+# The UNIQUE (site, path) index: every row of the asked sites, whatever the queue holds.
+_NEXT_PENDING_BY_SITE = (
+    "SELECT id FROM paths INDEXED BY sqlite_autoindex_paths_1 WHERE site IN ({}) "
+    "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
+)
+
+
 def content_hash(html: str) -> str:
     return hashlib.sha256(html.encode("utf-8")).hexdigest()
 
@@ -393,21 +412,38 @@ class SQLiteStore:
         self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
     ) -> PathRecord | None:
         now = self.clock()
-        site_filter, params = "", []
-        if sites is not None:
-            if not sites:
-                return None
-            site_filter = f" AND site IN ({','.join('?' * len(sites))})"
-            params = list(sites)
-        sql = (
+        update = (
             "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
-            "attempts = attempts + 1 WHERE id = (SELECT id FROM paths WHERE state = 'pending'"
-            f"{site_filter} ORDER BY priority DESC, queued_at, id LIMIT 1) "
+            "attempts = attempts + 1 WHERE id = ({}) "
             f"RETURNING {_PATH_COLUMNS}"
         )
+        if sites is None:
+            async with self._lock:
+                async with self._writer.execute(
+                    update.format(_NEXT_PENDING), (owner, now + lease_seconds)
+                ) as c:
+                    row = await c.fetchone()
+            return _record(row) if row else None
+        if not sites:
+            return None
+        marks = ",".join("?" * len(sites))
+        params = (owner, now + lease_seconds, *sites)
         async with self._lock:
-            async with self._writer.execute(sql, (owner, now + lease_seconds, *params)) as c:
+            wr = self._writer
+            # Usually the next pending paths overall belong to the sites asked for: look
+            # among the first few in queue order (the pending index), a constant cost.
+            async with wr.execute(update.format(_NEXT_PENDING_OF.format(marks)), params) as c:
                 row = await c.fetchone()
+            if row is None:
+                async with wr.execute(_PENDING_WINDOW) as c:
+                    window = (await c.fetchone())[0]
+                if window >= _CLAIM_WINDOW:
+                    # Other sites fill the head of the queue (one waiting on crawl_delay):
+                    # walk the asked sites' own rows instead of the whole queue.
+                    async with wr.execute(
+                        update.format(_NEXT_PENDING_BY_SITE.format(marks)), params
+                    ) as c:
+                        row = await c.fetchone()
         return _record(row) if row else None
 
     async def claim_path(

@@ -1,0 +1,93 @@
+"""Crawl throughput: the whole example SPA from "/" against the renderer's floor.
+
+    python bench/bench_crawl.py                 # concurrency 2, 3 rounds
+    python bench/bench_crawl.py --rounds 1
+
+Crawl: ``Crawler`` in ``snapshotd crawl`` mode on a fresh SQLite file, seeded with "/" only
+(no sitemap), so every page after the first is found as a link; the clock runs from start to
+"nothing pending". The browser pool is launched and warmed before the clock starts. Floor:
+bench_render's plain Playwright loop (one reused page per slot, content taken when the app
+calls ``window.onCaptureReady()``) over the same number of item pages, in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_render import floor, serve, urls  # noqa: E402
+
+from snapshotd.capture import CaptureService  # noqa: E402
+from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
+from snapshotd.crawler import Crawler  # noqa: E402
+from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
+
+
+async def crawl_once(settings: Settings, origin: str) -> tuple[int, float, int]:
+    """(pages captured, seconds, errors) for one crawl of the site from "/"."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(str(Path(tmp) / "bench.db"))
+        await store.open()
+        pool = BrowserPool(settings.browser)
+        await pool.start()
+        try:
+            site = settings.sites[0]
+            warm = [pool.capture(u, site) for u in urls(origin, 2 * settings.browser.concurrency)]
+            await asyncio.gather(*warm)
+            capture = CaptureService(settings, store, pool)
+            crawler = Crawler(settings, store, capture, once=True)
+            started = time.perf_counter()
+            await crawler.start()
+            await crawler.finished.wait()
+            elapsed = time.perf_counter() - started
+            await crawler.stop()
+            return crawler.stats.captured, elapsed, crawler.stats.errors
+        finally:
+            await pool.close()
+            await store.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="crawls (and floors) to run")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    executable = find_chromium(BrowserSettings())
+    origin = serve()
+    settings = Settings(
+        db=":memory:",
+        browser=BrowserSettings(concurrency=args.concurrency, executable=executable),
+        sites=(SiteSettings(name="spa", origin=origin, seeds=("/",)),),
+    )
+    print(f"chromium {executable}; origin {origin}; concurrency {args.concurrency}")
+    crawl_rates, floor_rates = [], []
+    for round_ in range(1, args.rounds + 1):
+        pages, elapsed, errors = await crawl_once(settings, origin)
+        crawl_rate = pages / elapsed
+        base = await floor(executable, args.concurrency, urls(origin, pages), urls(origin, 4))
+        crawl_rates.append(crawl_rate)
+        floor_rates.append(base)
+        print(
+            f"round {round_}: crawl {pages} pages ({errors} errors) in {elapsed:.2f} s = "
+            f"{crawl_rate:.2f} pages/s; floor {base:.2f} pages/s; ratio {crawl_rate / base:.2f}"
+        )
+    crawl_rate, base = statistics.median(crawl_rates), statistics.median(floor_rates)
+    print(
+        f"median: crawl {crawl_rate:.2f} pages/s, floor {base:.2f} pages/s, "
+        f"ratio {crawl_rate / base:.2f} (target >= 0.8)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
