@@ -49,6 +49,7 @@ PREFIX = "/_snapshotd"
 API = PREFIX + "/api/v1"
 MAX_BODY = 10 * 1024 * 1024
 MAX_PATHS_PER_CALL = 10_000
+SITEMAP_CHUNK = 2_000
 MAX_PAGE = 1000
 DEFAULT_PAGE = 50
 RATE_WINDOW = 60.0
@@ -686,9 +687,15 @@ def create_api(ctx: Context) -> ASGIApp:
         return by_outcome, rate
 
     async def queue(
-        site: SiteSettings, paths: Sequence[str], priority: int, force: bool
+        site: SiteSettings,
+        paths: Sequence[str],
+        priority: int,
+        force: bool,
+        *,
+        chunk: int | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-        """Rules first (no writes), then one transaction for every path that is queued."""
+        """Rules first (no writes), then one transaction for every path that is queued, or
+        one per ``chunk`` paths, so a long list does not hold the store's writer for long."""
         rules = ctx.rules.get(site.name)
         host = site.hosts[0] if site.hosts else urlsplit(site.origin).netloc
 
@@ -720,11 +727,13 @@ def create_api(ctx: Context) -> ASGIApp:
                         entry["queued_as"] = target
                     to_queue.append((len(results), target))
             results.append(entry)
-        if to_queue:
+        step = chunk or len(to_queue) or 1
+        for start in range(0, len(to_queue), step):
+            part = to_queue[start : start + step]
             answers = await ctx.store.enqueue_many(
-                site.name, [(t, 0) for _, t in to_queue], priority, force=force
+                site.name, [(t, 0) for _, t in part], priority, force=force
             )
-            for (i, _), answer in zip(to_queue, answers, strict=True):
+            for (i, _), answer in zip(part, answers, strict=True):
                 results[i]["result"] = answer
         counts: dict[str, int] = {}
         for entry in results:
@@ -929,7 +938,8 @@ def create_api(ctx: Context) -> ASGIApp:
                     reason = str(exc)
             if reason is not None:
                 skipped.append({"url": url[:500], "reason": reason})
-        results, counts = (await queue(site, paths, priority, force)) if paths else ([], {})
+        # Every URL is checked by now; chunks only let the crawler and the proxy write too.
+        results, counts = await queue(site, paths, priority, force, chunk=SITEMAP_CHUNK)
         log.info(
             "api sitemap site=%s urls=%d skipped=%d priority=%d %s",
             site.name,
