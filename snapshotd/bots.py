@@ -46,8 +46,17 @@ class BotMatcher:
         self.tokens = tuple(dict.fromkeys(tokens))
         self._re = re.compile("|".join(re.escape(t) for t in self.tokens)) if self.tokens else None
 
+        self._seen: dict[str, bool] = {}
+
     def __call__(self, user_agent: str) -> bool:
-        return bool(self._re and user_agent and self._re.search(user_agent.lower()))
+        # Bots send the same few User-Agent strings over and over: remember the answers.
+        known = self._seen.get(user_agent)
+        if known is None:
+            known = bool(self._re and user_agent and self._re.search(user_agent.lower()))
+            if len(self._seen) >= 4096:
+                self._seen.clear()
+            self._seen[user_agent] = known
+        return known
 
 
 def is_static_asset(path: str) -> bool:

@@ -9,11 +9,10 @@ be had in time, the origin's own response goes out, marked ``BYPASS``.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
-from email.utils import formatdate
 
 from starlette.types import Receive, Scope, Send
 
@@ -65,6 +64,46 @@ async def _send_simple(send: Send, status: int, text: str, extra: list | None = 
     await send({"type": "http.response.body", "body": body})
 
 
+class SnapshotCache:
+    """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
+
+    Writes made here evict their key at once; writes by other processes (a separate worker,
+    another replica) show within ``ttl``. Bounded by entries and by stored bytes.
+    """
+
+    def __init__(
+        self, ttl: float = 1.0, max_entries: int = 4096, max_bytes: int = 64 * 2**20
+    ) -> None:
+        self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
+        self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[str, str]) -> Snapshot | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        if time.monotonic() - item[0] > self.ttl:
+            self.evict(key)
+            return None
+        return item[1]
+
+    def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
+        self.evict(key)
+        size = len(snapshot.body_gz)
+        if size > self.max_bytes // 8:
+            return
+        self._items[key] = (time.monotonic(), snapshot)
+        self._bytes += size
+        while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
+            _, (_, old) = self._items.popitem(last=False)
+            self._bytes -= len(old.body_gz)
+
+    def evict(self, key: tuple[str, str]) -> None:
+        item = self._items.pop(key, None)
+        if item is not None:
+            self._bytes -= len(item[1].body_gz)
+
+
 class Proxy:
     """ASGI app: snapshot requests from the store, everything else to the origin."""
 
@@ -85,6 +124,16 @@ class Proxy:
         self.rules = rules
         self.metrics = metrics or capture.metrics
         self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
+        self.cache = SnapshotCache()
+
+    async def _snapshot(self, site: str, path: str) -> Snapshot | None:
+        key = (site, path)
+        snapshot = self.cache.get(key)
+        if snapshot is None:
+            snapshot = await self.store.get_snapshot(site, path)
+            if snapshot is not None:
+                self.cache.put(key, snapshot)
+        return snapshot
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,7 +221,7 @@ class Proxy:
             await self._pass(site, scope, receive, send)
             return
 
-        snapshot = await self.store.get_snapshot(site.name, path)
+        snapshot = await self._snapshot(site.name, path)
         now = time.time()
         if snapshot is not None:
             fresh = snapshot.state == "processed" and (
@@ -183,6 +232,7 @@ class Proxy:
                 return
             if site.capture_expired and snapshot.state in ("processed", "error"):
                 await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
+                self.cache.evict((site.name, path))
             await self._send_snapshot(snapshot, "STALE", headers, scope, send)
             return
 
@@ -229,7 +279,7 @@ class Proxy:
         self.metrics.requests.labels(result).inc()
         out = [
             (b"content-type", b"text/html; charset=utf-8"),
-            (b"last-modified", formatdate(snapshot.captured_at, usegmt=True).encode()),
+            (b"last-modified", snapshot.last_modified.encode()),
             (b"etag", snapshot.etag.encode()),
             (b"vary", b"User-Agent, Accept-Encoding"),
             (b"x-snapshotd-cache", result.encode()),
@@ -245,7 +295,7 @@ class Proxy:
             body = snapshot.body_gz
             out.append((b"content-encoding", b"gzip"))
         else:
-            body = gzip.decompress(snapshot.body_gz)
+            body = snapshot.body
         out.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
         await send(

@@ -43,19 +43,34 @@ def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
     ]
 
 
-class Upstream:
-    """Forwards requests to an origin and streams the answer back."""
+def _client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(30.0, connect=5.0),
+        limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+        follow_redirects=False,
+        trust_env=False,
+    )
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        self.client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0, connect=5.0),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-            follow_redirects=False,
-            trust_env=False,
-        )
+
+class Upstream:
+    """Forwards requests to an origin and streams the answer back.
+
+    httpcore's pool spends time quadratic in its number of connections on every request,
+    so the connections are spread over a few small pools (``shards``) taken in turn.
+    """
+
+    def __init__(self, client: httpx.AsyncClient | None = None, *, shards: int = 8) -> None:
+        self.clients = [client] if client is not None else [_client() for _ in range(shards)]
+        self._turn = 0
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        self._turn = (self._turn + 1) % len(self.clients)
+        return self.clients[self._turn]
 
     async def close(self) -> None:
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
 
     async def forward(self, origin: str, scope: Scope, receive: Receive, send: Send) -> int:
         """Proxy one request to ``origin``; returns the status sent."""
@@ -103,14 +118,15 @@ class Upstream:
                 if not message.get("more_body", False):
                     return
 
-        request = self.client.build_request(
+        client = self.client
+        request = client.build_request(
             method,
             origin.rstrip("/") + target,
             headers=out,
             content=body() if has_body else None,
         )
         try:
-            response = await self.client.send(request, stream=True)
+            response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             log.warning("origin unreachable origin=%s error=%s", origin, type(exc).__name__)
             await send(

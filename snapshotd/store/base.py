@@ -12,8 +12,11 @@ Every engine (SQLite now, PostgreSQL later) keeps the same invariants:
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from email.utils import formatdate
+from functools import cached_property
 from typing import Protocol
 
 STATES = ("pending", "processing", "processed", "error", "ignored")
@@ -56,11 +59,18 @@ class Snapshot:
     expires_at: float | None = None
     state: str = "processed"
 
+    @cached_property
+    def body(self) -> bytes:
+        """The HTML as UTF-8 bytes (decompressed once, then kept)."""
+        return gzip.decompress(self.body_gz)
+
     @property
     def html(self) -> str:
-        import gzip
+        return self.body.decode("utf-8")
 
-        return gzip.decompress(self.body_gz).decode("utf-8")
+    @cached_property
+    def last_modified(self) -> str:
+        return formatdate(self.captured_at, usegmt=True)
 
 
 class Store(Protocol):
