@@ -1,0 +1,112 @@
+"""Settings: TOML, environment and flags merged into one frozen object."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from snapshotd.config import ConfigError, load_settings, parse_duration
+
+
+def write(tmp_path, text):
+    p = tmp_path / "snapshotd.toml"
+    p.write_text(text)
+    return str(p)
+
+
+FULL = """
+[server]
+host = "0.0.0.0"
+port = 9000
+db = "x.db"
+api_tokens = ["t1"]
+miss_wait = 2.5
+
+[browser]
+concurrency = 3
+javascript_timeout = 1.0
+block_resources = ["image"]
+
+[[site]]
+name = "shop"
+origin = "http://127.0.0.1:3000/"
+hosts = ["Shop.Example.com"]
+rules = "rules/shop.rules"
+expire_after = "12h"
+ignore = ["/admin/"]
+bots = { add = ["mybot"], remove = ["twitterbot"] }
+
+[[site]]
+name = "blog"
+origin = "https://127.0.0.1:4000"
+"""
+
+
+def test_full_file(tmp_path):
+    s = load_settings(write(tmp_path, FULL), env={})
+    assert (s.host, s.port, s.db, s.api_tokens, s.miss_wait) == (
+        "0.0.0.0",
+        9000,
+        "x.db",
+        ("t1",),
+        2.5,
+    )
+    assert s.browser.concurrency == 3 and s.browser.block_resources == ("image",)
+    shop = s.site("shop")
+    assert shop.origin == "http://127.0.0.1:3000" and shop.hosts == ("shop.example.com",)
+    assert shop.expire_after == 12 * 3600 and shop.rules == str(tmp_path / "rules/shop.rules")
+    assert shop.bots_add == ("mybot",) and shop.bots_remove == ("twitterbot",)
+    assert s.site_for_host("shop.example.com:8080") is shop
+    assert s.site_for_host("other.com") is s.site("blog")  # a site with no hosts takes any
+
+
+def test_env_overrides_file_and_flags_override_env(tmp_path):
+    env = {"SNAPSHOTD_PORT": "7000", "SNAPSHOTD_API_TOKEN": "secret", "SNAPSHOTD_CONCURRENCY": "1"}
+    s = load_settings(write(tmp_path, FULL), env=env)
+    assert s.port == 7000 and "secret" in s.api_tokens and s.browser.concurrency == 1
+    s = load_settings(write(tmp_path, FULL), env=env, overrides={"port": 7001})
+    assert s.port == 7001
+
+
+def test_origin_flag_alone_makes_a_default_site():
+    s = load_settings(None, env={}, overrides={"origin": "http://127.0.0.1:3000"})
+    assert [(x.name, x.origin) for x in s.sites] == [("default", "http://127.0.0.1:3000")]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[server\nport=1", "snapshotd.toml"),
+        ("[server]\nport = 'x'", "server.port: expected an integer"),
+        ("[server]\nbogus = 1", "unknown key server.bogus"),
+        ("[browser]\nconcurrency = 0", "concurrency must be at least 1"),
+        ("[[site]]\nname='a'", "'origin' is required"),
+        ("[[site]]\norigin='ftp://x'", "expected an http(s) URL"),
+        ("[[site]]\norigin='http://x'\nexpire_after='7 weeks'", "expire_after"),
+        ("[[site]]\norigin='http://x'\nseeds=['nope']", "must start with '/'"),
+        ("[[site]]\norigin='http://x'\n[[site]]\norigin='http://y'", "two sites are named"),
+        ("[[site]]\norigin='http://x'\ncolour='red'", "unknown key 'colour'"),
+        ("[nope]\n", "unknown section [nope]"),
+    ],
+)
+def test_errors_name_file_and_key(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(write(tmp_path, text), env={})
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_settings("/nonexistent/snapshotd.toml", env={})
+
+
+def test_bad_env_value():
+    with pytest.raises(ConfigError, match="SNAPSHOTD_PORT"):
+        load_settings(None, env={"SNAPSHOTD_PORT": "eighty"})
+
+
+@pytest.mark.parametrize(
+    "value,seconds", [("30s", 30), ("15m", 900), ("2h", 7200), ("7d", 604800), (5, 5)]
+)
+def test_durations(value, seconds):
+    assert parse_duration(value) == seconds
