@@ -366,7 +366,10 @@ def _op(
         "summary": summary,
         "parameters": list(params),
         "responses": {
-            code: {"description": text, **({"content": {content: {}}} if code < "300" else {})}
+            code: {
+                "description": text,
+                **({"content": {content: {}}} if code.startswith("2") else {}),
+            }
             for code, text in responses.items()
         },
     }
@@ -666,7 +669,7 @@ def create_api(ctx: Context) -> ASGIApp:
     settings = ctx.settings
     rate_samples: deque[tuple[float, float]] = deque()
     console_files = {
-        name: resources.files("snapshotd.console").joinpath(name).read_bytes()
+        name: resources.files("snapshotd").joinpath("console", name).read_bytes()
         for name in CONSOLE_FILES
     }
     openapi_doc = openapi()
