@@ -27,6 +27,7 @@ tests/prerender_node/node_modules/.package-lock.json: tests/prerender_node/packa
 	else echo "npm not found: the prerender-node test will be skipped"; fi
 
 test: chromium tests/prerender_node/node_modules/.package-lock.json
+	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
