@@ -28,6 +28,9 @@ def _setup_logging(verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    # httpx logs every request at INFO: far too much for a proxy's log.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:

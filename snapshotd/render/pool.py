@@ -243,11 +243,11 @@ class BrowserPool:
         self.stats.captures += 1
         self.stats.render_seconds += result.elapsed
         if result.ok:
-            log.info("captured %s: status %s in %.2f s", result.url, result.status, result.elapsed)
+            log.debug("captured %s: status %s in %.2f s", result.url, result.status, result.elapsed)
         else:
             self.stats.failures += 1
             self.stats.errors[(result.error or "").split(":")[0]] += 1
-            log.info("capture of %s failed: %s (%.2f s)", result.url, result.error, result.elapsed)
+            log.debug("capture of %s failed: %s (%.2f s)", result.url, result.error, result.elapsed)
         return result
 
     async def _acquire(self) -> _Chromium:

@@ -82,6 +82,7 @@
       var html = hashRoutes[hash.slice(2)];
       if (html) {
         document.title = hash.slice(3) + " - Example Shop";
+        setCanonical("/" + hash);
         app.innerHTML = html;
       } else {
         notFound();
