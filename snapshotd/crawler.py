@@ -607,6 +607,9 @@ def _crawl_seeds(settings: Settings, seeds: Sequence[str] | None) -> dict[str, S
     return dict(out)
 
 
+_CAPTURE_LOGGERS = ("snapshotd.capture", "snapshotd.render")
+
+
 class _Progress:
     """A rich progress bar with rate and ETA on a terminal; a plain line every few seconds
     otherwise."""
@@ -620,6 +623,7 @@ class _Progress:
         self._task: Any = None
         self._last_line = 0.0
         self._handlers: list[logging.Handler] = []
+        self._levels: dict[str, int] = {}
 
     def __enter__(self) -> _Progress:
         if self.tty:
@@ -655,6 +659,12 @@ class _Progress:
                 root.removeHandler(handler)
             level = self._handlers[0].level if self._handlers else logging.NOTSET
             root.addHandler(RichHandler(console=console, show_path=False, level=level))
+            # The bar says what each capture line would; keep them for -v.
+            if root.level > logging.DEBUG:
+                for name in _CAPTURE_LOGGERS:
+                    logger = logging.getLogger(name)
+                    self._levels[name] = logger.level
+                    logger.setLevel(logging.WARNING)
         return self
 
     def update(self, stats: CrawlStats, pending: int, active: int, final: bool = False) -> None:
@@ -684,6 +694,8 @@ class _Progress:
                 root.removeHandler(handler)
             for handler in self._handlers:
                 root.addHandler(handler)
+            for name, level in self._levels.items():
+                logging.getLogger(name).setLevel(level)
 
 
 def _summary(stats: CrawlStats, out: TextIO) -> None:

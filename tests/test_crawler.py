@@ -168,7 +168,9 @@ async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):
         )
         db = str(tmp_path / "sites.db")
         settings = Settings(db=db, browser=browser(), sites=sites)
-        assert await run_crawl(settings, out=io.StringIO(), progress=io.StringIO(), tty=False) == 0
+        bar = io.StringIO()
+        assert await run_crawl(settings, out=io.StringIO(), progress=bar, tty=True) == 0
+    assert "crawling" in bar.getvalue() and "pages/s" in bar.getvalue()  # the rich bar
 
     got = await records(db)
     by_site: dict[str, dict[str, str]] = {}
