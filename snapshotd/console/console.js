@@ -195,14 +195,19 @@
     }
   }
 
+  // Lists are reloaded by the timer and by the user; only the newest request may draw.
+  let listRequest = 0;
+
   async function loadList() {
     selectTab();
     if (!ui.site) return;
+    const request = ++listRequest;
     const params = new URLSearchParams({ limit: String(PAGE) });
     if (ui.view) params.set("state", ui.view);
     if (ui.prefix) params.set("prefix", ui.prefix);
     if (ui.cursor) params.set("cursor", ui.cursor);
     const data = await api("GET", `${sitePath("paths")}?${params}`);
+    if (request !== listRequest) return;
     ui.nextCursor = data.next_cursor;
     const body = $("paths").tBodies[0];
     body.replaceChildren();
