@@ -136,6 +136,7 @@ class Crawler:
         self.finished = asyncio.Event()
         self.robots: RobotsCache | None = None
         self._stopping = False
+        self._booted = False  # seeds and sitemaps all queued
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._active = 0
@@ -205,6 +206,14 @@ class Crawler:
             "crawler started sites=%s workers=%d%s",
             ",".join(self.sites), len(self._workers), " once" if self.once else "",
         )
+        # Sitemaps can list many thousands of URLs: the seeds are being captured meanwhile.
+        for site in self.sites.values():
+            try:
+                await self._sitemaps(site)
+            except Exception as exc:
+                log.error("sitemaps failed site=%s: %s", site.name, exc)
+        self._booted = True
+        self._notify()
         while not self._stopping:
             await asyncio.sleep(self.maintenance_every)
             try:
@@ -224,7 +233,6 @@ class Crawler:
                 await self._robots(site)
             for seed in self.seeds.get(site.name, ()):
                 await self._admit(site, seed, hops=0, priority=PRIORITY_LINK, source="seed")
-            await self._sitemaps(site)
             await self._requeue_expired(site)
         self._notify()
 
@@ -399,6 +407,10 @@ class Crawler:
         lastmod: float | None,
     ) -> str:
         if record.state == "pending":
+            # Only the hops can shrink: a path keeps the priority it was queued with.
+            return await self.store.enqueue(site.name, record.path, record.priority, hops=hops)
+        if record.state == "ignored" and not site.is_ignored(record.path):
+            # Ignored under an older `ignore` list: a page like any new one now.
             return await self.store.enqueue(site.name, record.path, priority, hops=hops)
         if record.state in ("processing", "ignored"):
             return record.state
@@ -568,7 +580,7 @@ class Crawler:
                 self.stats.duplicates += 1
 
     async def _all_done(self) -> bool:
-        if self._active:
+        if self._active or not self._booted:
             return False
         counts = await self.store.counts()
         for name in self.sites:
