@@ -63,4 +63,4 @@ def is_static_asset(path: str) -> bool:
     """True for ``/app.js``, ``/img/a.PNG``; false for ``/``, ``/a``, ``/a.html``, ``/v1.2/``."""
     last = path.rsplit("/", 1)[-1]
     m = _EXTENSION.search(last)
-    return bool(m) and m.group(1).lower() not in _PAGE_EXTENSIONS
+    return m is not None and m.group(1).lower() not in _PAGE_EXTENSIONS

@@ -68,7 +68,7 @@ class CaptureService:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clock = clock
         self.after_capture: AfterCapture | None = None
-        self._inflight: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
+        self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()

@@ -313,15 +313,17 @@ def load_settings(
     if unknown:
         raise ConfigError(f"{where}: unknown key browser.{sorted(unknown)[0]}")
     for key, tp in _BROWSER_TYPES.items():
-        kind = _kind_of(tp)
+        browser_kind = _kind_of(tp)
         if key in browser:
-            browser_values[key] = _check_type(f"{where}: browser.{key}", browser[key], kind)
+            browser_values[key] = _check_type(
+                f"{where}: browser.{key}", browser[key], browser_kind
+            )
         env_key = f"SNAPSHOTD_{key.upper()}"
         if env_key in env:
             browser_values[key] = (
                 _check_type(env_key, env[env_key], "list")
-                if kind == "list"
-                else _coerce_env(key, env[env_key], kind)
+                if browser_kind == "list"
+                else _coerce_env(key, env[env_key], browser_kind)
             )
     if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):
         browser_values["executable"] = env["SNAPSHOTD_CHROMIUM"]

@@ -12,7 +12,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
@@ -304,7 +305,7 @@ class Proxy:
 
 
 def _with_header(send: Send, name: bytes, value: bytes) -> Send:
-    async def wrapped(message: dict) -> None:  # type: ignore[type-arg]
+    async def wrapped(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             message = {**message, "headers": [*message.get("headers", []), (name, value)]}
         await send(message)

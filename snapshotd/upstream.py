@@ -32,7 +32,7 @@ BAD_GATEWAY_PAGE = (
 
 
 def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    named = set()
+    named: set[str] = set()
     for k, v in headers:
         if k.lower() == b"connection":
             named.update(t.strip().lower() for t in v.decode("latin-1").split(","))
