@@ -152,7 +152,7 @@ class Crawler:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Start in the background: robots.txt, seeds and sitemaps first, then the workers."""
+        """Start in the background: robots.txt and seeds, then the workers and sitemaps."""
         self.stats = CrawlStats(started=time.monotonic())
         if self.http is None:
             self.http = httpx.AsyncClient(
@@ -294,7 +294,7 @@ class Crawler:
             )
             for error in fetched.errors:
                 log.warning("sitemap site=%s %s", site.name, error)
-            errors += len(fetched.errors)
+            errors += fetched.failed
             queued = 0
             for entry in fetched.entries:
                 outcome = await self._admit(

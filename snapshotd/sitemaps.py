@@ -164,6 +164,7 @@ class SitemapFetch:
 
     entries: list[SitemapEntry] = field(default_factory=list)
     files: int = 0
+    failed: int = 0  # files that could not be fetched or read
     errors: list[str] = field(default_factory=list)
 
 
@@ -211,6 +212,7 @@ async def fetch_sitemap(
                 max_urls=max_urls,
             )
         except SitemapError as exc:
+            out.failed += 1
             out.errors.append(f"{current}: {exc}")
             continue
         if sitemap.truncated:
