@@ -1,11 +1,12 @@
 """Crawl throughput: the whole example SPA from "/" against the renderer's floor.
 
-    python bench/bench_crawl.py                 # concurrency 2, 3 rounds
-    python bench/bench_crawl.py --rounds 1
+    python bench/bench_crawl.py                 # concurrency 2, 5 rounds
+    python bench/bench_crawl.py --rounds 1 --sitemap
 
-Crawl: ``Crawler`` in ``snapshotd crawl`` mode on a fresh SQLite file, seeded with "/" only
-(no sitemap), so every page after the first is found as a link; the clock runs from start to
-"nothing pending". The browser pool is launched and warmed before the clock starts. Floor:
+Crawl: ``Crawler`` in ``snapshotd crawl`` mode on a fresh SQLite file, seeded with "/" only,
+so every page after the first is found as a link (``--sitemap`` also reads the app's
+/sitemap.xml at start, as a configured site would); the clock runs from start to "nothing
+pending". The browser pool is launched and warmed before the clock starts. Floor:
 bench_render's plain Playwright loop (one reused page per slot, content taken when the app
 calls ``window.onCaptureReady()``) over the same number of item pages, in the same run.
 """
@@ -60,7 +61,8 @@ async def crawl_once(settings: Settings, origin: str) -> tuple[int, float, int]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3, help="crawls (and floors) to run")
+    parser.add_argument("--rounds", type=int, default=5, help="crawls (and floors) to run")
+    parser.add_argument("--sitemap", action="store_true", help="also read /sitemap.xml")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     executable = find_chromium(BrowserSettings())
@@ -68,9 +70,19 @@ async def main() -> None:
     settings = Settings(
         db=":memory:",
         browser=BrowserSettings(concurrency=args.concurrency, executable=executable),
-        sites=(SiteSettings(name="spa", origin=origin, seeds=("/",)),),
+        sites=(
+            SiteSettings(
+                name="spa",
+                origin=origin,
+                seeds=("/",),
+                sitemaps=("/sitemap.xml",) if args.sitemap else (),
+            ),
+        ),
     )
-    print(f"chromium {executable}; origin {origin}; concurrency {args.concurrency}")
+    print(
+        f"chromium {executable}; origin {origin}; concurrency {args.concurrency}; "
+        f"{'seed / and /sitemap.xml' if args.sitemap else 'seed / only'}"
+    )
     crawl_rates, floor_rates = [], []
     for round_ in range(1, args.rounds + 1):
         pages, elapsed, errors = await crawl_once(settings, origin)
