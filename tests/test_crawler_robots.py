@@ -1,0 +1,79 @@
+"""robots.txt handling against a real server on loopback, with a clock the test moves."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from pytest_httpserver import HTTPServer
+
+from snapshotd.config import SiteSettings
+from snapshotd.robots import RobotsCache
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def server():
+    s = HTTPServer(host="127.0.0.1", port=0)
+    s.start()
+    yield s
+    s.clear()
+    s.stop()
+
+
+def answer(server: HTTPServer, body: str, status: int = 200) -> None:
+    server.clear()
+    server.expect_request("/robots.txt").respond_with_data(
+        body, status=status, content_type="text/plain"
+    )
+
+
+async def test_rules_are_read_kept_and_refreshed(server):
+    site = SiteSettings(name="s", origin=f"http://127.0.0.1:{server.port}")
+    clock = Clock()
+    answer(
+        server,
+        "User-agent: *\nDisallow: /private/\nDisallow: /*?sort=\n\n"
+        "User-agent: snapshotd\nDisallow: /not-for-us\nDisallow: /private/\n",
+    )
+    async with httpx.AsyncClient() as client:
+        robots = RobotsCache(client, clock=clock, ttl=100, retry=10)
+        assert robots.allowed(site, "/private/x")  # nothing read yet: allowed
+        await robots.refresh(site)
+        assert not robots.allowed(site, "/private/x")
+        assert not robots.allowed(site, "/not-for-us")  # the group naming snapshotd
+        assert robots.allowed(site, "/items?sort=price")  # only the * group says so
+        assert robots.allowed(site, "/#!/private/x")  # the fragment is not what is fetched
+        assert not robots.allowed(site, "/private/y#!/z")
+
+        # A server error keeps what was read, and is tried again soon.
+        answer(server, "oops", status=503)
+        clock.now += 101
+        await robots.refresh(site)
+        assert not robots.allowed(site, "/private/x")
+        assert not robots.due(site)
+        clock.now += 11
+        assert robots.due(site)
+
+        # Gone (4xx): everything is allowed, for a full ttl.
+        answer(server, "", status=404)
+        await robots.refresh(site)
+        assert robots.allowed(site, "/private/x")
+        clock.now += 50
+        await robots.refresh(site)  # not due: no request
+        assert len(server.log) == 1  # the 404 alone since the last clear()
+
+
+async def test_unreachable_robots_allows_until_read():
+    site = SiteSettings(name="s", origin="http://127.0.0.1:9")
+    async with httpx.AsyncClient() as client:
+        robots = RobotsCache(client, clock=Clock())
+        await robots.refresh(site)
+        assert robots.allowed(site, "/anything")
+        assert not robots.due(site)
