@@ -1,0 +1,95 @@
+"""The command line: user errors are one line and exit status 2; no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from snapshotd.cli import main
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "snapshotd", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_broken_config_file_stops_start_up(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[server]\nport = 'eighty'\n")
+    line = one_line_error(run("serve", "--config", str(cfg)))
+    assert str(cfg) in line and "server.port" in line
+
+
+def test_toml_syntax_error_names_the_file_and_line(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[server]\nport = 8080\n[[site]\n")
+    line = one_line_error(run("serve", "--config", str(cfg)))
+    assert str(cfg) in line and "line 3" in line
+
+
+def test_broken_rules_file_stops_start_up_with_file_and_line(tmp_path):
+    rules = tmp_path / "site.rules"
+    rules.write_text("RewriteEngine On\n# fine\nRewriteRule ^/(a+)+$ /x [L]\n")
+    cfg = tmp_path / "ok.toml"
+    cfg.write_text(f'[[site]]\norigin = "http://127.0.0.1:3000"\nrules = "{rules}"\n')
+    line = one_line_error(run("serve", "--config", str(cfg)))
+    assert f"{rules}:3" in line
+
+
+def test_missing_chromium_stops_start_up(tmp_path):
+    cfg = tmp_path / "ok.toml"
+    cfg.write_text(
+        '[browser]\nexecutable = "/nonexistent/chromium"\n'
+        '[[site]]\norigin = "http://127.0.0.1:3000"\n'
+    )
+    line = one_line_error(run("serve", "--config", str(cfg), "--db", str(tmp_path / "x.db")))
+    assert "chromium" in line.lower()
+
+
+def test_no_site_is_a_clear_error(tmp_path):
+    line = one_line_error(run("serve", "--db", str(tmp_path / "x.db")))
+    assert "--origin" in line
+
+
+def test_postgres_url_is_refused_clearly(tmp_path):
+    line = one_line_error(run("status", "--db", "postgresql://u@127.0.0.1/test"))
+    assert "PostgreSQL" in line
+
+
+def test_status_and_report_of_a_missing_db(tmp_path):
+    line = one_line_error(run("status", "--db", str(tmp_path / "none.db")))
+    assert "no such database" in line
+
+
+def test_rules_check_exit_codes(tmp_path, capsys):
+    good = tmp_path / "good.rules"
+    good.write_text("^/(.*)/$ /$1\n")
+    bad = tmp_path / "bad.rules"
+    bad.write_text("^/ok /x\n^/(unclosed /y\n")
+    assert main(["rules", "check", str(good)]) == 0
+    assert main(["rules", "check", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["rules", "eval", "--help"]])
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    assert "usage" in capsys.readouterr().out
