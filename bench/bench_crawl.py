@@ -94,11 +94,13 @@ async def main() -> None:
             f"round {round_}: crawl {pages} pages ({errors} errors) in {elapsed:.2f} s = "
             f"{crawl_rate:.2f} pages/s; floor {base:.2f} pages/s; ratio {crawl_rate / base:.2f}"
         )
-    crawl_rate, base = statistics.median(crawl_rates), statistics.median(floor_rates)
-    print(
-        f"median: crawl {crawl_rate:.2f} pages/s, floor {base:.2f} pages/s, "
-        f"ratio {crawl_rate / base:.2f} (target >= 0.8)"
-    )
+    # The best round of each is the least disturbed by anything else on the machine.
+    for name, pick in (("median", statistics.median), ("best", max)):
+        crawl_rate, base = pick(crawl_rates), pick(floor_rates)
+        print(
+            f"{name}: crawl {crawl_rate:.2f} pages/s, floor {base:.2f} pages/s, "
+            f"ratio {crawl_rate / base:.2f} (target >= 0.8)"
+        )
 
 
 if __name__ == "__main__":
