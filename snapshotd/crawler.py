@@ -136,6 +136,7 @@ class Crawler:
         self.finished = asyncio.Event()
         self.robots: RobotsCache | None = None
         self._stopping = False
+        self._stopped = False
         self._booted = False  # seeds and sitemaps all queued
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -166,7 +167,10 @@ class Crawler:
 
     async def stop(self) -> None:
         """Stop claiming; let captures under way finish for ``grace`` seconds, then cancel
-        them and give their paths back to the queue."""
+        them and give their paths back to the queue. Calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stopping = True
         self._notify()
         if self._workers:
@@ -826,6 +830,8 @@ async def run_crawl(
                 bar.update(crawler.stats, sum(depth.values()), crawler.active)
                 if stop.is_set():
                     interrupted = True
+                    log.info("interrupted: finishing the captures under way")
+                    await crawler.stop()  # so the summary counts what they stored
                     break
             depth = await crawler.store.queue_depth()
             bar.update(crawler.stats, sum(depth.values()), 0, final=True)
