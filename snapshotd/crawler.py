@@ -40,7 +40,13 @@ from snapshotd.rewrite import RuleSet
 from snapshotd.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.sitemaps import fetch_sitemap
 from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
-from snapshotd.urls import MAX_PATH, MAX_QUERY, site_path_from_url
+from snapshotd.urls import (
+    MAX_PATH,
+    MAX_QUERY,
+    BadRequest,
+    site_path_from_request,
+    site_path_from_url,
+)
 
 __all__ = ["CrawlStats", "Crawler", "run_crawl", "run_worker"]
 
@@ -328,7 +334,14 @@ class Crawler:
         same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
             (parts.hostname or "") in site.hosts
         )
-        return site_path_from_url(absolute) if same else None
+        if not same:
+            return None
+        try:
+            # Validates, and maps an ugly ?_escaped_fragment_= link to its #! path.
+            path, escaped = site_path_from_request(parts.path or "/", parts.query)
+        except BadRequest:
+            return None
+        return path if escaped else site_path_from_url(absolute)
 
     async def _admit(
         self,

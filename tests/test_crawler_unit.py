@@ -1,0 +1,62 @@
+"""Crawler decisions that need no browser: which site path a URL is, seeds, lease owners."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from snapshotd.capture import CaptureService
+from snapshotd.config import Settings, SiteSettings
+from snapshotd.crawler import Crawler, _crawl_seeds, _owner_is_dead_here
+from snapshotd.rewrite import RuleSet
+
+SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
+OTHER = SiteSettings(name="o", origin="https://other.example.org")
+SETTINGS = Settings(sites=(SITE, OTHER))
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("/a", "/a"),
+        ("http://127.0.0.1:3000/x?y=1#frag", "/x?y=1"),
+        ("https://shop.example.com/z#!/q", "/z#!/q"),  # the site's public host
+        ("http://127.0.0.1:3000/?_escaped_fragment_=/faq", "/#!/faq"),
+        ("/p?_escaped_fragment_=", "/p"),
+        ("/?a=1&_escaped_fragment_=key%3Dvalue", "/?a=1#!key=value"),
+        ("http://127.0.0.1:3001/x", None),  # another port is another origin
+        ("https://127.0.0.1:3000/x", None),
+        ("https://other.example.org/x", None),
+        ("/bad%zz", None),
+        ("mailto:a@b.c", None),
+    ],
+)
+def test_site_path(url, path):
+    crawler = Crawler(
+        SETTINGS, None, CaptureService(SETTINGS, None, None),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty(), "o": RuleSet.empty()},
+    )
+    assert crawler._site_path(SITE, url) == path
+
+
+def test_crawl_seeds():
+    assert _crawl_seeds(SETTINGS, None) == {"s": ("/",), "o": ("/",)}
+    assert _crawl_seeds(SETTINGS, ["/x", "https://other.example.org/y", "http://nowhere/z"]) == {
+        "s": ["/x"],
+        "o": ["/x", "https://other.example.org/y"],
+    }
+
+
+def test_owner_is_dead_here():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    assert _owner_is_dead_here(f"{host}:{gone.pid}:1")
+    assert not _owner_is_dead_here(f"{host}:{os.getpid()}:1")  # this process
+    assert not _owner_is_dead_here(f"{host}:{os.getppid()}:1")  # alive
+    assert not _owner_is_dead_here(f"elsewhere.example:{gone.pid}:1")  # cannot tell
+    assert not _owner_is_dead_here("garbage")
