@@ -86,12 +86,14 @@ async def main() -> None:
             await time_claims(store, 50, None)  # warm the page cache
             print(f"claim, {args.claims} times each, target < 2 ms:")
             report("any site", await time_claims(store, args.claims, None))
-            report("sites=['big', 'small'] (the crawler)", await time_claims(
-                store, args.claims, ["big", "small"]
-            ))
-            report("sites=['small'] (big one delayed)", await time_claims(
-                store, min(args.claims, 50), ["small"]
-            ))
+            report(
+                "sites=['big', 'small'] (the crawler)",
+                await time_claims(store, args.claims, ["big", "small"]),
+            )
+            report(
+                "sites=['small'] (big one delayed)",
+                await time_claims(store, min(args.claims, 50), ["small"]),
+            )
 
 
 if __name__ == "__main__":

@@ -214,7 +214,9 @@ class Crawler:
         ]
         log.info(
             "crawler started sites=%s workers=%d%s",
-            ",".join(self.sites), len(self._workers), " once" if self.once else "",
+            ",".join(self.sites),
+            len(self._workers),
+            " once" if self.once else "",
         )
         # Sitemaps can list many thousands of URLs: the seeds are being captured meanwhile.
         for site in self.sites.values():
@@ -308,13 +310,21 @@ class Crawler:
             queued = 0
             for entry in fetched.entries:
                 outcome = await self._admit(
-                    site, entry.loc, hops=0, priority=PRIORITY_LINK, source="sitemap",
+                    site,
+                    entry.loc,
+                    hops=0,
+                    priority=PRIORITY_LINK,
+                    source="sitemap",
                     lastmod=entry.lastmod,
                 )
                 queued += outcome in ("queued", "requeued")
             log.info(
                 "sitemap read site=%s url=%s files=%d urls=%d queued=%d",
-                site.name, url, fetched.files, len(fetched.entries), queued,
+                site.name,
+                url,
+                fetched.files,
+                len(fetched.entries),
+                queued,
             )
         wait = min(SITEMAP_RETRY, site.expire_after) if errors else site.expire_after
         await self.store.set_meta(key, json.dumps({"fetched_at": now, "next_fetch": now + wait}))
@@ -409,9 +419,7 @@ class Crawler:
             outcome = await self._requeue_known(site, record, priority, hops, lastmod)
         if outcome in ("queued", "requeued", "reprioritised"):
             self.stats.queued += outcome == "queued"
-            log.debug(
-                "%s site=%s path=%s hops=%d from=%s", outcome, site.name, path, hops, source
-            )
+            log.debug("%s site=%s path=%s hops=%d from=%s", outcome, site.name, path, hops, source)
             self._notify()
         return outcome
 
@@ -486,7 +494,10 @@ class Crawler:
                     )
                     if site.crawl_links and not nofollow:
                         await self._admit(
-                            site, canonical, hops=record.hops, priority=PRIORITY_LINK,
+                            site,
+                            canonical,
+                            hops=record.hops,
+                            priority=PRIORITY_LINK,
                             source="canonical",
                         )
                     return
@@ -578,11 +589,16 @@ class Crawler:
             self.stats.errors += 1
             log.error(
                 "capture crashed site=%s path=%s error=%s: %s",
-                site.name, record.path, type(exc).__name__, exc,
+                site.name,
+                record.path,
+                type(exc).__name__,
+                exc,
             )
             with contextlib.suppress(Exception):
                 await self.store.fail(
-                    site.name, record.path, self.capture.owner,
+                    site.name,
+                    record.path,
+                    self.capture.owner,
                     error=f"internal error: {type(exc).__name__}",
                     retry_at=self.clock() + retry_delay(record.attempts, site.expire_after),
                 )
@@ -710,8 +726,7 @@ class _Progress:
         left = pending + active
         eta = f"{left / rate:.0f}s" if rate > 0 else "?"
         self.stream.write(
-            f"crawled {stats.done}/{total} pages, {rate:.1f} pages/s, "
-            f"{left} to go, eta {eta}\n"
+            f"crawled {stats.done}/{total} pages, {rate:.1f} pages/s, {left} to go, eta {eta}\n"
         )
         self.stream.flush()
 

@@ -208,7 +208,8 @@ async def fetch_sitemap(
         out.files += 1
         try:
             sitemap = parse_sitemap(
-                await _download(client, current, max_bytes), max_bytes=max_bytes,
+                await _download(client, current, max_bytes),
+                max_bytes=max_bytes,
                 max_urls=max_urls,
             )
         except SitemapError as exc:
@@ -230,4 +231,3 @@ async def fetch_sitemap(
                 continue
             todo.append((child, depth + 1))
     return out
-

@@ -85,8 +85,16 @@ EXPECTED = {
     "/new/page": ("processed", 200, 1, 1, None),  # /old/page through the rules' 301
 }
 NEVER_FETCHED = [
-    "/from-404", "/from-copy", "/nf-meta", "/nf-link", "/private/secret",
-    "/private/in-sitemap", "/admin/panel", "/old/page", "/gone", "/a?utm_source=news",
+    "/from-404",
+    "/from-copy",
+    "/nf-meta",
+    "/nf-link",
+    "/private/secret",
+    "/private/in-sitemap",
+    "/admin/panel",
+    "/old/page",
+    "/gone",
+    "/a?utm_source=news",
 ]
 
 
@@ -121,7 +129,11 @@ async def test_full_crawl_ends_with_exactly_the_expected_states(shop, tmp_path):
     for path, (state, code, priority, hops, duplicate_of) in EXPECTED.items():
         r = got[("shop", path)]
         assert (r.state, r.status, r.priority, r.hops, r.duplicate_of) == (
-            state, code, priority, hops, duplicate_of,
+            state,
+            code,
+            priority,
+            hops,
+            duplicate_of,
         ), path
     broken = got[("shop", "/broken")]
     assert broken.error == "http 500"
@@ -180,7 +192,9 @@ async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):
     assert by_site["fixed"] == {"/b/2": "processed"}
     assert by_site["nolinks"] == {"/a/2": "processed"}
     assert by_site["canon"] == {
-        "/canon-copy": "processed", "/canon-main": "processed", "/from-copy": "processed",
+        "/canon-copy": "processed",
+        "/canon-main": "processed",
+        "/from-copy": "processed",
     }
     assert got[("canon", "/canon-copy")].duplicate_of is None
     assert by_site["paced"] == {"/a": "processed", "/a/1": "processed", "/a/2": "processed"}
@@ -208,8 +222,12 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
     sites = (
         SiteSettings(name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0),
         SiteSettings(
-            name="frozen", origin=origin, seeds=("/a/3",), expire_after=1.0,
-            capture_expired=False, crawl_links=False,
+            name="frozen",
+            origin=origin,
+            seeds=("/a/3",),
+            expire_after=1.0,
+            capture_expired=False,
+            crawl_links=False,
         ),
     )
     settings = Settings(db=db, browser=browser(), sites=sites)

@@ -70,7 +70,13 @@ async def test_requeue_expired_by_state(store):
     await store.claim_path("s", "/ok", "w", 60)
     await store.claim_path("s", "/bad", "w", 60)
     await store.complete(
-        "s", "/ok", "w", html="<p>x</p>", status=200, headers={}, final_url="",
+        "s",
+        "/ok",
+        "w",
+        html="<p>x</p>",
+        status=200,
+        headers={},
+        final_url="",
         expires_at=clock.now + 10,
     )
     await store.fail("s", "/bad", "w", error="timeout", retry_at=clock.now + 10)

@@ -37,7 +37,9 @@ SETTINGS = Settings(sites=(SITE, OTHER))
 )
 def test_site_path(url, path):
     crawler = Crawler(
-        SETTINGS, None, CaptureService(SETTINGS, None, None),  # type: ignore[arg-type]
+        SETTINGS,
+        None,
+        CaptureService(SETTINGS, None, None),  # type: ignore[arg-type]
         rules={"s": RuleSet.empty(), "o": RuleSet.empty()},
     )
     assert crawler._site_path(SITE, url) == path

@@ -34,10 +34,26 @@ READY = "<script>window.onCaptureReady && window.onCaptureReady()</script>"
 PAGES: dict[str, tuple[list[str], str]] = {
     "/": (
         [
-            "/a", "/b", "/moved", "/missing", "/broken", "/dup-1", "/canon-copy", "/nofollow",
-            "/private/secret", "/admin/panel", "/admin/keep", "/old/page", "/gone",
-            "/a?utm_source=news", "http://127.0.0.2:9/external", "https://example.com/x",
-            "/spa#!/one", "#top", "/#section", "mailto:shop@example.com",
+            "/a",
+            "/b",
+            "/moved",
+            "/missing",
+            "/broken",
+            "/dup-1",
+            "/canon-copy",
+            "/nofollow",
+            "/private/secret",
+            "/admin/panel",
+            "/admin/keep",
+            "/old/page",
+            "/gone",
+            "/a?utm_source=news",
+            "http://127.0.0.2:9/external",
+            "https://example.com/x",
+            "/spa#!/one",
+            "#top",
+            "/#section",
+            "mailto:shop@example.com",
         ],
         "",
     ),
@@ -76,8 +92,10 @@ PAGES: dict[str, tuple[list[str], str]] = {
     "/gone": ([], ""),
 }
 
-DUPLICATE = f"<html><head><title>Same</title></head><body><p>Twin page</p>" \
+DUPLICATE = (
+    f"<html><head><title>Same</title></head><body><p>Twin page</p>"
     f'<a href="/from-dup">more</a>{READY}</body></html>'
+)
 
 SPA = """<html><head><title>SPA</title></head><body><main id="app"></main><script>
 document.getElementById("app").textContent = "Hashbang page " + location.hash;
@@ -156,8 +174,9 @@ class Shop:
         self._other("sitemap")
         base = f"http://{request.url.netloc}"
         body = urlset(base, ["/from-sitemap-2", "/private/in-sitemap"])
-        body = body.replace(b"</urlset>", b"<url><loc>http://127.0.0.2:9/off-site</loc></url>"
-                            b"</urlset>")
+        body = body.replace(
+            b"</urlset>", b"<url><loc>http://127.0.0.2:9/off-site</loc></url></urlset>"
+        )
         return Response(gzip.compress(body), media_type="application/gzip")
 
     async def document(self, request: Request) -> Response:
