@@ -466,7 +466,12 @@ class Slot:
                 with contextlib.suppress(PlaywrightError):
                     await page.evaluate("() => location.replace('about:blank')")
                 await page.wait_for_url("about:blank", wait_until="commit")
-                clears: list[Awaitable[Any]] = [context.clear_cookies(), self._reset_history(cdp)]
+                # One concurrent round: the blank page has no script left to race with.
+                clears: list[Awaitable[Any]] = [
+                    context.clear_cookies(),
+                    self._reset_history(cdp),
+                    page.evaluate("() => { window.name = ''; }"),
+                ]
                 # "all" covers cookies, local and session storage, IndexedDB, Cache Storage,
                 # service workers, file systems and the rest, for that origin.
                 clears += [
@@ -474,7 +479,6 @@ class Slot:
                     for o in origins
                 ]
                 await asyncio.gather(*clears)
-                await page.evaluate("() => { window.name = ''; }")
             return True
         except (TimeoutError, PlaywrightError) as exc:
             log.info("could not reset a capture slot, replacing it: %s", str(exc)[:200])
