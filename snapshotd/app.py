@@ -78,7 +78,9 @@ class SnapshotdApp:
                 if self.run_crawler:
                     from snapshotd.crawler import Crawler
 
-                    ctx.crawler = Crawler(ctx.settings, ctx.store, ctx.capture, metrics=ctx.metrics)
+                    ctx.crawler = Crawler(
+                        ctx.settings, ctx.store, ctx.capture, metrics=ctx.metrics, rules=ctx.rules
+                    )
                     await ctx.crawler.start()
                 log.info(
                     "serving sites=%s crawler=%s",

@@ -481,6 +481,7 @@ class Slot:
                 await asyncio.gather(*clears)
             return True
         except (TimeoutError, PlaywrightError) as exc:
-            log.info("could not reset a capture slot, replacing it: %s", str(exc)[:200])
+            reason = (str(exc).strip().splitlines() or ["?"])[0][:200]
+            log.info("could not reset a capture slot, replacing it: %s", reason)
             self.usable = False
             return False

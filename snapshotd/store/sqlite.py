@@ -278,7 +278,8 @@ class SQLiteStore:
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
         while paging (higher ids) never shift later pages."""
-        where, params = ["site = ?"], [site]
+        where: list[str] = ["site = ?"]
+        params: list[Any] = [site]
         if state:
             where.append("state = ?")
             params.append(state)
@@ -311,7 +312,7 @@ class SQLiteStore:
                 return
             for row in rows:
                 yield _record(row)
-            last = rows[-1][0]
+            last = list(rows)[-1][0]
 
     async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
         row = await self._one(
@@ -403,7 +404,8 @@ class SQLiteStore:
         async with self._lock:
             cur = await self._writer.execute(
                 "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at, "
-                "error) VALUES (?, ?, 'ignored', 0, ?, ?, ?, ?) ON CONFLICT (site, path) DO NOTHING",
+                "error) VALUES (?, ?, 'ignored', 0, ?, ?, ?, ?) "
+                "ON CONFLICT (site, path) DO NOTHING",
                 (site, path, hops, now, now, reason or None),
             )
             return cur.rowcount > 0
@@ -436,7 +438,8 @@ class SQLiteStore:
                 row = await c.fetchone()
             if row is None:
                 async with wr.execute(_PENDING_WINDOW) as c:
-                    window = (await c.fetchone())[0]
+                    window_row = await c.fetchone()
+                window = window_row[0] if window_row else 0
                 if window >= _CLAIM_WINDOW:
                     # Other sites fill the head of the queue (one waiting on crawl_delay):
                     # walk the asked sites' own rows instead of the whole queue.
