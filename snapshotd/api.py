@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from snapshotd.bots import is_static_asset
 from snapshotd.config import SiteSettings
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
-from snapshotd.store.base import PRIORITY_API, STATES, PathRecord
+from snapshotd.store.base import PRIORITY_API, STATES, PathRecord, captured_check
 from snapshotd.urls import BadRequest, site_path_from_request, site_path_from_url
 
 if TYPE_CHECKING:
@@ -705,9 +705,7 @@ def create_api(ctx: Context) -> ASGIApp:
         rules = ctx.rules.get(site.name)
         host = site.hosts[0] if site.hosts else urlsplit(site.origin).netloc
 
-        async def is_captured(p: str) -> bool:
-            record = await ctx.store.get_path(site.name, p)
-            return record is not None and record.captured_at is not None
+        is_captured = captured_check(ctx.store, site.name)
 
         results: list[dict[str, Any]] = []
         to_queue: list[tuple[int, str]] = []

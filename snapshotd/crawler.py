@@ -39,7 +39,13 @@ from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.sitemaps import fetch_sitemap
-from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
+from snapshotd.store.base import (
+    PRIORITY_EXPIRED,
+    PRIORITY_LINK,
+    PathRecord,
+    Store,
+    captured_check,
+)
 from snapshotd.urls import (
     MAX_PATH,
     MAX_QUERY,
@@ -371,10 +377,7 @@ class Crawler:
         rules = self.rules.get(site.name)
         capture_flag = False
         if rules is not None:
-
-            async def is_captured(p: str) -> bool:
-                record = await self.store.get_path(site.name, p)
-                return record is not None and record.captured_at is not None
+            is_captured = captured_check(self.store, site.name)
 
             for _ in range(MAX_RULE_REDIRECTS):
                 decision = await rules.aevaluate(

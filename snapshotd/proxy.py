@@ -22,7 +22,13 @@ from snapshotd.capture import CaptureService
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.metrics import Metrics
 from snapshotd.rewrite import RuleSet
-from snapshotd.store.base import PRIORITY_BOT, PRIORITY_EXPIRED, Snapshot, Store
+from snapshotd.store.base import (
+    PRIORITY_BOT,
+    PRIORITY_EXPIRED,
+    Snapshot,
+    Store,
+    captured_check,
+)
 from snapshotd.upstream import Upstream
 from snapshotd.urls import BadRequest, site_path_from_request, valid_host
 
@@ -193,13 +199,8 @@ class Proxy:
         rules = self.rules.get(site.name)
         capture_flag = False
         if rules is not None:
-
-            async def is_captured(p: str) -> bool:
-                record = await self.store.get_path(site.name, p)
-                return record is not None and record.captured_at is not None
-
             decision = await rules.aevaluate(
-                path, host=host, headers=headers, is_captured=is_captured
+                path, host=host, headers=headers, is_captured=captured_check(self.store, site.name)
             )
             if decision.action == "redirect":
                 self.metrics.requests.labels("RULE").inc()

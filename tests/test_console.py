@@ -20,6 +20,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from examples.spa.app import create_app as create_spa
 from snapshotd.app import create_app
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.render.chromium import LAUNCH_ARGS
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
@@ -27,16 +28,6 @@ from tests.servers import serve_asgi
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 TOKEN = "console-token"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 WAIT_MS = 30_000
 
 
@@ -68,7 +59,7 @@ def env(tmp_path_factory) -> Iterator[Env]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser(env: Env) -> AsyncIterator[Browser]:
     async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=env.chromium, args=LAUNCH_ARGS)
+        b = await p.chromium.launch(executable_path=env.chromium, args=list(LAUNCH_ARGS))
         try:
             yield b
         finally:

@@ -13,7 +13,7 @@ Every engine (SQLite now, PostgreSQL later) keeps the same invariants:
 from __future__ import annotations
 
 import gzip
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from functools import cached_property
@@ -73,6 +73,16 @@ class Snapshot:
         return formatdate(self.captured_at, usegmt=True)
 
 
+def captured_check(store: Store, site: str) -> Callable[[str], Awaitable[bool]]:
+    """The rules' ``NF`` question for ``site``: has this path ever been captured?"""
+
+    async def is_captured(path: str) -> bool:
+        record = await store.get_path(site, path)
+        return record is not None and record.captured_at is not None
+
+    return is_captured
+
+
 class Store(Protocol):
     """What the proxy, the crawler and the API need from storage."""
 
@@ -100,8 +110,9 @@ class Store(Protocol):
         """``enqueue`` for many (path, hops) pairs in one transaction."""
         ...
 
-    async def add_ignored(self, site: str, path: str, *, hops: int = 0, reason: str = "") -> bool:
-        ...
+    async def add_ignored(
+        self, site: str, path: str, *, hops: int = 0, reason: str = ""
+    ) -> bool: ...
 
     async def claim(
         self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
