@@ -68,6 +68,7 @@ class Origin:
         s.expect_request("/data.json").respond_with_handler(self._logged(self._data))
         s.expect_request("/redirect").respond_with_handler(self._logged(self._redirect))
         s.expect_request("/status").respond_with_handler(self._logged(self._status))
+        s.expect_request("/setcookie").respond_with_handler(self._logged(self._setcookie))
         s.expect_request(re.compile(".*")).respond_with_handler(
             self._logged(lambda r: Response("ok", content_type="text/plain"))
         )
@@ -89,6 +90,12 @@ class Origin:
     def _data(request: Request) -> Response:
         time.sleep(float(request.args.get("delay", "0")))
         return Response(json.dumps({"text": "Arrived late"}), content_type="application/json")
+
+    @staticmethod
+    def _setcookie(request: Request) -> Response:
+        time.sleep(float(request.args.get("s", "0")))
+        cookie = f"{request.args.get('name', 'set')}=1; Max-Age=3600; Path=/"
+        return Response("set", content_type="text/plain", headers={"Set-Cookie": cookie})
 
     def _redirect(self, request: Request) -> Response:
         target = {"sentinel": self.sentinel.origin, "other": self.other.origin}
@@ -290,6 +297,23 @@ async def test_no_state_survives_from_one_capture_to_the_next(solo, site, server
         assert state == {"cookie": "", "local": 0, "session": 0, "name": "", "idb": 0, "caches": 0}
     assert all("Cookie" not in h for h in servers.seen("/p/checkstate"))
     assert solo.stats.slots_opened <= max(opened, 1)  # the same page, wiped, not a new one
+
+
+async def test_nothing_the_last_page_left_running_reaches_the_next_capture(
+    solo, site, servers
+) -> None:
+    # Timers, animation frames, a fetch in flight, a dedicated and a shared worker, an
+    # IndexedDB transaction, unload handlers (on the page and on a script-made frame) and a
+    # broadcast channel, all still at it when the capture ends.
+    first = await solo.capture(f"{servers.origin}/p/linger", site)
+    assert first.ok, first
+    waiting = replace(site, wait_for_capture_ready=True)
+    result = await solo.capture(f"{servers.origin}/p/checklinger", waiting)
+    assert result.ok, result
+    state = json.loads(re.search(r'<pre id="out">(.*?)</pre>', result.html).group(1))
+    empty = {"cookie": "", "local": [], "session": [], "idb": [], "caches": []}
+    assert state == {"first": empty, "later": empty, "heard": [], "sharedClients": 1}
+    assert all("Cookie" not in h for h in servers.seen("/p/checklinger"))
 
 
 async def test_a_busy_loop_ends_at_render_timeout_and_the_slot_is_replaced(
