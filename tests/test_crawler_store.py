@@ -2,28 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from snapshotd.store.sqlite import SQLiteStore
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-async def store(tmp_path):
-    clock = Clock()
-    s = SQLiteStore(str(tmp_path / "s.db"), clock=clock)
-    await s.open()
-    s.test_clock = clock  # type: ignore[attr-defined]
-    yield s
-    await s.close()
-
 
 async def test_claim_for_some_sites_reaches_past_a_queue_head_of_other_sites(store):
     clock = store.test_clock

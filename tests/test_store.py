@@ -10,24 +10,6 @@ import pytest
 from snapshotd.store.sqlite import SQLiteStore
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-async def store(tmp_path):
-    clock = Clock()
-    s = SQLiteStore(str(tmp_path / "s.db"), clock=clock)
-    await s.open()
-    s.test_clock = clock  # type: ignore[attr-defined]
-    yield s
-    await s.close()
-
-
 async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
     db = str(tmp_path / "s.db")
     async with SQLiteStore(db) as s:
@@ -72,7 +54,13 @@ async def test_enqueue_answers(store):
     r = await store.claim("w", 60)
     assert await store.enqueue("s", "/a", 2) == "processing"
     assert await store.complete(
-        "s", r.path, "w", html="<p>x</p>", status=200, headers={}, final_url="u",
+        "s",
+        r.path,
+        "w",
+        html="<p>x</p>",
+        status=200,
+        headers={},
+        final_url="u",
         expires_at=clock.now + 100,
     )
     assert await store.enqueue("s", "/a", 2) == "fresh"
@@ -113,7 +101,13 @@ async def test_snapshot_roundtrip_compressed_and_failure_keeps_it(store):
     await store.enqueue("s", "/a", 1)
     await store.claim("w", 60)
     await store.complete(
-        "s", "/a", "w", html=html, status=200, headers={"Link": "<x>"}, final_url="http://o/a",
+        "s",
+        "/a",
+        "w",
+        html=html,
+        status=200,
+        headers={"Link": "<x>"},
+        final_url="http://o/a",
         expires_at=clock.now + 10,
     )
     snap = await store.get_snapshot("s", "/a")
@@ -148,8 +142,9 @@ async def test_list_paths_cursor_is_stable_while_adding(store):
 async def test_delete_removes_path_and_snapshot(store):
     await store.enqueue("s", "/a", 1)
     await store.claim("w", 60)
-    await store.complete("s", "/a", "w", html="x", status=200, headers={}, final_url="",
-                         expires_at=0)
+    await store.complete(
+        "s", "/a", "w", html="x", status=200, headers={}, final_url="", expires_at=0
+    )
     assert await store.delete_path("s", "/a")
     assert await store.get_snapshot("s", "/a") is None
     assert not await store.delete_path("s", "/a")
