@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from snapshotd.config import ConfigError, Settings, load_settings
+from snapshotd.rewrite import RuleSet
 from snapshotd.store import STATES, PathRecord, open_store
 
 log = logging.getLogger("snapshotd")
@@ -43,12 +44,12 @@ def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     return settings
 
 
-def _check_rules(settings: Settings) -> None:
+def _check_rules(settings: Settings) -> dict[str, RuleSet]:
     from snapshotd.app import load_site_rules
     from snapshotd.rewrite import RulesError
 
     try:
-        load_site_rules(settings)
+        return load_site_rules(settings)
     except RulesError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
@@ -73,9 +74,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from snapshotd.app import create_app
 
     settings = _settings(args, need_site=True)
-    _check_rules(settings)
+    rules = _check_rules(settings)
     _check_chromium(settings)
-    app = create_app(settings, crawler=not args.no_crawler)
+    app = create_app(settings, crawler=not args.no_crawler, rules=rules)
     config = uvicorn.Config(
         app,
         host=settings.host,
