@@ -177,7 +177,24 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
             return
-        await self.snapshot_request(site, path, host, headers, scope, receive, send)
+        started = False
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.snapshot_request(site, path, host, headers, scope, receive, watched)
+        except Exception as exc:
+            # Fail open: a store or capture fault must not cost the bot the page.
+            log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
+            if started:
+                raise
+            self.metrics.requests.labels("BYPASS").inc()
+            await self.upstream.forward(
+                site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
+            )
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.requests.labels("PASS").inc()
@@ -256,6 +273,9 @@ class Proxy:
         task = asyncio.ensure_future(self.capture.capture_now(site, path))
         done, _ = await asyncio.wait({task}, timeout=self.settings.miss_wait)
         if not done:
+            return None
+        if task.exception() is not None:
+            log.warning("capture failed path=%s error=%r", path, task.exception())
             return None
         outcome = task.result()
         if outcome is not None:

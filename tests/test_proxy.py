@@ -99,9 +99,7 @@ class Env:
     def rows(self) -> dict[str, tuple]:
         conn = sqlite3.connect(self.db)
         try:
-            return {
-                r[0]: r[1:] for r in conn.execute("SELECT path, state, priority FROM paths")
-            }
+            return {r[0]: r[1:] for r in conn.execute("SELECT path, state, priority FROM paths")}
         finally:
             conn.close()
 
@@ -222,8 +220,13 @@ def test_pass_through_keeps_method_body_and_headers(env: Env) -> None:
     r = env.client.post(
         "/echo/a%20b?q=1&q=2",
         content=body,
-        headers={"User-Agent": BOT, "Connection": "keep-alive, X-Drop", "X-Drop": "1",
-                 "X-Keep": "yes", "Host": "shop.test"},
+        headers={
+            "User-Agent": BOT,
+            "Connection": "keep-alive, X-Drop",
+            "X-Drop": "1",
+            "X-Keep": "yes",
+            "Host": "shop.test",
+        },
     )
     data = r.json()
     assert data["method"] == "POST" and data["body"].encode("latin-1") == body
@@ -344,9 +347,12 @@ def test_gzip_body_is_what_is_stored(env: Env) -> None:
         trust_env=False,
     )
     # httpx decodes; check the bytes on the wire are gzip by asking for the raw stream
-    with httpx.Client(trust_env=False) as c, c.stream(
-        "GET", env.base + "/items/3", headers={"User-Agent": BOT, "Accept-Encoding": "gzip"}
-    ) as r:
+    with (
+        httpx.Client(trust_env=False) as c,
+        c.stream(
+            "GET", env.base + "/items/3", headers={"User-Agent": BOT, "Accept-Encoding": "gzip"}
+        ) as r,
+    ):
         wire = b"".join(r.iter_raw())
     assert gzip.decompress(wire).decode() == raw.text
     assert json.dumps(raw.headers.get("x-snapshotd-cache")) == '"HIT"'
@@ -357,3 +363,35 @@ def test_settings_are_frozen() -> None:
     with pytest.raises(AttributeError):
         s.port = 1  # type: ignore[misc]
     assert replace(s, port=1).port == 1
+
+
+def test_a_store_fault_fails_open_to_the_origin(tmp_path) -> None:
+    class BrokenStore:
+        """A real SQLite store whose snapshot reads fail, as a corrupt file would."""
+
+        def __init__(self, inner):  # type: ignore[no-untyped-def]
+            self.inner = inner
+
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(self.inner, name)
+
+        async def get_snapshot(self, site, path):  # type: ignore[no-untyped-def]
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+    from snapshotd.store.sqlite import SQLiteStore
+
+    origin = Origin()
+    with serve_asgi(origin.app) as origin_url:
+        settings = Settings(db=str(tmp_path / "b.db"), sites=(SiteSettings(origin=origin_url),))
+        store = BrokenStore(SQLiteStore(settings.db))
+
+        class NoRender:
+            async def start(self) -> None: ...
+            async def close(self) -> None: ...
+
+        app = create_app(settings, store=store, renderer=NoRender(), crawler=False)  # type: ignore[arg-type]
+        with serve_asgi(app) as base:
+            r = httpx.get(base + "/about", headers={"User-Agent": BOT}, trust_env=False)
+    assert r.status_code == 200
+    assert r.headers["x-snapshotd-cache"] == "BYPASS"
+    assert "Loading" in r.text
