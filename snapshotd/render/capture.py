@@ -482,6 +482,12 @@ class Slot:
             return True
         except (TimeoutError, PlaywrightError) as exc:
             reason = (str(exc).strip().splitlines() or ["?"])[0][:200]
-            log.info("could not reset a capture slot, replacing it: %s", reason)
+            # A browser closing under the slot (shutdown, recycle) is no news for the log.
+            closing = not self.browser.is_connected() or "has been closed" in reason
+            log.log(
+                logging.DEBUG if closing else logging.INFO,
+                "could not reset a capture slot, replacing it: %s",
+                reason,
+            )
             self.usable = False
             return False
