@@ -670,6 +670,7 @@ class _Progress:
         self._bar: Any = None
         self._task: Any = None
         self._last_line = 0.0
+        self._last_counts: tuple[int, int] | None = None
         self._handlers: list[logging.Handler] = []
         self._levels: dict[str, int] = {}
 
@@ -727,6 +728,9 @@ class _Progress:
             return
         self._last_line = now
         left = pending + active
+        if final and (stats.done, total) == self._last_counts:
+            return  # the last line already said it
+        self._last_counts = (stats.done, total)
         eta = f"{left / rate:.0f}s" if rate > 0 else "?"
         self.stream.write(
             f"crawled {stats.done}/{total} pages, {rate:.1f} pages/s, {left} to go, eta {eta}\n"
