@@ -39,10 +39,16 @@ class Outcome:
     location: str = ""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (all held open together, so none repeats)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _unescape_log(text: str) -> str:
@@ -125,7 +131,7 @@ class ApacheServer:
         (self.dir / "docroot").mkdir()
         os.chmod(self.dir, 0o755)
         os.chmod(self.dir / "docroot", 0o755)
-        self.ports = [_free_port() for _ in self.rule_texts]
+        self.ports = _free_ports(len(self.rule_texts))
         conf = self.dir / "httpd.conf"
         conf.write_text(self._config())
         self.proc = subprocess.Popen(
