@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.cookiejar
 import logging
 from collections.abc import AsyncIterator
 
@@ -44,12 +45,17 @@ def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
 
 
 def _client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         timeout=httpx.Timeout(30.0, connect=5.0),
         limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         follow_redirects=False,
         trust_env=False,
     )
+    # One client serves every user: an origin's Set-Cookie must reach only the user it
+    # answered, never be kept and sent along with someone else's request.
+    refuse_all = http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
+    client.cookies = http.cookiejar.CookieJar(refuse_all)
+    return client
 
 
 class Upstream:
@@ -119,7 +125,9 @@ class Upstream:
                     return
 
         client = self.client
-        request = client.build_request(
+        # Not client.build_request: that would add the client's default headers
+        # (Accept-Encoding, User-Agent...) and its cookies to what the user sent.
+        request = httpx.Request(
             method,
             origin.rstrip("/") + target,
             headers=out,

@@ -395,3 +395,37 @@ def test_a_store_fault_fails_open_to_the_origin(tmp_path) -> None:
     assert r.status_code == 200
     assert r.headers["x-snapshotd-cache"] == "BYPASS"
     assert "Loading" in r.text
+
+
+def _no_render_app(tmp_path, origin_url: str):  # type: ignore[no-untyped-def]
+    class NoRender:
+        async def start(self) -> None: ...
+        async def close(self) -> None: ...
+        async def capture(self, url, site):  # type: ignore[no-untyped-def]
+            raise AssertionError("nothing renders here")
+
+    settings = Settings(db=str(tmp_path / "p.db"), sites=(SiteSettings(origin=origin_url),))
+    return create_app(settings, renderer=NoRender(), crawler=False)
+
+
+def test_pass_through_adds_no_headers_and_shares_no_cookies(tmp_path) -> None:
+    async def login(request: Request) -> Response:
+        response = JSONResponse({"ok": True})
+        response.set_cookie("session", "alice-secret")
+        response.set_cookie("theme", "dark")
+        return response
+
+    async def echo(request: Request) -> Response:
+        return JSONResponse({"headers": [[k, v] for k, v in request.headers.items()]})
+
+    origin = Starlette(routes=[Route("/login", login), Route("/echo", echo)])
+    with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
+        raw = b"GET /login HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        answer = _raw_request(base, raw)
+        assert answer.count(b"set-cookie:") == 2, answer
+        # The proxy spreads requests over several pooled clients: ask each of them.
+        answers = [_raw_request(base, raw.replace(b"/login", b"/echo")) for _ in range(16)]
+    sent = [json.loads(a.split(b"\r\n\r\n", 1)[1])["headers"] for a in answers]
+    assert not [h for h in sent if any(k == "cookie" for k, _ in h)]
+    for headers in sent:
+        assert not {k for k, _ in headers} & {"accept", "accept-encoding", "user-agent"}, headers
