@@ -148,3 +148,25 @@ async def test_delete_removes_path_and_snapshot(store):
     assert await store.delete_path("s", "/a")
     assert await store.get_snapshot("s", "/a") is None
     assert not await store.delete_path("s", "/a")
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 3, 4, 6])
+async def test_a_write_cancelled_mid_transaction_leaves_no_transaction_open(tmp_path, steps):
+    db = str(tmp_path / "s.db")
+    async with SQLiteStore(db) as s:
+        task = asyncio.ensure_future(s.enqueue_many("site", [("/a", 0), ("/b", 0)], 1))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The store goes on working, and what it writes is committed for other readers.
+        await s.enqueue("site", "/c", 1)
+        await s.claim_path("site", "/c", "me", 60)
+        conn = sqlite3.connect(db)
+        try:
+            assert conn.execute("SELECT state FROM paths WHERE path = '/c'").fetchone() == (
+                "processing",
+            )
+        finally:
+            conn.close()

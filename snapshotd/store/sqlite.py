@@ -113,6 +113,20 @@ def _record(row: Sequence[Any]) -> PathRecord:
     )
 
 
+async def _rollback(conn: aiosqlite.Connection) -> None:
+    """End whatever transaction is open on ``conn``.
+
+    Runs after every statement already handed to the connection's thread, including one
+    whose caller was cancelled while waiting (it still runs): a ``BEGIN`` whose await was
+    cut short is rolled back, a ``COMMIT`` that went through leaves nothing to roll back.
+    """
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "no transaction is active" not in str(exc):
+            raise
+
+
 class SQLiteStore:
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
@@ -159,8 +173,8 @@ class SQLiteStore:
 
     async def _migrate(self) -> None:
         wr = self._writer
-        await wr.execute("BEGIN IMMEDIATE")
         try:
+            await wr.execute("BEGIN IMMEDIATE")
             await wr.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -182,7 +196,7 @@ class SQLiteStore:
                 )
             await wr.execute("COMMIT")
         except BaseException:
-            await wr.execute("ROLLBACK")
+            await _rollback(wr)
             raise
 
     @property
@@ -388,14 +402,14 @@ class SQLiteStore:
         now = self.clock()
         async with self._lock:
             wr = self._writer
-            await wr.execute("BEGIN IMMEDIATE")
             try:
+                await wr.execute("BEGIN IMMEDIATE")
                 out = [
                     await self._enqueue_one(site, p, priority, h, force, now) for p, h in paths
                 ]
                 await wr.execute("COMMIT")
             except BaseException:
-                await wr.execute("ROLLBACK")
+                await _rollback(wr)
                 raise
         return out
 
@@ -493,8 +507,8 @@ class SQLiteStore:
         etag = f'"{digest[:24]}"'
         async with self._lock:
             wr = self._writer
-            await wr.execute("BEGIN IMMEDIATE")
             try:
+                await wr.execute("BEGIN IMMEDIATE")
                 async with wr.execute(
                     "UPDATE paths SET state = 'processed', status = ?, captured_at = ?, "
                     "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
@@ -505,7 +519,7 @@ class SQLiteStore:
                 ) as c:
                     row = await c.fetchone()
                 if row is None:
-                    await wr.execute("ROLLBACK")
+                    await _rollback(wr)
                     return False
                 await wr.execute(
                     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
@@ -518,7 +532,7 @@ class SQLiteStore:
                 )
                 await wr.execute("COMMIT")
             except BaseException:
-                await wr.execute("ROLLBACK")
+                await _rollback(wr)
                 raise
         return True
 
