@@ -45,12 +45,25 @@ _STATUS_TEXT = {
 
 
 def _accepts_gzip(value: str) -> bool:
+    """Whether an ``Accept-Encoding`` value allows gzip: an explicit ``gzip`` entry decides,
+    else ``*``; a ``q`` of 0 refuses and an entry with an unreadable ``q`` is ignored."""
+    found: dict[str, float] = {}
     for part in value.split(","):
-        name, _, params = part.strip().partition(";")
-        if name.strip().lower() in ("gzip", "*"):
-            q = params.strip()
-            return not (q.startswith("q=") and float(q[2:] or 0) == 0) if q else True
-    return False
+        name, *params = (p.strip() for p in part.split(";"))
+        name = name.lower()
+        if name not in ("gzip", "x-gzip", "*"):
+            continue
+        q = 1.0
+        for param in params:
+            key, _, number = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(number.strip())
+                except ValueError:
+                    q = 0.0
+        found.setdefault("gzip" if name == "x-gzip" else name, q)
+    q = found.get("gzip", found.get("*", 0.0))
+    return q > 0
 
 
 def _etag_matches(if_none_match: str, etag: str) -> bool:

@@ -429,3 +429,49 @@ def test_pass_through_adds_no_headers_and_shares_no_cookies(tmp_path) -> None:
     assert not [h for h in sent if any(k == "cookie" for k, _ in h)]
     for headers in sent:
         assert not {k for k, _ in headers} & {"accept", "accept-encoding", "user-agent"}, headers
+
+
+def _stored(db: str, path: str, html: str, *, status: int = 200, expires_in: float = 3600,
+            headers: dict[str, str] | None = None) -> None:
+    from snapshotd.store.sqlite import SQLiteStore
+
+    async def put() -> None:
+        async with SQLiteStore(db) as store:
+            await store.enqueue("default", path, 2)
+            await store.claim_path("default", path, "test", 60)
+            await store.complete(
+                "default", path, "test", html=html, status=status, headers=headers or {},
+                final_url="http://origin" + path, expires_at=time.time() + expires_in,
+            )
+
+    asyncio.run(put())
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "gzipped"),
+    [
+        ("gzip", True),
+        ("gzip;q=0", False),
+        ("GZIP;Q=0", False),
+        ("gzip; q=0.000", False),
+        ("gzip;q=0.5;foo=bar", True),
+        ("gzip;q=bogus, deflate", False),
+        ("*;q=0, gzip", True),
+        ("gzip;q=0, *", False),
+        ("identity", False),
+        ("br, *;q=0.1", True),
+    ],
+)
+def test_accept_encoding_q_values(tmp_path, accept_encoding: str, gzipped: bool) -> None:
+    html = "<html><body><h1>stored page</h1></body></html>"
+    origin = Starlette(routes=[Route("/", lambda r: HTMLResponse("origin"))])
+    with serve_asgi(origin) as origin_url:
+        app = _no_render_app(tmp_path, origin_url)
+        _stored(str(tmp_path / "p.db"), "/", html)
+        with serve_asgi(app) as base, httpx.Client(trust_env=False) as c:
+            headers = {"User-Agent": BOT, "Accept-Encoding": accept_encoding}
+            with c.stream("GET", base + "/", headers=headers) as r:
+                wire = b"".join(r.iter_raw())
+    assert r.headers["x-snapshotd-cache"] == "HIT"
+    assert ("content-encoding" in r.headers) is gzipped
+    assert (gzip.decompress(wire) if gzipped else wire).decode() == html
