@@ -262,13 +262,22 @@ class Proxy:
             if fresh:
                 await self._send_snapshot(snapshot, "HIT", headers, scope, send)
                 return
-            if site.capture_expired and snapshot.state in ("processed", "error"):
+            # A failed recapture waits out its retry delay (``expires_at``) like any other.
+            due = snapshot.expires_at is None or snapshot.expires_at <= now
+            if site.capture_expired and snapshot.state in ("processed", "error") and due:
                 await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
                 self.cache.evict((site.name, path))
             await self._send_snapshot(snapshot, "STALE", headers, scope, send)
             return
 
-        if site.capture_new:
+        record = await self.store.get_path(site.name, path)
+        retry_later = (
+            record is not None
+            and record.state == "error"
+            and record.expires_at is not None
+            and record.expires_at > now
+        )
+        if site.capture_new and not retry_later:
             await self.store.enqueue(site.name, path, PRIORITY_BOT)
             snapshot = await self._wait_for_capture(site, path)
             if snapshot is not None:

@@ -475,3 +475,57 @@ def test_accept_encoding_q_values(tmp_path, accept_encoding: str, gzipped: bool)
     assert r.headers["x-snapshotd-cache"] == "HIT"
     assert ("content-encoding" in r.headers) is gzipped
     assert (gzip.decompress(wire) if gzipped else wire).decode() == html
+
+
+class _CountingNoRender:
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+
+    async def capture(self, url, site):  # type: ignore[no-untyped-def]
+        from snapshotd.render.base import CaptureResult
+
+        self.urls.append(url)
+        return CaptureResult(url=url, final_url=url, status=0, html="", error="origin down")
+
+
+def _failed(db: str, path: str, retry_in: float) -> None:
+    from snapshotd.store.sqlite import SQLiteStore
+
+    async def fail() -> None:
+        async with SQLiteStore(db) as store:
+            await store.enqueue("default", path, 2, force=True)
+            await store.claim_path("default", path, "test", 60)
+            await store.fail(
+                "default", path, "test", error="timed out", retry_at=time.time() + retry_in
+            )
+
+    asyncio.run(fail())
+
+
+def test_bot_requests_do_not_skip_the_retry_backoff_of_a_failed_capture(tmp_path) -> None:
+    db = str(tmp_path / "p.db")
+    origin = Starlette(routes=[Route("/{p:path}", lambda r: HTMLResponse("origin page"))])
+    renderer = _CountingNoRender()
+    with serve_asgi(origin) as origin_url:
+        settings = Settings(db=db, miss_wait=5, sites=(SiteSettings(origin=origin_url),))
+        app = create_app(settings, renderer=renderer, crawler=False)  # type: ignore[arg-type]
+        _stored(db, "/kept", "<html><body><h1>old snapshot</h1></body></html>")
+        _failed(db, "/kept", 600)
+        _failed(db, "/never", 600)
+        with serve_asgi(app) as base, httpx.Client(base_url=base, trust_env=False) as c:
+            kept = [c.get("/kept", headers={"User-Agent": BOT}) for _ in range(3)]
+            never = [c.get("/never", headers={"User-Agent": BOT}) for _ in range(3)]
+    assert [r.headers["x-snapshotd-cache"] for r in kept] == ["STALE"] * 3
+    assert "old snapshot" in kept[0].text
+    assert [r.headers["x-snapshotd-cache"] for r in never] == ["BYPASS"] * 3
+    assert never[0].text == "origin page"
+    assert renderer.urls == []
+    conn = sqlite3.connect(db)
+    try:
+        states = dict(conn.execute("SELECT path, state FROM paths"))
+    finally:
+        conn.close()
+    assert states == {"/kept": "error", "/never": "error"}
