@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import http.cookiejar
 import logging
 from collections.abc import AsyncIterator
@@ -56,6 +58,17 @@ def _client() -> httpx.AsyncClient:
     refuse_all = http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
     client.cookies = http.cookiejar.CookieJar(refuse_all)
     return client
+
+
+async def _pump(response: httpx.Response, send: Send) -> None:
+    async for chunk in response.aiter_raw():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class Upstream:
@@ -160,9 +173,20 @@ class Upstream:
             if method == "HEAD":
                 await send({"type": "http.response.body", "body": b""})
                 return response.status_code
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
+            # The server drops what is sent after the client has gone, so watch for that:
+            # an endless origin stream (server-sent events) must not be read on for nobody.
+            pump = asyncio.ensure_future(_pump(response, send))
+            gone = asyncio.ensure_future(_disconnected(receive))
+            try:
+                await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                gone.cancel()
+                if not pump.done():
+                    pump.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pump
+            if not pump.cancelled():
+                pump.result()
         except httpx.HTTPError as exc:
             # Headers are out; all we can do is end the body early.
             log.warning("origin stream broke origin=%s error=%s", origin, type(exc).__name__)

@@ -529,3 +529,28 @@ def test_bot_requests_do_not_skip_the_retry_backoff_of_a_failed_capture(tmp_path
     finally:
         conn.close()
     assert states == {"/kept": "error", "/never": "error"}
+
+
+def test_pass_through_stream_stops_when_the_client_goes_away(tmp_path) -> None:
+    import threading
+
+    ended = threading.Event()
+
+    async def endless(request: Request) -> Response:
+        async def chunks():  # type: ignore[no-untyped-def]
+            try:
+                while True:
+                    yield b"data: tick\n\n"
+                    await asyncio.sleep(0.05)
+            finally:
+                ended.set()
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    origin = Starlette(routes=[Route("/events", endless)])
+    with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"GET /events HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            assert b"tick" in s.recv(65536) + s.recv(65536)
+        assert ended.wait(5), "the origin kept streaming to a client that had gone"
