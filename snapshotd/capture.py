@@ -88,7 +88,15 @@ class CaptureService:
     async def _run(self, site: SiteSettings, record: PathRecord) -> Outcome:
         url = site.url_for(record.path)
         started = time.monotonic()
-        result = await self.renderer.capture(url, site)
+        try:
+            result = await self.renderer.capture(url, site)
+        except Exception as exc:
+            # A renderer fault is a failed capture like any other: the path must not stay
+            # leased until the lease runs out.
+            log.warning("renderer fault site=%s path=%s error=%r", site.name, record.path, exc)
+            result = CaptureResult(
+                url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
+            )
         self.metrics.render_seconds.observe(time.monotonic() - started)
         now = self.clock()
         if not result.ok:

@@ -296,8 +296,12 @@ class Proxy:
         done, _ = await asyncio.wait({task}, timeout=self.settings.miss_wait)
         if not done:
             return None
-        if task.exception() is not None:
-            log.warning("capture failed path=%s error=%r", path, task.exception())
+        if task.cancelled() or task.exception() is not None:
+            log.warning(
+                "capture failed path=%s error=%r",
+                path,
+                "cancelled" if task.cancelled() else task.exception(),
+            )
             return None
         outcome = task.result()
         if outcome is not None:

@@ -554,3 +554,19 @@ def test_pass_through_stream_stops_when_the_client_goes_away(tmp_path) -> None:
             s.sendall(b"GET /events HTTP/1.1\r\nHost: a.test\r\n\r\n")
             assert b"tick" in s.recv(65536) + s.recv(65536)
         assert ended.wait(5), "the origin kept streaming to a client that had gone"
+
+
+def test_a_renderer_fault_fails_open_and_leaves_the_path_in_error(tmp_path) -> None:
+    """A renderer that raises (not one reporting a failure) still frees the path."""
+    origin = Origin()
+    with serve_asgi(origin.app) as origin_url:
+        app = _no_render_app(tmp_path, origin_url)  # its renderer raises on capture
+        with serve_asgi(app) as base:
+            r = httpx.get(base + "/about", headers={"User-Agent": BOT}, trust_env=False)
+    assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "BYPASS"
+    conn = sqlite3.connect(str(tmp_path / "p.db"))
+    state, error, lease = conn.execute(
+        "SELECT state, error, lease_owner FROM paths WHERE path = '/about'"
+    ).fetchone()
+    conn.close()
+    assert state == "error" and error.startswith("renderer fault") and lease is None
