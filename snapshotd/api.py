@@ -193,7 +193,7 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed ``limit``."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.strip().isdigit():
+        if not _is_number(declared.strip()):
             raise ApiError(400, "Content-Length is not a number", "Content-Length")
         if int(declared) > limit:
             raise ApiError(413, f"the body is larger than {limit} bytes")
@@ -227,6 +227,11 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ApiError(400, "the body must be a JSON object", "body")
     return value
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also holds for '²' or '١', which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def _check_priority(value: Any, field: str = "priority") -> int:
@@ -265,6 +270,10 @@ def normalise_site_path(value: str) -> str:
     """
     if not value.startswith("/"):
         raise BadRequest("must start with '/'")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("holds a lone surrogate, which is not text") from None
     rest, bang, fragment = value.partition("#!")
     if not bang:
         rest = rest.split("#", 1)[0]
@@ -801,10 +810,10 @@ def create_api(ctx: Context) -> ASGIApp:
         if prefix is not None and not prefix.startswith("/"):
             raise ApiError(400, "prefix must start with '/'", "prefix")
         raw_limit = q.get("limit", str(DEFAULT_PAGE))
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_PAGE:
+        if not _is_number(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE:
             raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}", "limit")
         raw_cursor = q.get("cursor") or None
-        if raw_cursor is not None and not (raw_cursor.isdigit() and len(raw_cursor) < 19):
+        if raw_cursor is not None and not (_is_number(raw_cursor) and len(raw_cursor) < 19):
             raise ApiError(400, "cursor must be a next_cursor this API gave", "cursor")
         records, next_cursor = await ctx.store.list_paths(
             site.name,
@@ -917,7 +926,7 @@ def create_api(ctx: Context) -> ASGIApp:
             name = sorted(unknown)[0]
             raise ApiError(400, f"unknown parameter {name!r}", name)
         raw_priority = q.get("priority", str(PRIORITY_API))
-        if not raw_priority.isdigit():
+        if not _is_number(raw_priority):
             raise ApiError(400, "priority must be an integer from 0 to 3", "priority")
         priority = _check_priority(int(raw_priority))
         force = _query_flag(q.get("force"), "force")
@@ -926,9 +935,14 @@ def create_api(ctx: Context) -> ASGIApp:
         skipped: list[dict[str, str]] = []
         for url in urls:
             reason = None
-            parts = urlsplit(url)
+            try:
+                parts = urlsplit(url)
+                hostname, _port = parts.hostname, parts.port
+            except ValueError:
+                skipped.append({"url": url[:500], "reason": "not a URL"})
+                continue
             if parts.scheme or parts.netloc:
-                if parts.scheme not in ("http", "https") or not parts.hostname:
+                if parts.scheme not in ("http", "https") or not hostname:
                     reason = "not an http(s) URL"
                 elif _site_for_netloc(ctx, parts.netloc) is not site:
                     reason = "another site's host"
@@ -1079,8 +1093,13 @@ async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Se
     except ApiError as exc:
         await _send_error(send, exc.status, str(exc), exc.field)
         return
-    parts = urlsplit(target)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(target)
+        hostname = parts.hostname
+    except ValueError as exc:
+        await _send_error(send, 400, f"url is not a URL ({exc}): {target[:200]!r}", "url")
+        return
+    if parts.scheme.lower() not in ("http", "https") or not hostname:
         await _send_error(
             send, 400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url"
         )

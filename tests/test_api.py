@@ -707,3 +707,65 @@ async def test_render_fails_open_to_the_origin_without_leaking_the_token(
     assert r.text == "js" and "x-snapshotd-cache" not in r.headers
     assert len(render_env.renderer.captures) == 1
     await asyncio.sleep(0)
+
+
+# ---------------------------------------------------------------------------- odd input
+
+
+async def test_non_ascii_digits_are_a_400_not_a_crash(env: Env) -> None:
+    c = env.client
+    # str.isdigit() holds for '²' and '١', which int() may refuse.
+    for params, field in [
+        ({"limit": "²"}, "limit"),
+        ({"limit": "١٠"}, "limit"),
+        ({"cursor": "²"}, "cursor"),
+        ({"cursor": "١٢"}, "cursor"),
+    ]:
+        r = await c.get(f"{API}/sites/shop/paths", headers=AUTH, params=params)
+        assert r.status_code == 400, (params, r.text)
+        assert r.json()["field"] == field
+    r = await c.post(
+        f"{API}/sites/shop/sitemap", headers=AUTH, params={"priority": "²"}, content=b"x"
+    )
+    assert r.status_code == 400
+    assert r.json()["field"] == "priority"
+    r = await c.post(
+        f"{API}/sites/shop/paths",
+        headers={**AUTH, "Content-Length": b"\xb2"},
+        content=b'{"paths": ["/a"]}',
+    )
+    assert r.status_code == 400
+    assert r.json()["field"] == "Content-Length"
+    assert await env.store.counts() == {}
+
+
+async def test_lone_surrogates_in_paths_are_a_400(env: Env) -> None:
+    c = env.client
+    for raw in (b'{"paths": ["/ok", "/\\ud800"]}', b'{"paths": ["/ok", "/a#!\\udfff"]}'):
+        r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, content=raw)
+        assert r.status_code == 400, r.text
+        assert r.json()["field"] == "paths[1]"
+    assert await env.store.counts() == {}
+
+
+async def test_render_with_a_malformed_url_is_a_400(render_env: Env, origin) -> None:
+    for url in (
+        "/_snapshotd/render/http://[::1/a",
+        "/_snapshotd/render?url=http%3A%2F%2F%5Bshop.test%2Fa",
+    ):
+        r = await render_env.client.get(url, headers=AUTH)
+        assert r.status_code == 400, (url, r.text)
+        assert r.json()["field"] == "url"
+    assert origin.log == []
+
+
+async def test_a_sitemap_url_that_does_not_parse_is_skipped(env: Env) -> None:
+    body = b"http://shop.test/a\nhttp://[shop.test/b\nhttp://shop.test:99999/c\n"
+    r = await env.client.post(f"{API}/sites/shop/sitemap", headers=AUTH, content=body)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["counts"] == {"queued": 1}
+    assert [s["url"] for s in data["skipped"]] == [
+        "http://[shop.test/b",
+        "http://shop.test:99999/c",
+    ]
