@@ -67,7 +67,13 @@ class RobotsCache:
         kept = previous.parser if previous else None
         now = self.clock()
         try:
-            response = await self.client.get(url)
+            async with self.client.stream("GET", url) as response:
+                body = bytearray()
+                if response.status_code == 200:
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) >= MAX_ROBOTS_BYTES:
+                            break
         except httpx.HTTPError as exc:
             log.warning("robots.txt unreachable site=%s error=%s", site.name, type(exc).__name__)
             self._entries[site.name] = _Entry(kept, now + self.retry)
@@ -80,9 +86,11 @@ class RobotsCache:
             log.info("robots.txt absent (%d) site=%s", response.status_code, site.name)
             self._entries[site.name] = _Entry(None, now + self.ttl)
             return
-        text = response.content[:MAX_ROBOTS_BYTES].decode("utf-8", "replace")
-        self._entries[site.name] = _Entry(Protego.parse(text), now + self.ttl)
-        log.info("robots.txt read site=%s bytes=%d", site.name, len(response.content))
+        raw = bytes(body[:MAX_ROBOTS_BYTES])
+        self._entries[site.name] = _Entry(
+            Protego.parse(raw.decode("utf-8", "replace")), now + self.ttl
+        )
+        log.info("robots.txt read site=%s bytes=%d", site.name, len(raw))
 
     def allowed(self, site: SiteSettings, path: str) -> bool:
         """Whether robots.txt lets the crawler fetch a site path (``#!`` part ignored)."""

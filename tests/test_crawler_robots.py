@@ -77,3 +77,37 @@ async def test_unreachable_robots_allows_until_read():
         await robots.refresh(site)
         assert robots.allowed(site, "/anything")
         assert not robots.due(site)
+
+
+async def test_an_endless_robots_txt_is_read_only_as_far_as_the_bound():
+    import asyncio
+
+    from snapshotd.robots import MAX_ROBOTS_BYTES
+    from tests.servers import serve_asgi
+
+    sent = {"bytes": 0}
+
+    async def endless(scope, receive, send):
+        assert scope["type"] == "http"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b"User-agent: *\nDisallow: /private/\n",
+                "more_body": True,
+            }
+        )
+        chunk = b"# " + b"x" * 8190 + b"\n"
+        while sent["bytes"] < 200 * 1024 * 1024:
+            sent["bytes"] += len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    with serve_asgi(endless, lifespan="off") as base:
+        site = SiteSettings(name="s", origin=base)
+        async with httpx.AsyncClient() as client:
+            robots = RobotsCache(client, clock=Clock())
+            await asyncio.wait_for(robots.refresh(site), 20)
+        assert not robots.allowed(site, "/private/x")
+        assert robots.allowed(site, "/public")
+        assert sent["bytes"] < 20 * MAX_ROBOTS_BYTES
