@@ -113,28 +113,33 @@ def parse_sitemap(
     truncated = False
     loc: str | None = None
     lastmod: float | None = None
+    root = None
+    depth = 0  # of the element just opened or closed: the root is 1, an entry 2, its loc 3
     try:
         for event, elem in iterparse(io.BytesIO(data), events=("start", "end")):
             name = _local(elem.tag)
             if event == "start":
-                if not kind:
+                depth += 1
+                if root is None:
                     if name not in ("urlset", "sitemapindex"):
                         raise SitemapError(f"not a sitemap: root element is <{name}>")
-                    kind = name
-                elif name in ("url", "sitemap"):
+                    kind, root = name, elem
+                elif depth == 2:
                     loc, lastmod = None, None
                 continue
-            if name == "loc":
+            depth -= 1
+            # Only an entry's own <loc> and <lastmod>, not an extension's (<image:loc>).
+            if depth == 2 and name == "loc":
                 loc = (elem.text or "").strip() or None
-            elif name == "lastmod":
+            elif depth == 2 and name == "lastmod":
                 lastmod = parse_lastmod(elem.text or "")
-            elif name in ("url", "sitemap"):
-                if loc:
+            elif depth == 1 and root is not None:
+                if name in ("url", "sitemap") and loc:
                     if len(entries) >= max_urls:
                         truncated = True
                         break
                     entries.append(SitemapEntry(loc, lastmod))
-                elem.clear()
+                root.clear()  # what was read is not kept: memory stays flat
     except DefusedXmlException as exc:
         raise SitemapError(f"refused XML ({type(exc).__name__})") from None
     except SyntaxError as exc:  # ElementTree.ParseError

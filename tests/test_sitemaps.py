@@ -161,3 +161,40 @@ async def test_fetch_reports_an_unreachable_server():
     async with httpx.AsyncClient() as client:
         fetched = await fetch_sitemap(client, "http://127.0.0.1:9/none.xml", same_site=bool)
     assert fetched.entries == [] and "fetch failed" in fetched.errors[0]
+
+
+def test_elements_without_a_loc_are_not_kept_while_parsing():
+    import tracemalloc
+
+    # 5 MB of <url/> is about 870,000 elements; kept in the tree, they cost ~100 MB.
+    count = 5 * 1024 * 1024 // 6
+    data = b"<urlset>" + b"<url/>" * count + b"<x>y</x>" * 1000 + b"</urlset>"
+    tracemalloc.start()
+    try:
+        sitemap = parse_sitemap(data)
+        _size, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sitemap.kind == "urlset" and sitemap.entries == ()
+    assert peak < 30 * 1024 * 1024
+
+
+def test_an_image_sitemap_lists_its_pages_not_its_images():
+    data = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+  <url>
+    <loc>https://shop.test/items/1</loc>
+    <image:image><image:loc>https://cdn.test/1.jpg</image:loc></image:image>
+  </url>
+  <url>
+    <image:image><image:loc>https://cdn.test/2.jpg</image:loc></image:image>
+    <loc>https://shop.test/items/2</loc>
+    <lastmod>2024-05-01</lastmod>
+  </url>
+</urlset>"""
+    sitemap = parse_sitemap(data)
+    assert [e.loc for e in sitemap.entries] == [
+        "https://shop.test/items/1",
+        "https://shop.test/items/2",
+    ]
