@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from snapshotd.bots import is_static_asset
 from snapshotd.config import SiteSettings
+from snapshotd.proxy import _accepts_gzip as accepts_gzip
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API, STATES, PathRecord, captured_check
 from snapshotd.urls import BadRequest, site_path_from_request, site_path_from_url
@@ -910,8 +911,7 @@ def create_api(ctx: Context) -> ASGIApp:
             "ETag": snapshot.etag,
             "Vary": "Accept-Encoding",
         }
-        accepts = request.headers.get("accept-encoding", "").lower()
-        if "gzip" in accepts:
+        if accepts_gzip(request.headers.get("accept-encoding", "")):
             headers["Content-Encoding"] = "gzip"
             body = snapshot.body_gz
         else:

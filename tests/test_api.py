@@ -769,3 +769,19 @@ async def test_a_sitemap_url_that_does_not_parse_is_skipped(env: Env) -> None:
         "http://[shop.test/b",
         "http://shop.test:99999/c",
     ]
+
+
+async def test_snapshot_is_not_gzipped_for_a_client_that_refuses_gzip(env: Env) -> None:
+    await env.capture("shop", "/items/1", "<html><body>snap</body></html>")
+    for value in ("gzip;q=0", "identity, gzip;q=0", "*;q=0"):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=env.app, client=("127.0.0.1", 50000)),
+            base_url="http://snapshotd.test",
+        ) as c:
+            r = await c.get(
+                f"{API}/sites/shop/snapshot/items/1",
+                headers={**AUTH, "Accept-Encoding": value},
+            )
+        assert r.status_code == 200
+        assert "content-encoding" not in r.headers, value
+        assert r.content == b"<html><body>snap</body></html>"
