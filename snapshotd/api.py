@@ -225,6 +225,8 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise ApiError(400, "the body is nested too deeply", "body") from None
+    except ValueError as exc:  # a number past the interpreter's digit limit
+        raise ApiError(400, f"the body is not usable JSON: {exc}"[:200], "body") from None
     if not isinstance(value, dict):
         raise ApiError(400, "the body must be a JSON object", "body")
     return value

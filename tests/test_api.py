@@ -785,3 +785,11 @@ async def test_snapshot_is_not_gzipped_for_a_client_that_refuses_gzip(env: Env) 
         assert r.status_code == 200
         assert "content-encoding" not in r.headers, value
         assert r.content == b"<html><body>snap</body></html>"
+
+
+async def test_a_number_too_long_to_read_is_a_400(env: Env) -> None:
+    body = b'{"paths": ["/a"], "priority": ' + b"1" * 5000 + b"}"
+    r = await env.client.post(f"{API}/sites/shop/paths", headers=AUTH, content=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == "body"
+    assert await env.store.counts() == {}
