@@ -1046,6 +1046,14 @@ def _site_for_netloc(ctx: Context, netloc: str) -> SiteSettings | None:
     return site
 
 
+_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
+
+
+def _reescape(url: str, encoding: str) -> str:
+    """``url`` with what a browser would have percent-encoded (non-ASCII, spaces) encoded."""
+    return url if url.isascii() and " " not in url else quote(url, _URL_SAFE, encoding)
+
+
 def render_target(scope: Scope) -> str:
     """The absolute URL a render request names: after ``/render/`` (raw, query included) or
     in ``?url=``."""
@@ -1063,12 +1071,15 @@ def render_target(scope: Scope) -> str:
                 "/_snapshotd/render?url=<absolute URL>",
                 "url",
             )
-        return values[0]
+        return _reescape(values[0], "utf-8")
     target = rest[1:]
     if target[:8].lower() in ("http%3a%", "https%3a"):
-        target = unquote(target)  # a middleware that encoded the whole URL
-    elif query:
-        target += "?" + query
+        target = _reescape(unquote(target), "utf-8")  # a middleware that encoded the whole URL
+    else:
+        # Raw bytes of the request line, read as latin-1: the same bytes, escaped.
+        target = _reescape(target, "latin-1")
+        if query:
+            target += "?" + query
     lower = target[:8].lower()
     # A proxy in front may have merged the '//' after the scheme.
     if lower.startswith("http:/") and not lower.startswith("http://"):

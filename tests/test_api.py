@@ -793,3 +793,22 @@ async def test_a_number_too_long_to_read_is_a_400(env: Env) -> None:
     assert r.status_code == 400, r.text
     assert r.json()["field"] == "body"
     assert await env.store.counts() == {}
+
+
+async def test_render_url_with_non_ascii_characters_names_the_escaped_path(
+    render_env: Env, origin
+) -> None:
+    await render_env.capture("shop", "/caf%C3%A9", "<html><body>cafe</body></html>")
+    await render_env.capture("shop", "/%E4%B8%AD", "<html><body>zhong</body></html>")
+    for url, text in (
+        # ?url= decoded once by the query parser: the URL as a browser shows it.
+        ("/_snapshotd/render?url=http://shop.test/caf%C3%A9", "cafe"),
+        ("/_snapshotd/render?url=http://shop.test/%E4%B8%AD", "zhong"),
+        ("/_snapshotd/render/http%3A%2F%2Fshop.test%2F%E4%B8%AD", "zhong"),
+        ("/_snapshotd/render/http://shop.test/%E4%B8%AD", "zhong"),
+    ):
+        r = await render_env.client.get(url, headers={**AUTH, "User-Agent": "Googlebot"})
+        assert r.status_code == 200, (url, r.text)
+        assert r.headers["x-snapshotd-cache"] == "HIT", url
+        assert text in r.text
+    assert origin.log == []
