@@ -277,10 +277,10 @@ def normalise_site_path(value: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequest("holds a lone surrogate, which is not text") from None
-    rest, bang, fragment = value.partition("#!")
-    if not bang:
-        rest = rest.split("#", 1)[0]
-    elif any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in fragment):
+    rest, _hash, fragment = value.partition("#")  # the fragment starts at the first '#'
+    bang = fragment.startswith("!")
+    fragment = fragment[1:]
+    if bang and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in fragment):
         raise BadRequest("the #! fragment holds control characters")
     raw_path, _, query = rest.partition("?")
     _no_dot_segments(raw_path)

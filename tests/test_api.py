@@ -812,3 +812,12 @@ async def test_render_url_with_non_ascii_characters_names_the_escaped_path(
         assert r.headers["x-snapshotd-cache"] == "HIT", url
         assert text in r.text
     assert origin.log == []
+
+
+async def test_a_fragment_starts_at_the_first_hash(env: Env) -> None:
+    # "#frag#!x" is one plain fragment (it does not start with '!'), so it is dropped.
+    r = await env.client.post(
+        f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/a#frag#!x", "/b#!x#y"]}
+    )
+    assert r.status_code == 200, r.text
+    assert [e["path"] for e in r.json()["results"]] == ["/a", "/b#!x#y"]
