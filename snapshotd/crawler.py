@@ -398,6 +398,9 @@ class Crawler:
         if len(path) > MAX_PATH + MAX_QUERY:
             return self._skip(site, path, "too long")
         if site.is_ignored(path) and not capture_flag:
+            # A record in any state counts against max_pages, an ignored one too.
+            if self._size.get(site.name, 0) >= site.max_pages:
+                return self._skip(site, path, "max_pages")
             if await self.store.add_ignored(site.name, path, hops=hops, reason="ignored"):
                 self.stats.ignored += 1
                 self._size[site.name] = self._size.get(site.name, 0) + 1

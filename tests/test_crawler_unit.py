@@ -62,3 +62,23 @@ def test_owner_is_dead_here():
     assert not _owner_is_dead_here(f"{host}:{os.getppid()}:1")  # alive
     assert not _owner_is_dead_here(f"elsewhere.example:{gone.pid}:1")  # cannot tell
     assert not _owner_is_dead_here("garbage")
+
+
+async def test_ignored_links_count_against_max_pages(store):
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000", ignore=("/cart",), max_pages=3)
+    settings = Settings(sites=(site,))
+    crawler = Crawler(
+        settings,
+        store,
+        CaptureService(settings, store, None),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty()},
+    )
+    crawler._size["s"] = await store.site_size("s")
+    assert await crawler._admit(site, "/a", hops=0, priority=1, source="seed") == "queued"
+    outcomes = [
+        await crawler._admit(site, f"/cart?item={i}", hops=1, priority=1, source="link")
+        for i in range(10)
+    ]
+    assert outcomes[:2] == ["ignored", "ignored"]
+    assert set(outcomes[2:]) == {"skipped"}
+    assert await store.site_size("s") == 3
