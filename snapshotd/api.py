@@ -69,6 +69,9 @@ CONSOLE_CSP = (
     "frame-ancestors 'none'"
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Left as they are when escaping a URL or path as a browser would.
+_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 FORWARDED_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 
 
@@ -273,15 +276,16 @@ def normalise_site_path(value: str) -> str:
     """
     if not value.startswith("/"):
         raise BadRequest("must start with '/'")
+    if _CONTROL.search(value):
+        raise BadRequest("holds control characters")
     try:
-        value.encode("utf-8")
+        # Non-ASCII characters are escaped, as in the request a browser makes for the path.
+        value = _NON_ASCII.sub(lambda m: quote(m.group(), safe=""), value)
     except UnicodeEncodeError:
         raise BadRequest("holds a lone surrogate, which is not text") from None
     rest, _hash, fragment = value.partition("#")  # the fragment starts at the first '#'
     bang = fragment.startswith("!")
     fragment = fragment[1:]
-    if bang and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in fragment):
-        raise BadRequest("the #! fragment holds control characters")
     raw_path, _, query = rest.partition("?")
     _no_dot_segments(raw_path)
     path, _escaped = site_path_from_request(raw_path, query)
@@ -298,7 +302,7 @@ def site_path_from_param(param: str) -> str:
     """
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in param):
         raise ApiError(400, "path holds control characters", "path")
-    encoded = quote(param, safe="!#$%&'()*+,/:;=?@[]~")
+    encoded = quote(param, safe=_URL_SAFE)
     try:
         return normalise_site_path("/" + encoded)
     except BadRequest as exc:
@@ -1044,9 +1048,6 @@ def _site_for_netloc(ctx: Context, netloc: str) -> SiteSettings | None:
     if site is None and not netloc.startswith("["):
         site = ctx.settings.site_for_url_host(netloc.rsplit(":", 1)[0])
     return site
-
-
-_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
 def _reescape(url: str, encoding: str) -> str:

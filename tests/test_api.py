@@ -821,3 +821,19 @@ async def test_a_fragment_starts_at_the_first_hash(env: Env) -> None:
     )
     assert r.status_code == 200, r.text
     assert [e["path"] for e in r.json()["results"]] == ["/a", "/b#!x#y"]
+
+
+async def test_queued_paths_are_escaped_as_a_browser_would(env: Env) -> None:
+    c = env.client
+    r = await c.post(
+        f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/caf\u00e9", "/\u4e2d?q=\u00e9"]}
+    )
+    assert r.status_code == 200, r.text
+    assert [e["path"] for e in r.json()["results"]] == ["/caf%C3%A9", "/%E4%B8%AD?q=%C3%A9"]
+    # Each is found again under its ref, as a bot's request for it would find it.
+    listed = (await c.get(f"{API}/sites/shop/paths", headers=AUTH)).json()["paths"]
+    for record in listed:
+        got = await c.get(f"{API}/sites/shop/paths/{record['ref']}", headers=AUTH)
+        assert got.status_code == 200 and got.json()["path"] == record["path"]
+    r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/ok", "/a\tb"]})
+    assert r.status_code == 400 and r.json()["field"] == "paths[1]"
