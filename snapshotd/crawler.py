@@ -103,6 +103,16 @@ def _owner_is_dead_here(owner: str) -> bool:
     return stat[stat.rfind(")") + 2 :].startswith("Z")
 
 
+def _robots_tag_nofollow(value: str) -> bool:
+    """Whether an ``X-Robots-Tag`` value says ``nofollow`` (or ``none``, which implies it),
+    for every crawler or under a ``name:`` prefix."""
+    for part in value.lower().split(","):
+        token = part.rsplit(":", 1)[-1].strip()
+        if token in ("nofollow", "none"):
+            return True
+    return False
+
+
 class Crawler:
     """Claims and captures pending paths of every configured site until stopped.
 
@@ -486,7 +496,7 @@ class Crawler:
         if not 200 <= result.status < 300 or duplicate_of is not None:
             return
         page = extract_links(result.html, page_url)
-        nofollow = page.nofollow or "nofollow" in result.headers.get("X-Robots-Tag", "").lower()
+        nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
         own = {record.path, site_path_from_url(page_url)}
         links = list(page.links)
         if page.canonical:

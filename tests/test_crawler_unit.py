@@ -82,3 +82,33 @@ async def test_ignored_links_count_against_max_pages(store):
     assert outcomes[:2] == ["ignored", "ignored"]
     assert set(outcomes[2:]) == {"skipped"}
     assert await store.site_size("s") == 3
+
+
+async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    crawler = Crawler(
+        settings,
+        store,
+        CaptureService(settings, store, None),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty()},
+    )
+    crawler._size["s"] = await store.site_size("s")
+    await crawler._admit(site, "/page", hops=0, priority=1, source="seed")
+    record = await store.get_path("s", "/page")
+    html = '<a href="/linked">x</a><link rel="next" href="/next">'
+    for value in ("none", "noindex, nofollow", "snapshotd: NONE"):
+        result = CaptureResult(
+            url="http://127.0.0.1:3000/page",
+            final_url="http://127.0.0.1:3000/page",
+            headers={"X-Robots-Tag": value},
+            html=html,
+        )
+        await crawler._after_capture(site, record, result, None)
+        assert await store.site_size("s") == 1, value
+    # Without the header the links are followed.
+    result = CaptureResult(url="", final_url="http://127.0.0.1:3000/page", html=html)
+    await crawler._after_capture(site, record, result, None)
+    assert await store.get_path("s", "/linked") is not None
