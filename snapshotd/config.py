@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -128,8 +128,13 @@ class Settings:
 
 # ---------------------------------------------------------------------------- loading
 
-_SERVER_KEYS = {"host": str, "port": int, "db": str, "api_tokens": list, "miss_wait": float}
-_BROWSER_TYPES = {f.name: f.type for f in fields(BrowserSettings)}
+_SERVER_KINDS = {
+    "host": "str",
+    "port": "int",
+    "db": "str",
+    "api_tokens": "list",
+    "miss_wait": "float",
+}
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {"bots_add", "bots_remove"} | {"bots"}
 
 
@@ -185,6 +190,30 @@ def _coerce_env(key: str, raw: str, kind: str) -> Any:
     except ValueError:
         raise ConfigError(f"SNAPSHOTD_{key.upper()}: cannot read {raw!r} as {kind}") from None
     return raw
+
+
+_BROWSER_KINDS = {f.name: _kind_of(f.type) for f in fields(BrowserSettings)}
+
+
+def _section(
+    where: str, name: str, raw: Mapping[str, Any], kinds: Mapping[str, str], env: Mapping[str, str]
+) -> dict[str, Any]:
+    """One table's values, checked against ``kinds``, with ``SNAPSHOTD_<KEY>`` over them."""
+    unknown = set(raw) - set(kinds)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {name}.{sorted(unknown)[0]}")
+    values: dict[str, Any] = {}
+    for key, kind in kinds.items():
+        if key in raw:
+            values[key] = _check_type(f"{where}: {name}.{key}", raw[key], kind)
+        env_key = f"SNAPSHOTD_{key.upper()}"
+        if env_key in env:
+            values[key] = (
+                _check_type(env_key, env[env_key], "list")
+                if kind == "list"
+                else _coerce_env(key, env[env_key], kind)
+            )
+    return values
 
 
 def _origin(key: str, value: str) -> str:
@@ -278,53 +307,21 @@ def load_settings(
     if not isinstance(sites, list):
         raise ConfigError(f"{where}: sites are written [[site]]")
 
-    # server: file < env < flags
-    server_values: dict[str, Any] = {}
-    for key, kind in _SERVER_KEYS.items():
-        k = kind.__name__
-        if key in server:
-            server_values[key] = _check_type(f"{where}: server.{key}", server[key], k)
-        env_key = f"SNAPSHOTD_{key.upper()}"
-        if env_key in env:
-            raw = env[env_key]
-            if key == "api_tokens":
-                server_values[key] = _check_type(env_key, raw, "list")
-            elif key == "api_tokens" or k == "str":
-                server_values[key] = raw
-            else:
-                server_values[key] = _coerce_env(key, raw, k)
+    # Each section: file < env < flags.
+    server_values = _section(where, "server", server, _SERVER_KINDS, env)
+    for key in _SERVER_KINDS:
         if key in overrides:
             value = overrides[key]
             server_values[key] = tuple(value) if key == "api_tokens" else value
-    for key in ("SNAPSHOTD_API_TOKEN",):
-        if key in env and "api_tokens" not in overrides:
-            server_values["api_tokens"] = tuple(
-                t for t in (server_values.get("api_tokens", ()) + (env[key],)) if t
-            )
-    unknown = set(server) - set(_SERVER_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key server.{sorted(unknown)[0]}")
+    if "SNAPSHOTD_API_TOKEN" in env and "api_tokens" not in overrides:
+        server_values["api_tokens"] = tuple(
+            t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
+        )
     port = server_values.get("port", 8080)
     if not 0 <= port <= 65535:
         raise ConfigError(f"{where}: server.port {port} is out of range")
 
-    browser_values: dict[str, Any] = {}
-    unknown = set(browser) - set(_BROWSER_TYPES)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key browser.{sorted(unknown)[0]}")
-    for key, tp in _BROWSER_TYPES.items():
-        browser_kind = _kind_of(tp)
-        if key in browser:
-            browser_values[key] = _check_type(
-                f"{where}: browser.{key}", browser[key], browser_kind
-            )
-        env_key = f"SNAPSHOTD_{key.upper()}"
-        if env_key in env:
-            browser_values[key] = (
-                _check_type(env_key, env[env_key], "list")
-                if browser_kind == "list"
-                else _coerce_env(key, env[env_key], browser_kind)
-            )
+    browser_values = _section(where, "browser", browser, _BROWSER_KINDS, env)
     if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):
         browser_values["executable"] = env["SNAPSHOTD_CHROMIUM"]
     if browser_values.get("concurrency", 1) < 1:
@@ -359,8 +356,3 @@ def load_settings(
         sites=tuple(site_list),
         config_path=str(config or ""),
     )
-
-
-def with_sites(settings: Settings, *sites: SiteSettings) -> Settings:
-    """A copy of ``settings`` with other sites (tests and the example app use it)."""
-    return replace(settings, sites=tuple(sites))
