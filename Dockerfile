@@ -1,8 +1,9 @@
 FROM python:3.11-slim-bookworm
 
-# Debian's Chromium (Playwright drives it through executable_path) and tini to reap its children.
+# Debian's Chromium headless shell (Playwright drives it through executable_path) and tini to
+# reap its children.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium tini fonts-liberation \
+ && apt-get install -y --no-install-recommends chromium-headless-shell tini fonts-liberation \
  && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --create-home --uid 10001 snapshotd \
@@ -14,7 +15,7 @@ COPY rules ./rules
 RUN pip install --no-cache-dir .
 
 USER snapshotd
-ENV SNAPSHOTD_CHROMIUM=/usr/bin/chromium \
+ENV SNAPSHOTD_CHROMIUM=/usr/bin/chromium-headless-shell \
     SNAPSHOTD_DB=/data/snapshotd.db \
     SNAPSHOTD_HOST=0.0.0.0 \
     SNAPSHOTD_PORT=8080
