@@ -1,11 +1,12 @@
 """Renderer throughput and memory, against the example SPA's item pages.
 
     python bench/bench_render.py                 # full run
-    python bench/bench_render.py --captures 40 --rss 50,200   # a quick one
+    python bench/bench_render.py --captures 40 --rounds 1 --rss 50,200   # a quick one
 
 Throughput: captures per second of ``BrowserPool`` at concurrency 1 and 2, against a floor
 measured in the same run: a plain Playwright loop that reuses one page per slot and takes
-``page.content()`` when the app calls ``window.onCaptureReady()``. Memory: peak RSS of this
+``page.content()`` when the app calls ``window.onCaptureReady()``. Floor and pool take turns
+for ``--rounds`` rounds, and the median ratio is reported. Memory: peak RSS of this
 process plus every process under it (the Playwright driver and Chromium) over the first N
 captures, for each N given to ``--rss``.
 """
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import statistics
 import sys
 import threading
 import time
@@ -187,7 +189,8 @@ async def memory(executable: str, origin: str, counts: list[int], concurrency: i
         )
     print(
         f"  {stats.captures} captures in {elapsed:.1f} s, {stats.failures} failed, "
-        f"{stats.launches} launches, {stats.recycles} recycles, {stats.slots_opened} slots opened"
+        f"{stats.launches} launches, {stats.recycles} recycles, {stats.slots_opened} slots opened, "
+        f"{stats.collections} garbage collections"
     )
 
 
@@ -195,19 +198,36 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captures", type=int, default=200, help="captures per throughput run")
     parser.add_argument("--concurrency", default="1,2", help="comma-separated levels")
+    parser.add_argument("--rounds", type=int, default=3, help="floor/pool pairs per level")
     parser.add_argument("--rss", default="100,1000", help="capture counts for peak RSS; '' skips")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     executable = find_chromium(BrowserSettings())
     origin = serve()
     print(f"chromium {executable}; origin {origin}; {args.captures} captures per run")
     warmup = urls(origin, 10)
     for concurrency in [int(c) for c in args.concurrency.split(",") if c]:
         todo = urls(origin, args.captures)
-        base = await floor(executable, concurrency, todo, warmup)
-        ours = await pool_rate(executable, concurrency, origin, todo, warmup)
+        ratios = []
+        for round_ in range(1, args.rounds + 1):
+            # Alternate which goes first, so drift in the machine's speed evens out.
+            if round_ % 2:
+                base = await floor(executable, concurrency, todo, warmup)
+                ours = await pool_rate(executable, concurrency, origin, todo, warmup)
+            else:
+                ours = await pool_rate(executable, concurrency, origin, todo, warmup)
+                base = await floor(executable, concurrency, todo, warmup)
+            ratios.append(ours / base)
+            print(
+                f"concurrency {concurrency}, round {round_}: floor {base:6.2f}/s, "
+                f"pool {ours:6.2f}/s, ratio {ours / base:.2f}",
+                flush=True,
+            )
         print(
-            f"concurrency {concurrency}: floor {base:6.2f}/s, pool {ours:6.2f}/s, "
-            f"ratio {ours / base:.2f} (target >= 0.8)"
+            f"concurrency {concurrency}: median ratio {statistics.median(ratios):.2f} "
+            f"(range {min(ratios):.2f}-{max(ratios):.2f}; target >= 0.8)",
+            flush=True,
         )
     counts = sorted(int(c) for c in args.rss.split(",") if c)
     if counts:

@@ -26,6 +26,7 @@ from werkzeug.wrappers import Request, Response
 
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool, capture_command
+from snapshotd.render.base import CaptureResult
 from tests.chromium import (
     Sentinel,
     alive,
@@ -148,8 +149,8 @@ async def pool(servers: Origin) -> AsyncIterator[BrowserPool]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def solo(servers: Origin) -> AsyncIterator[BrowserPool]:
-    """A one-slot pool, so that consecutive captures share a page."""
-    pool = BrowserPool(replace(SETTINGS, concurrency=1))
+    """A one-slot pool without spares, so that consecutive captures share a page."""
+    pool = BrowserPool(replace(SETTINGS, concurrency=1), spares=0)
     await pool.start()
     yield pool
     await pool.close()
@@ -299,6 +300,83 @@ async def test_no_state_survives_from_one_capture_to_the_next(solo, site, server
     assert solo.stats.slots_opened <= max(opened, 1)  # the same page, wiped, not a new one
 
 
+async def test_captures_take_turns_on_wiped_spare_slots(servers, site, monkeypatch) -> None:
+    from snapshotd.render.capture import Slot
+
+    used: list[int] = []
+    capture = Slot.capture
+
+    async def recorded(self: Slot, url: str, site: SiteSettings) -> CaptureResult:
+        used.append(id(self))
+        return await capture(self, url, site)
+
+    monkeypatch.setattr(Slot, "capture", recorded)
+    pool = BrowserPool(replace(SETTINGS, concurrency=1))
+    await pool.start()
+    try:
+        # Dirty both slots, then check that each, wiped, shows none of it.
+        for path in ("setstate", "setstate", "checkstate", "checkstate", "checkstate"):
+            result = await pool.capture(f"{servers.origin}/p/{path}", site)
+            assert result.ok, result
+            if path == "checkstate":
+                state = json.loads(re.search(r'<pre id="out">(.*?)</pre>', result.html).group(1))
+                assert state.pop("history") <= 2
+                assert state == {
+                    "cookie": "", "local": 0, "session": 0, "name": "", "idb": 0, "caches": 0
+                }
+        assert pool.stats.slots_opened == 2
+        # Each slot was dirtied by a setstate and then checked, wiped, at least once.
+        a, b = used[0], used[1]
+        assert a != b and used == [a, b, a, b, a]
+    finally:
+        await pool.close()
+    assert all("Cookie" not in h for h in servers.seen("/p/checkstate"))
+
+
+async def test_garbage_collection_between_captures_keeps_the_slot(
+    servers, site, monkeypatch
+) -> None:
+    from snapshotd.render import capture
+
+    monkeypatch.setattr(capture, "_COLLECT_ABOVE", 0)  # collect at every wipe the bound allows
+    pool = BrowserPool(replace(SETTINGS, concurrency=1), spares=0)
+    await pool.start()
+    try:
+        for _ in range(3):
+            result = await pool.capture(f"{servers.origin}/p/target", site)
+            assert result.ok, result
+        await pool.capture(f"{servers.origin}/p/target", site)  # after the third wipe
+        assert pool.stats.collections >= 1
+        assert pool.stats.slots_opened == 1
+    finally:
+        await pool.close()
+
+
+async def test_a_capture_cancelled_while_waiting_for_a_wipe_does_not_stall_recycling(
+    servers, site
+) -> None:
+    pool = BrowserPool(replace(SETTINGS, concurrency=1, recycle_after=2), spares=0)
+    await pool.start()
+    try:
+        first = await pool.capture(f"{servers.origin}/p/target", site)
+        assert first.ok, first
+        # The one slot is being wiped: this capture waits for it, and is cancelled there.
+        waiting = asyncio.ensure_future(pool.capture(f"{servers.origin}/p/target", site))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        # Two captures have started on this Chromium: the next one recycles it, which waits
+        # for every capture on it to be released.
+        after = await asyncio.wait_for(pool.capture(f"{servers.origin}/p/target", site), 30)
+        assert after.ok, after
+        assert pool.stats.recycles == 1
+    finally:
+        await pool.close()
+
+
 async def test_nothing_the_last_page_left_running_reaches_the_next_capture(
     solo, site, servers
 ) -> None:
@@ -314,6 +392,23 @@ async def test_nothing_the_last_page_left_running_reaches_the_next_capture(
     empty = {"cookie": "", "local": [], "session": [], "idb": [], "caches": []}
     assert state == {"first": empty, "later": empty, "heard": [], "sharedClients": 1}
     assert all("Cookie" not in h for h in servers.seen("/p/checklinger"))
+
+
+@pytest.mark.parametrize("page", ["busyshared", "busyworker", "busypage"])
+async def test_storage_written_to_the_end_leaves_nothing_behind(
+    solo, site, servers, page
+) -> None:
+    # Writes still in flight when the capture ends, from the page, a dedicated worker or a
+    # shared worker (which outlives its last document for a moment), must not land after the
+    # wipe: the next capture in the same slot sees no database and no cache.
+    waiting = replace(site, wait_for_capture_ready=True)
+    for _ in range(8):
+        first = await solo.capture(f"{servers.origin}/p/{page}", waiting)
+        assert first.ok, first
+        result = await solo.capture(f"{servers.origin}/p/checklinger", waiting)
+        assert result.ok, result
+        state = json.loads(re.search(r'<pre id="out">(.*?)</pre>', result.html).group(1))
+        assert (state["first"]["idb"], state["first"]["caches"]) == ([], [])
 
 
 async def test_a_busy_loop_ends_at_render_timeout_and_the_slot_is_replaced(

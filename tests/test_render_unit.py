@@ -35,6 +35,9 @@ def test_discovery_order(tmp_path: Path) -> None:
     assert find_chromium(BrowserSettings(), env) == from_env
     del env["SNAPSHOTD_CHROMIUM"]
     assert find_chromium(BrowserSettings(), env) == on_path
+    fake_binary(tmp_path / "bin" / "chromium")
+    shell = fake_binary(tmp_path / "bin" / "chromium-headless-shell")
+    assert find_chromium(BrowserSettings(), env) == shell
     env["PATH"] = str(tmp_path / "nothing")
     assert find_chromium(BrowserSettings(), env) == own
 
