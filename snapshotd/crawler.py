@@ -38,7 +38,7 @@ from snapshotd.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.robots import ROBOTS_USER_AGENT, RobotsCache
-from snapshotd.sitemaps import fetch_sitemap
+from snapshotd.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
     PRIORITY_LINK,
@@ -317,29 +317,33 @@ class Crawler:
             url = normalize_url(ref, site.origin.rstrip("/") + "/")
             if url is None:
                 continue
+            queued = 0
+
+            async def admit(entries: tuple[SitemapEntry, ...]) -> None:
+                nonlocal queued
+                for entry in entries:
+                    outcome = await self._admit(
+                        site,
+                        entry.loc,
+                        hops=0,
+                        priority=PRIORITY_LINK,
+                        source="sitemap",
+                        lastmod=entry.lastmod,
+                    )
+                    queued += outcome in ("queued", "requeued")
+
             fetched = await fetch_sitemap(
-                self.http, url, same_site=lambda u: self._site_path(site, u) is not None
+                self.http, url, admit, same_site=lambda u: self._site_path(site, u) is not None
             )
             for error in fetched.errors:
                 log.warning("sitemap site=%s %s", site.name, error)
             errors += fetched.failed
-            queued = 0
-            for entry in fetched.entries:
-                outcome = await self._admit(
-                    site,
-                    entry.loc,
-                    hops=0,
-                    priority=PRIORITY_LINK,
-                    source="sitemap",
-                    lastmod=entry.lastmod,
-                )
-                queued += outcome in ("queued", "requeued")
             log.info(
                 "sitemap read site=%s url=%s files=%d urls=%d queued=%d",
                 site.name,
                 url,
                 fetched.files,
-                len(fetched.entries),
+                fetched.urls,
                 queued,
             )
         wait = min(SITEMAP_RETRY, site.expire_after) if errors else site.expire_after

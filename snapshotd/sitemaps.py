@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -167,7 +167,7 @@ def _parse_text(data: bytes, max_urls: int) -> Sitemap:
 class SitemapFetch:
     """What fetching a sitemap (and the sitemaps its index names) gave."""
 
-    entries: list[SitemapEntry] = field(default_factory=list)
+    urls: int = 0  # entries handed over
     files: int = 0
     failed: int = 0  # files that could not be fetched or read
     errors: list[str] = field(default_factory=list)
@@ -191,6 +191,7 @@ async def _download(client: httpx.AsyncClient, url: str, max_bytes: int) -> byte
 async def fetch_sitemap(
     client: httpx.AsyncClient,
     url: str,
+    each: Callable[[tuple[SitemapEntry, ...]], Awaitable[None]],
     *,
     same_site: Callable[[str], bool],
     max_bytes: int = MAX_SITEMAP_BYTES,
@@ -199,8 +200,10 @@ async def fetch_sitemap(
 ) -> SitemapFetch:
     """Fetch ``url`` and, for an index, the sitemaps it lists that ``same_site`` accepts.
 
-    Errors on single files are collected in ``errors`` (one line each), never raised; URL
-    entries are returned as found, the caller judges each one.
+    The URL entries of each file are handed to ``each`` as soon as that file is read, so an
+    index of many large files never holds more than one in memory; the caller judges each
+    entry. Errors are collected in ``errors`` (one line each) and never raised; one from
+    ``each`` ends the fetch there.
     """
     out = SitemapFetch()
     todo: list[tuple[str, int]] = [(url, 0)]
@@ -224,7 +227,13 @@ async def fetch_sitemap(
         if sitemap.truncated:
             out.errors.append(f"{current}: more than {max_urls} entries, the rest were dropped")
         if sitemap.kind != "sitemapindex":
-            out.entries.extend(sitemap.entries)
+            try:
+                await each(sitemap.entries)
+            except Exception as exc:  # e.g. the store: end here, and say so like the rest
+                out.failed += 1
+                out.errors.append(f"{current}: handing over its entries failed: {exc}")
+                break
+            out.urls += len(sitemap.entries)
             continue
         if depth >= MAX_INDEX_DEPTH:
             out.errors.append(f"{current}: sitemap index nested too deep")

@@ -110,6 +110,20 @@ def test_lastmod(text, expected):
     assert parse_lastmod(text) == (expected.timestamp() if expected else None)
 
 
+class Kept:
+    """The entries a fetch hands over, file by file."""
+
+    def __init__(self) -> None:
+        self.files: list[list[str]] = []
+
+    async def __call__(self, entries) -> None:
+        self.files.append([e.loc for e in entries])
+
+    @property
+    def locs(self) -> list[str]:
+        return [loc for file in self.files for loc in file]
+
+
 @pytest.fixture
 def server():
     s = HTTPServer(host="127.0.0.1", port=0)
@@ -134,14 +148,16 @@ async def test_fetch_follows_a_gzipped_index_on_the_same_site(server):
     )
     server.expect_request("/s1.xml").respond_with_data(urlset(f"{base}/a", f"{base}/b"))
     server.expect_request("/s2.xml.gz").respond_with_data(gzip.compress(urlset(f"{base}/c")))
+    kept = Kept()
     async with httpx.AsyncClient() as client:
         fetched = await fetch_sitemap(
             client,
             f"{base}/index.xml.gz",
+            kept,
             same_site=lambda u: u.startswith(base + "/"),
         )
-    assert [e.loc for e in fetched.entries] == [f"{base}/a", f"{base}/b", f"{base}/c"]
-    assert fetched.files == 4 and fetched.failed == 1
+    assert kept.files == [[f"{base}/a", f"{base}/b"], [f"{base}/c"]]
+    assert fetched.urls == 3 and fetched.files == 4 and fetched.failed == 1
     assert any("another site" in e for e in fetched.errors)
     assert any("missing.xml: answered 500" in e for e in fetched.errors)  # no handler
     assert not any("127.0.0.2" in str(r.url) for r, _ in server.log)
@@ -150,17 +166,34 @@ async def test_fetch_follows_a_gzipped_index_on_the_same_site(server):
 async def test_fetch_refuses_an_oversized_download(server):
     base = f"http://127.0.0.1:{server.port}"
     server.expect_request("/big.xml").respond_with_data(urlset(*(["http://h/x"] * 200)))
+    kept = Kept()
     async with httpx.AsyncClient() as client:
         fetched = await fetch_sitemap(
-            client, f"{base}/big.xml", same_site=lambda u: True, max_bytes=1000
+            client, f"{base}/big.xml", kept, same_site=lambda u: True, max_bytes=1000
         )
-    assert fetched.entries == [] and "larger than" in fetched.errors[0]
+    assert kept.files == [] and fetched.urls == 0 and "larger than" in fetched.errors[0]
 
 
 async def test_fetch_reports_an_unreachable_server():
+    kept = Kept()
     async with httpx.AsyncClient() as client:
-        fetched = await fetch_sitemap(client, "http://127.0.0.1:9/none.xml", same_site=bool)
-    assert fetched.entries == [] and "fetch failed" in fetched.errors[0]
+        fetched = await fetch_sitemap(client, "http://127.0.0.1:9/none.xml", kept, same_site=bool)
+    assert kept.files == [] and "fetch failed" in fetched.errors[0]
+
+
+async def test_each_file_is_handed_over_before_the_next_is_fetched(server):
+    base = f"http://127.0.0.1:{server.port}"
+    server.expect_request("/index.xml").respond_with_data(index("/s1.xml", "/s2.xml"))
+    server.expect_request("/s1.xml").respond_with_data(urlset(f"{base}/a"))
+    server.expect_request("/s2.xml").respond_with_data(urlset(f"{base}/b"))
+    fetched_before: list[list[str]] = []
+
+    async def each(entries) -> None:
+        fetched_before.append([r.path for r, _ in server.log])
+
+    async with httpx.AsyncClient() as client:
+        await fetch_sitemap(client, f"{base}/index.xml", each, same_site=lambda u: True)
+    assert fetched_before == [["/index.xml", "/s1.xml"], ["/index.xml", "/s1.xml", "/s2.xml"]]
 
 
 def test_elements_without_a_loc_are_not_kept_while_parsing():
@@ -198,3 +231,19 @@ def test_an_image_sitemap_lists_its_pages_not_its_images():
         "https://shop.test/items/1",
         "https://shop.test/items/2",
     ]
+
+
+async def test_a_failure_to_hand_over_entries_ends_the_fetch_as_an_error(server):
+    base = f"http://127.0.0.1:{server.port}"
+    server.expect_request("/index.xml").respond_with_data(index("/s1.xml", "/s2.xml"))
+    server.expect_request("/s1.xml").respond_with_data(urlset(f"{base}/a"))
+    server.expect_request("/s2.xml").respond_with_data(urlset(f"{base}/b"))
+
+    async def each(entries) -> None:
+        raise OSError("database is locked")
+
+    async with httpx.AsyncClient() as client:
+        fetched = await fetch_sitemap(client, f"{base}/index.xml", each, same_site=lambda u: True)
+    assert fetched.failed == 1 and fetched.urls == 0
+    assert fetched.errors == [f"{base}/s1.xml: handing over its entries failed: database is locked"]
+    assert [r.path for r, _ in server.log] == ["/index.xml", "/s1.xml"]
