@@ -44,7 +44,7 @@ AfterCapture = Callable[[SiteSettings, PathRecord, CaptureResult, str | None], A
 
 
 def retry_delay(attempts: int, expire_after: float) -> float:
-    """Backoff for a failed capture: 1, 2, 4, 8, 16 minutes, then wait for expiry."""
+    """Backoff after the n-th failed attempt: 1, 2, 4, 8 minutes, then wait for expiry."""
     if attempts >= RETRY_LIMIT:
         return expire_after
     return min(RETRY_BASE * 2 ** max(attempts - 1, 0), expire_after)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from snapshotd.capture import CaptureService
+from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.crawler import Crawler, _crawl_seeds, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
@@ -112,3 +112,9 @@ async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
     result = CaptureResult(url="", final_url="http://127.0.0.1:3000/page", html=html)
     await crawler._after_capture(site, record, result, None)
     assert await store.get_path("s", "/linked") is not None
+
+
+def test_failed_captures_back_off_then_wait_for_expiry():
+    week = 7 * 86400.0
+    assert [retry_delay(n, week) for n in range(1, 7)] == [60, 120, 240, 480, week, week]
+    assert [retry_delay(n, 150.0) for n in range(1, 6)] == [60, 120, 150, 150, 150]
