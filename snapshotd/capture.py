@@ -132,6 +132,7 @@ class CaptureService:
                 final_url=result.final_url,
                 expires_at=now + site.expire_after,
                 duplicate_of=duplicate_of,
+                links_due=self.after_capture is not None,
             )
         self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
         log.info(
@@ -141,6 +142,8 @@ class CaptureService:
         )
         if stored and self.after_capture is not None:
             await self.after_capture(site, record, result, duplicate_of)
+            # Not reached if that failed or was cut short: the crawler follows them at start.
+            await self.store.links_followed(site.name, record.path)
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
 
     async def cancel_all(self) -> int:

@@ -261,8 +261,32 @@ class Crawler:
                 await self._robots(site)
             for seed in self.seeds.get(site.name, ()):
                 await self._admit(site, seed, hops=0, priority=PRIORITY_LINK, source="seed")
+            await self._follow_due_links(site)
             await self._requeue_expired(site)
         self._notify()
+
+    async def _follow_due_links(self, site: SiteSettings) -> None:
+        """Follow the links of captures stored without them having been followed: the worker
+        that stored them stopped or died in between."""
+        followed = 0
+        while paths := await self.store.links_due(site.name):
+            for path in paths:
+                record = await self.store.get_path(site.name, path)
+                snapshot = await self.store.get_snapshot(site.name, path)
+                if record is not None and snapshot is not None:
+                    url = site.url_for(path)
+                    result = CaptureResult(
+                        url=url,
+                        final_url=snapshot.final_url or url,
+                        status=snapshot.status,
+                        headers=snapshot.headers,
+                        html=snapshot.html,
+                    )
+                    await self._after_capture(site, record, result, record.duplicate_of)
+                    followed += 1
+                await self.store.links_followed(site.name, path)
+        if followed:
+            log.info("followed the links of %d stored captures site=%s", followed, site.name)
 
     async def _maintain(self) -> None:
         released = await self.store.release_expired_leases()

@@ -118,3 +118,64 @@ def test_failed_captures_back_off_then_wait_for_expiry():
     week = 7 * 86400.0
     assert [retry_delay(n, week) for n in range(1, 7)] == [60, 120, 240, 480, week, week]
     assert [retry_delay(n, 150.0) for n in range(1, 6)] == [60, 120, 150, 150, 150]
+
+
+async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(store):
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    renders: list[str] = []
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            renders.append(url)
+            html = '<a href="/linked">x</a><link rel="next" href="/next">'
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    first = CaptureService(settings, store, Renderer(), owner="first")  # type: ignore[arg-type]
+
+    async def dies(*_args: object) -> None:
+        raise RuntimeError("the worker died here")
+
+    first.after_capture = dies
+    await store.enqueue("s", "/page", 1)
+    record = await store.claim_path("s", "/page", "first", 60)
+    with pytest.raises(RuntimeError):
+        await first.run(site, record)
+    assert (await store.get_path("s", "/page")).state == "processed"
+    assert await store.links_due("s") == ["/page"]
+
+    crawler = Crawler(
+        settings,
+        store,
+        CaptureService(settings, store, Renderer(), owner="second"),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty()},
+    )
+    crawler._size["s"] = await store.site_size("s")
+    await crawler._follow_due_links(site)
+    assert await store.links_due("s") == []
+    for path in ("/linked", "/next"):
+        linked = await store.get_path("s", path)
+        assert (linked.state, linked.hops) == ("pending", 1), path
+    assert renders == ["http://127.0.0.1:3000/page"]  # followed from the stored snapshot
+
+
+async def test_links_followed_after_a_capture_are_not_due(store):
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            return CaptureResult(url=url, final_url=url, html='<a href="/linked">x</a>')
+
+    capture = CaptureService(settings, store, Renderer())  # type: ignore[arg-type]
+    crawler = Crawler(settings, store, capture, rules={"s": RuleSet.empty()})
+    crawler._size["s"] = await store.site_size("s")
+    await store.enqueue("s", "/page", 1)
+    record = await store.claim_path("s", "/page", capture.owner, 60)
+    await capture.run(site, record)
+    assert await store.links_due("s") == []
+    assert (await store.get_path("s", "/linked")).state == "pending"

@@ -7,20 +7,60 @@ import sqlite3
 
 import pytest
 
-from snapshotd.store.sqlite import SQLiteStore
+from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
 async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
     db = str(tmp_path / "s.db")
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 1
+        assert await s.schema_version() == 2
         await s.enqueue("site", "/a", 1)
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 1
+        assert await s.schema_version() == 2
         assert (await s.get_path("site", "/a")).state == "pending"
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 2
+
+
+async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
+    db = str(tmp_path / "v1.db")
+    conn = sqlite3.connect(db)
+    conn.executescript(MIGRATIONS[0])
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
+    conn.execute("INSERT INTO schema_migrations VALUES (1, 0)")
+    conn.execute(
+        "INSERT INTO paths (site, path, state, priority, created_at, queued_at) "
+        "VALUES ('site', '/old', 'processed', 1, 0, 0)"
+    )
+    conn.commit()
+    conn.close()
+    async with SQLiteStore(db) as s:
+        assert await s.schema_version() == 2
+        assert (await s.get_path("site", "/old")).state == "processed"
+        # Stored before links were tracked: nothing to follow again.
+        assert await s.links_due("site") == []
+
+
+async def test_links_due_until_followed(store):
+    for path in ("/a", "/b", "/c"):
+        await store.enqueue("site", path, 1)
+        await store.claim_path("site", path, "me", 60)
+    await store.complete(
+        "site", "/a", "me", html="<p>a</p>", status=200, headers={}, final_url="u", expires_at=9e9,
+        links_due=True,
+    )
+    await store.complete(
+        "site", "/b", "me", html="<p>b</p>", status=200, headers={}, final_url="u", expires_at=9e9
+    )
+    await store.complete(
+        "site", "/c", "me", html="<p>c</p>", status=200, headers={}, final_url="u", expires_at=9e9,
+        links_due=True,
+    )
+    assert await store.links_due("site") == ["/a", "/c"]
+    assert await store.links_due("other") == []
+    await store.links_followed("site", "/a")
+    assert await store.links_due("site") == ["/c"]
 
 
 async def test_newer_schema_is_refused(tmp_path):

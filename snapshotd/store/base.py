@@ -136,6 +136,7 @@ class Store(Protocol):
         final_url: str,
         expires_at: float,
         duplicate_of: str | None = None,
+        links_due: bool = False,
     ) -> bool: ...
 
     async def fail(
@@ -148,6 +149,10 @@ class Store(Protocol):
         retry_at: float,
         status: int | None = None,
     ) -> bool: ...
+
+    async def links_due(self, site: str, *, limit: int = 100) -> list[str]: ...
+
+    async def links_followed(self, site: str, path: str) -> None: ...
 
     async def set_duplicate(self, site: str, path: str, of: str | None) -> None: ...
 

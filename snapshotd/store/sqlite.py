@@ -66,6 +66,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX snapshots_hash ON snapshots (content_hash);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # A stored capture whose links the crawler has still to follow (a stop or a crash between
+    # storing it and queueing its links would otherwise lose them).
+    """
+    ALTER TABLE paths ADD COLUMN links_due INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
+    """,
 ]
 
 
@@ -499,8 +505,10 @@ class SQLiteStore:
         final_url: str,
         expires_at: float,
         duplicate_of: str | None = None,
+        links_due: bool = False,
     ) -> bool:
-        """Store a capture and mark the path processed. False if ``owner`` lost the lease."""
+        """Store a capture and mark the path processed. False if ``owner`` lost the lease.
+        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
         now = self.clock()
         digest = content_hash(html)
         body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
@@ -512,10 +520,10 @@ class SQLiteStore:
                 async with wr.execute(
                     "UPDATE paths SET state = 'processed', status = ?, captured_at = ?, "
                     "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
-                    "lease_owner = NULL, lease_until = NULL "
+                    "lease_owner = NULL, lease_until = NULL, links_due = ? "
                     "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
                     "RETURNING id",
-                    (status, now, expires_at, duplicate_of, site, path, owner),
+                    (status, now, expires_at, duplicate_of, int(links_due), site, path, owner),
                 ) as c:
                     row = await c.fetchone()
                 if row is None:
@@ -555,6 +563,21 @@ class SQLiteStore:
                 (error[:500], retry_at, status, site, path, owner),
             )
             return cur.rowcount > 0
+
+    async def links_due(self, site: str, *, limit: int = 100) -> list[str]:
+        """Paths of ``site`` stored with their links not yet followed, oldest first."""
+        async with self._reader.execute(
+            "SELECT path FROM paths WHERE site = ? AND links_due = 1 ORDER BY id LIMIT ?",
+            (site, limit),
+        ) as c:
+            return [row[0] for row in await c.fetchall()]
+
+    async def links_followed(self, site: str, path: str) -> None:
+        async with self._lock:
+            await self._writer.execute(
+                "UPDATE paths SET links_due = 0 WHERE site = ? AND path = ? AND links_due = 1",
+                (site, path),
+            )
 
     async def set_duplicate(self, site: str, path: str, of: str | None) -> None:
         async with self._lock:
