@@ -267,26 +267,45 @@ class Crawler:
 
     async def _follow_due_links(self, site: SiteSettings) -> None:
         """Follow the links of captures stored without them having been followed: the worker
-        that stored them stopped or died in between."""
-        followed = 0
-        while paths := await self.store.links_due(site.name):
-            for path in paths:
-                record = await self.store.get_path(site.name, path)
-                snapshot = await self.store.get_snapshot(site.name, path)
-                if record is not None and snapshot is not None:
-                    url = site.url_for(path)
-                    result = CaptureResult(
-                        url=url,
-                        final_url=snapshot.final_url or url,
-                        status=snapshot.status,
-                        headers=snapshot.headers,
-                        html=snapshot.html,
+        that stored them stopped or died in between. One pass over what was stored before this
+        start; a live worker's newer captures are its own to follow."""
+        started = self.clock()
+        followed = last = 0
+        while batch := await self.store.links_due(site.name, after=last, captured_before=started):
+            last = batch[-1][0]
+            for _id, path in batch:
+                try:
+                    followed += await self._follow_stored(site, path)
+                except Exception as exc:
+                    # Left marked: the next start tries again.
+                    log.warning(
+                        "could not follow stored links site=%s path=%s: %s", site.name, path, exc
                     )
-                    await self._after_capture(site, record, result, record.duplicate_of)
-                    followed += 1
-                await self.store.links_followed(site.name, path)
         if followed:
             log.info("followed the links of %d stored captures site=%s", followed, site.name)
+
+    async def _follow_stored(self, site: SiteSettings, path: str) -> bool:
+        record = await self.store.get_path(site.name, path)
+        snapshot = await self.store.get_snapshot(site.name, path)
+        if record is not None and snapshot is not None:
+            url = site.url_for(path)
+            result = CaptureResult(
+                url=url,
+                final_url=snapshot.final_url or url,
+                status=snapshot.status,
+                headers=snapshot.headers,
+                html=snapshot.html,
+            )
+            duplicate_of = record.duplicate_of
+            if duplicate_of is not None:
+                # A copy by its canonical link is followed again, which queues the canonical;
+                # only a copy by content has nothing to follow.
+                canonical = extract_links(result.html, result.final_url).canonical
+                if canonical and self._site_path(site, canonical) == duplicate_of:
+                    duplicate_of = None
+            await self._after_capture(site, record, result, duplicate_of)
+        await self.store.links_followed(site.name, path)
+        return record is not None and snapshot is not None
 
     async def _maintain(self) -> None:
         released = await self.store.release_expired_leases()

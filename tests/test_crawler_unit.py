@@ -144,7 +144,7 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
     with pytest.raises(RuntimeError):
         await first.run(site, record)
     assert (await store.get_path("s", "/page")).state == "processed"
-    assert await store.links_due("s") == ["/page"]
+    assert [p for _i, p in await store.links_due("s", captured_before=9e9)] == ["/page"]
 
     crawler = Crawler(
         settings,
@@ -154,7 +154,7 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
     )
     crawler._size["s"] = await store.site_size("s")
     await crawler._follow_due_links(site)
-    assert await store.links_due("s") == []
+    assert await store.links_due("s", captured_before=9e9) == []
     for path in ("/linked", "/next"):
         linked = await store.get_path("s", path)
         assert (linked.state, linked.hops) == ("pending", 1), path
@@ -177,5 +177,66 @@ async def test_links_followed_after_a_capture_are_not_due(store):
     await store.enqueue("s", "/page", 1)
     record = await store.claim_path("s", "/page", capture.owner, 60)
     await capture.run(site, record)
-    assert await store.links_due("s") == []
+    assert await store.links_due("s", captured_before=9e9) == []
     assert (await store.get_path("s", "/linked")).state == "pending"
+
+
+async def _stored(store, path: str, html: str, *, duplicate_of: str | None = None) -> None:
+    await store.enqueue("s", path, 1)
+    await store.claim_path("s", path, "dead", 60)
+    await store.complete(
+        "s", path, "dead", html=html, status=200, headers={},
+        final_url=f"http://127.0.0.1:3000{path}", expires_at=9e9, links_due=True,
+        duplicate_of=duplicate_of,
+    )
+
+
+async def test_a_stored_page_that_cannot_be_followed_does_not_stop_the_start(store, caplog):
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    crawler = Crawler(
+        settings,
+        store,
+        CaptureService(settings, store, None),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty()},
+    )
+    crawler._size["s"] = await store.site_size("s")
+    await _stored(store, "/bad", '<a href="/from-bad">x</a>')
+    await _stored(store, "/good", '<a href="/from-good">x</a>')
+    follow = crawler._after_capture
+
+    async def fails_for_bad(site, record, result, duplicate_of):  # type: ignore[no-untyped-def]
+        if record.path == "/bad":
+            raise OSError("disk I/O error")
+        await follow(site, record, result, duplicate_of)
+
+    crawler._after_capture = fails_for_bad  # type: ignore[method-assign]
+    await crawler._follow_due_links(site)
+    assert (await store.get_path("s", "/from-good")).state == "pending"
+    assert await store.get_path("s", "/from-bad") is None
+    # Still due, for the next start; the failure is one log line.
+    assert [p for _i, p in await store.links_due("s", captured_before=9e9)] == ["/bad"]
+    assert "could not follow stored links site=s path=/bad: disk I/O error" in caplog.text
+
+
+async def test_a_canonical_copy_cut_short_queues_its_canonical_at_start(store):
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    crawler = Crawler(
+        settings,
+        store,
+        CaptureService(settings, store, None),  # type: ignore[arg-type]
+        rules={"s": RuleSet.empty()},
+    )
+    crawler._size["s"] = await store.site_size("s")
+    # Marked a copy of its canonical, then the process died before queueing the canonical.
+    html = '<link rel="canonical" href="/main"><a href="/other">x</a>'
+    await _stored(store, "/copy", html, duplicate_of="/main")
+    # A copy by content has nothing to follow.
+    await _stored(store, "/same", '<a href="/from-same">x</a>', duplicate_of="/copy")
+    await crawler._follow_due_links(site)
+    assert (await store.get_path("s", "/main")).state == "pending"
+    assert await store.get_path("s", "/other") is None  # a copy's own links are not followed
+    assert await store.get_path("s", "/from-same") is None
+    assert (await store.get_path("s", "/copy")).duplicate_of == "/main"
+    assert await store.links_due("s", captured_before=9e9) == []

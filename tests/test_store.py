@@ -39,7 +39,7 @@ async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
         assert await s.schema_version() == 2
         assert (await s.get_path("site", "/old")).state == "processed"
         # Stored before links were tracked: nothing to follow again.
-        assert await s.links_due("site") == []
+        assert await s.links_due("site", captured_before=9e9) == []
 
 
 async def test_links_due_until_followed(store):
@@ -57,10 +57,21 @@ async def test_links_due_until_followed(store):
         "site", "/c", "me", html="<p>c</p>", status=200, headers={}, final_url="u", expires_at=9e9,
         links_due=True,
     )
-    assert await store.links_due("site") == ["/a", "/c"]
-    assert await store.links_due("other") == []
+    due = await store.links_due("site", captured_before=9e9)
+    assert [path for _id, path in due] == ["/a", "/c"]
+    assert await store.links_due("site", after=due[0][0], captured_before=9e9) == due[1:]
+    assert await store.links_due("site", captured_before=store.test_clock.now) == []
+    assert await store.links_due("other", captured_before=9e9) == []
     await store.links_followed("site", "/a")
-    assert await store.links_due("site") == ["/c"]
+    assert await store.links_due("site", captured_before=9e9) == due[1:]
+    # A capture stored by a process without a crawler keeps a due mark for the next crawler.
+    await store.enqueue("site", "/c", 0, force=True)
+    await store.claim_path("site", "/c", "other", 60)
+    await store.complete(
+        "site", "/c", "other", html="<p>c2</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9,
+    )
+    assert await store.links_due("site", captured_before=9e9) == due[1:]
 
 
 async def test_newer_schema_is_refused(tmp_path):

@@ -507,7 +507,10 @@ class Slot:
                     await page.evaluate("() => location.replace('about:blank')")
                 await page.wait_for_url("about:blank", wait_until="commit")
                 # Dedicated workers end with their document, a moment after it.
-                while await self._workers(cdp):
+                while workers := await self._workers(cdp):
+                    if "shared_worker" in workers:  # started as the page left
+                        self.usable = False
+                        return False
                     await asyncio.sleep(0.005)
                 # One concurrent round: the blank page has no script left to race with.
                 clears: list[Awaitable[Any]] = [

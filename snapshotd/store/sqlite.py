@@ -520,7 +520,7 @@ class SQLiteStore:
                 async with wr.execute(
                     "UPDATE paths SET state = 'processed', status = ?, captured_at = ?, "
                     "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
-                    "lease_owner = NULL, lease_until = NULL, links_due = ? "
+                    "lease_owner = NULL, lease_until = NULL, links_due = MAX(links_due, ?) "
                     "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
                     "RETURNING id",
                     (status, now, expires_at, duplicate_of, int(links_due), site, path, owner),
@@ -564,13 +564,17 @@ class SQLiteStore:
             )
             return cur.rowcount > 0
 
-    async def links_due(self, site: str, *, limit: int = 100) -> list[str]:
-        """Paths of ``site`` stored with their links not yet followed, oldest first."""
+    async def links_due(
+        self, site: str, *, after: int = 0, captured_before: float, limit: int = 100
+    ) -> list[tuple[int, str]]:
+        """``(id, path)`` of the captures of ``site`` stored with their links not yet followed,
+        captured before ``captured_before``, with ids above ``after``, in id order."""
         async with self._reader.execute(
-            "SELECT path FROM paths WHERE site = ? AND links_due = 1 ORDER BY id LIMIT ?",
-            (site, limit),
+            "SELECT id, path FROM paths WHERE site = ? AND links_due = 1 AND id > ? "
+            "AND captured_at < ? ORDER BY id LIMIT ?",
+            (site, after, captured_before, limit),
         ) as c:
-            return [row[0] for row in await c.fetchall()]
+            return [(row[0], row[1]) for row in await c.fetchall()]
 
     async def links_followed(self, site: str, path: str) -> None:
         async with self._lock:
