@@ -14,7 +14,7 @@ from typing import Any
 
 from snapshotd.config import ConfigError, Settings, load_settings
 from snapshotd.rewrite import RuleSet
-from snapshotd.store import STATES, PathRecord, open_store
+from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 
 log = logging.getLogger("snapshotd")
 
@@ -65,6 +65,13 @@ def _check_chromium(settings: Settings) -> str:
         raise UserError(str(exc)) from None
 
 
+async def _check_store(db: str) -> None:
+    """Open (creating or upgrading) and close the store: a StoreError is one line."""
+    store = open_store(db)
+    await store.open()
+    await store.close()
+
+
 # ---------------------------------------------------------------------------- commands
 
 
@@ -76,6 +83,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args, need_site=True)
     rules = _check_rules(settings)
     _check_chromium(settings)
+    asyncio.run(_check_store(settings.db))
     app = create_app(settings, crawler=not args.no_crawler, rules=rules)
     config = uvicorn.Config(
         app,
@@ -195,9 +203,7 @@ def _existing_db(args: argparse.Namespace) -> str:
     import os
 
     settings = _settings(args)
-    if not settings.db.startswith(("postgresql:", "postgres:")) and not os.path.exists(
-        settings.db
-    ):
+    if not is_postgres(settings.db) and not os.path.exists(settings.db):
         raise UserError(f"{settings.db}: no such database (give --db PATH)")
     return settings.db
 
@@ -276,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, UserError) as exc:
+    except (ConfigError, UserError, StoreError) as exc:
         print(f"snapshotd: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

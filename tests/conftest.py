@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 
 from snapshotd.store.sqlite import SQLiteStore
+
+# The PostgreSQL server the store tests also run against. Where none answers they are
+# skipped, unless this variable names one explicitly (then it must answer).
+POSTGRES = os.environ.get("SNAPSHOTD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 class Clock:
@@ -17,12 +24,51 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def store(tmp_path):
-    """An open SQLite store on a real file, its clock as ``store.test_clock``."""
+async def postgres_schema() -> tuple[str, str]:
+    """A new, empty schema on the test server: (its name, a db URL that uses it)."""
+    import asyncpg
+
+    name = f"snapshotd_test_{uuid.uuid4().hex[:12]}"
+    try:
+        conn = await asyncpg.connect(POSTGRES, timeout=5)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        if "SNAPSHOTD_TEST_POSTGRES" in os.environ:
+            raise
+        pytest.skip(f"no PostgreSQL at {POSTGRES}: {exc}")
+    try:
+        await conn.execute(f"CREATE SCHEMA {name}")
+    finally:
+        await conn.close()
+    joiner = "&" if "?" in POSTGRES else "?"
+    return name, f"{POSTGRES}{joiner}search_path={name}"
+
+
+async def drop_postgres_schema(name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES, timeout=5)
+    try:
+        await conn.execute(f"DROP SCHEMA {name} CASCADE")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request, tmp_path):
+    """An open store, on a real SQLite file or in a fresh PostgreSQL schema, its clock as
+    ``store.test_clock``."""
     clock = Clock()
-    s = SQLiteStore(str(tmp_path / "s.db"), clock=clock)
+    if request.param == "sqlite":
+        s = SQLiteStore(str(tmp_path / "s.db"), clock=clock)
+        schema = None
+    else:
+        from snapshotd.store.postgres import PostgresStore
+
+        schema, url = await postgres_schema()
+        s = PostgresStore(url, clock=clock, pool_size=4)
     await s.open()
     s.test_clock = clock  # type: ignore[attr-defined]
     yield s
     await s.close()
+    if schema is not None:
+        await drop_postgres_schema(schema)

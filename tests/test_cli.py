@@ -67,9 +67,27 @@ def test_no_site_is_a_clear_error(tmp_path):
     assert "--origin" in line
 
 
-def test_postgres_url_is_refused_clearly(tmp_path):
-    line = one_line_error(run("status", "--db", "postgresql://u@127.0.0.1/test"))
-    assert "PostgreSQL" in line
+def test_a_postgresql_server_that_does_not_answer_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    line = one_line_error(run("status", "--db", f"postgresql://u:pw@127.0.0.1:{port}/snaps"))
+    assert line.startswith(f"snapshotd: postgresql://127.0.0.1:{port}/snaps: ")
+    assert "pw" not in line
+
+
+def test_a_file_that_is_not_a_database_is_one_line_and_kept(tmp_path):
+    db = tmp_path / "notes.db"
+    db.write_text("shopping list\n" * 300)
+    for command in ("status", "report"):
+        # Exits at once (an open SQLite thread once kept it running for good).
+        line = one_line_error(run(command, "--db", str(db)))
+        assert line == f"snapshotd: {db}: file is not a database"
+    line = one_line_error(run("serve", "--db", str(db), "--origin", "http://127.0.0.1:9"))
+    assert "file is not a database" in line
+    assert db.read_text() == "shopping list\n" * 300
 
 
 def test_status_and_report_of_a_missing_db(tmp_path):

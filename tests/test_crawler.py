@@ -20,8 +20,10 @@ from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawler import Crawler, run_crawl
 from snapshotd.render import BrowserPool
+from snapshotd.store import open_store
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
+from tests.conftest import drop_postgres_schema, postgres_schema
 from tests.servers import serve_asgi
 from tests.sites.shop import RULES, Shop
 
@@ -46,8 +48,12 @@ def shop() -> Iterator[tuple[Shop, str]]:
 
 
 async def records(db: str) -> dict[tuple[str, str], object]:
-    async with SQLiteStore(db) as store:
+    store = open_store(db)
+    await store.open()
+    try:
         return {(r.site, r.path): r async for r in store.iter_paths()}
+    finally:
+        await store.close()
 
 
 # Every path the full crawl must know, with (state, status, priority, hops, duplicate_of).
@@ -167,6 +173,32 @@ async def test_full_crawl_ends_with_exactly_the_expected_states(shop, tmp_path):
     before = len(site.hits)
     assert await run_crawl(settings, out=io.StringIO(), progress=io.StringIO(), tty=False) == 0
     assert len(site.hits) == before
+
+
+async def test_a_crawl_on_postgresql_ends_with_the_same_states(shop, tmp_path):
+    site, origin = shop
+    name, db = await postgres_schema()
+    try:
+        settings = Settings(db=db, browser=browser(), sites=(shop_site(origin),))
+        status = await run_crawl(settings, out=io.StringIO(), progress=io.StringIO(), tty=False)
+        assert status == 0
+        got = await records(db)
+        expected = {p: v for p, v in EXPECTED.items() if not p.endswith("-asked")}
+        assert {path for _site, path in got} == set(expected)
+        for path, (state, code, _priority, hops, duplicate_of) in expected.items():
+            r = got[("shop", path)]
+            assert (r.state, r.status, r.hops, r.duplicate_of) == (
+                state, code, hops, duplicate_of
+            ), path
+        store = open_store(db)
+        await store.open()
+        try:
+            snapshot = await store.get_snapshot("shop", "/a/1")
+        finally:
+            await store.close()
+        assert snapshot is not None and "<html" in snapshot.html
+    finally:
+        await drop_postgres_schema(name)
 
 
 async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):

@@ -603,3 +603,29 @@ def test_a_renderer_fault_fails_open_and_leaves_the_path_in_error(tmp_path) -> N
     ).fetchone()
     conn.close()
     assert state == "error" and error.startswith("renderer fault") and lease is None
+
+
+def test_a_bot_is_served_from_postgresql(tmp_path) -> None:
+    from tests.conftest import drop_postgres_schema, postgres_schema
+
+    name, db = asyncio.run(postgres_schema())
+    try:
+        origin = Origin()
+        with serve_asgi(origin.app) as origin_url:
+            browser = BrowserSettings(
+                concurrency=1, executable=require_chromium(), javascript_timeout=0.3,
+                render_timeout=10,
+            )
+            settings = Settings(db=db, browser=browser, sites=(SiteSettings(origin=origin_url),))
+            with serve_asgi(create_app(settings, crawler=False)) as base:
+                get = lambda: httpx.get(  # noqa: E731
+                    base + "/items/3", headers={"User-Agent": BOT}, timeout=60, trust_env=False
+                )
+                first, second = get(), get()
+                person = httpx.get(base + "/items/3", trust_env=False)
+        assert first.headers["x-snapshotd-cache"] == "MISS"
+        assert second.headers["x-snapshotd-cache"] == "HIT"
+        assert "Item 3 is a sturdy thing" in second.text and "Loading" in person.text
+        assert origin.hits.count("/items/3") == 2  # one render, one person
+    finally:
+        asyncio.run(drop_postgres_schema(name))

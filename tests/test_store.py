@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from snapshotd.store.base import StoreError
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
@@ -81,8 +82,16 @@ async def test_newer_schema_is_refused(tmp_path):
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO schema_migrations VALUES (99, 0)")
     conn.commit()
-    with pytest.raises(sqlite3.DatabaseError, match="newer"):
+    with pytest.raises(StoreError, match="s.db: schema version 99 is newer"):
         await SQLiteStore(db).open()
+
+
+async def test_a_file_that_is_not_a_database_is_one_clear_error(tmp_path):
+    db = tmp_path / "notes.db"
+    db.write_text("not a database, just text\n" * 200)
+    with pytest.raises(StoreError, match="notes.db: file is not a database"):
+        await SQLiteStore(str(db)).open()
+    assert db.read_text().startswith("not a database")  # left as it was
 
 
 async def test_claim_order_is_priority_then_oldest(store):

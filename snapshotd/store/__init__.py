@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from snapshotd.config import ConfigError
-from snapshotd.store.base import STATES, PathRecord, Snapshot, Store
+from snapshotd.store.base import STATES, PathRecord, Snapshot, Store, StoreError
 from snapshotd.store.sqlite import SQLiteStore
 
-__all__ = ["STATES", "PathRecord", "Snapshot", "SQLiteStore", "Store", "open_store"]
+__all__ = [
+    "STATES",
+    "PathRecord",
+    "Snapshot",
+    "SQLiteStore",
+    "Store",
+    "StoreError",
+    "is_postgres",
+    "open_store",
+]
+
+
+def is_postgres(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(db: str) -> Store:
     """The store a ``db`` setting names (not yet opened)."""
-    if db.startswith(("postgresql://", "postgres://")):
-        where = db.split("@")[-1]
-        raise ConfigError(f"db: the PostgreSQL store is not part of this build ({where})")
+    if is_postgres(db):
+        from snapshotd.store.postgres import PostgresStore
+
+        return PostgresStore(db)
     return SQLiteStore(db)

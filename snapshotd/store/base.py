@@ -1,6 +1,6 @@
 """The store interface: paths with their crawl state, and their snapshots.
 
-Every engine (SQLite now, PostgreSQL later) keeps the same invariants:
+Every engine (SQLite, PostgreSQL) keeps the same invariants:
 
 - a (site, path) pair exists at most once;
 - a path is in exactly one state of ``STATES``; ``processing`` always carries a lease
@@ -20,6 +20,12 @@ from functools import cached_property
 from typing import Protocol
 
 STATES = ("pending", "processing", "processed", "error", "ignored")
+
+
+class StoreError(Exception):
+    """The store cannot be opened: a file that is not a database, a server that cannot be
+    reached, a schema newer than this snapshotd. The message is one line for the operator."""
+
 PRIORITY_EXPIRED, PRIORITY_LINK, PRIORITY_API, PRIORITY_BOT = 0, 1, 2, 3
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiosqlite
 
-from snapshotd.store.base import PathRecord, Snapshot
+from snapshotd.store.base import PathRecord, Snapshot, StoreError
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -147,23 +147,31 @@ class SQLiteStore:
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await conn.execute("PRAGMA busy_timeout = 10000")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        await conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            await conn.execute("PRAGMA busy_timeout = 10000")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            # Its thread would keep the process alive.
+            await conn.close()
+            raise
         return conn
 
     async def open(self) -> None:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._wr = await self._connect()
         try:
-            await self._wr.execute("PRAGMA journal_mode = WAL")
-            await self._migrate()
-        except BaseException:
-            await self._wr.close()
-            self._wr = None
-            raise
-        self._rd = await self._connect() if self.path != ":memory:" else self._wr
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._wr = await self._connect()
+            try:
+                await self._wr.execute("PRAGMA journal_mode = WAL")
+                await self._migrate()
+                self._rd = await self._connect() if self.path != ":memory:" else self._wr
+            except BaseException:
+                await self._wr.close()
+                self._wr = None
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
 
     async def close(self) -> None:
         for conn in {id(c): c for c in (self._rd, self._wr) if c is not None}.values():
@@ -190,7 +198,7 @@ class SQLiteStore:
             current = row[0] if row else 0
             if current > len(MIGRATIONS):
                 raise sqlite3.DatabaseError(
-                    f"{self.path}: schema version {current} is newer than this snapshotd knows"
+                    f"schema version {current} is newer than this snapshotd knows"
                 )
             for version in range(current + 1, len(MIGRATIONS) + 1):
                 for statement in MIGRATIONS[version - 1].split(";"):

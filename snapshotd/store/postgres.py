@@ -1,0 +1,632 @@
+"""The PostgreSQL store: the same paths and snapshots as SQLite, shared by many hosts.
+
+Chosen by a ``db`` setting starting with ``postgresql://`` (or ``postgres://``); the rest of
+the URL is asyncpg's (user, password, host, port, database, and query parameters, which
+become session settings: ``?search_path=snapshotd`` keeps the tables in their own schema).
+
+Invariants, beyond those of ``snapshotd.store.base``:
+- every statement that changes a path is one statement, or one transaction that locks the
+  row first, so processes on several hosts may share the database;
+- a claim takes the next pending row with ``FOR UPDATE SKIP LOCKED``: two workers claiming
+  at once get two different paths, and neither waits for the other;
+- the schema is created and upgraded under an advisory lock, so processes starting together
+  upgrade it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from snapshotd.store.base import PathRecord, Snapshot, StoreError
+from snapshotd.store.sqlite import content_hash
+
+__all__ = ["PostgresStore"]
+
+_PATH_COLUMNS = (
+    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
+)
+
+# Each entry upgrades the schema by one version; never edit an entry once released.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE paths (
+        id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        site         TEXT    NOT NULL,
+        path         TEXT    NOT NULL,
+        state        TEXT    NOT NULL,
+        priority     INTEGER NOT NULL,
+        hops         INTEGER NOT NULL DEFAULT 0,
+        status       INTEGER,
+        created_at   DOUBLE PRECISION NOT NULL,
+        queued_at    DOUBLE PRECISION NOT NULL,
+        captured_at  DOUBLE PRECISION,
+        expires_at   DOUBLE PRECISION,
+        error        TEXT,
+        duplicate_of TEXT,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        lease_owner  TEXT,
+        lease_until  DOUBLE PRECISION,
+        links_due    BOOLEAN NOT NULL DEFAULT FALSE,
+        UNIQUE (site, path)
+    );
+    CREATE INDEX paths_pending ON paths (priority DESC, queued_at, id) WHERE state = 'pending';
+    CREATE INDEX paths_pending_site ON paths (site, priority DESC, queued_at, id)
+        WHERE state = 'pending';
+    CREATE INDEX paths_expiry ON paths (site, expires_at) WHERE state IN ('processed', 'error');
+    CREATE INDEX paths_lease ON paths (lease_until) WHERE state = 'processing';
+    CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due;
+    CREATE TABLE snapshots (
+        path_id      BIGINT PRIMARY KEY REFERENCES paths (id) ON DELETE CASCADE,
+        body_gz      BYTEA   NOT NULL,
+        status       INTEGER NOT NULL,
+        headers      TEXT    NOT NULL,
+        etag         TEXT    NOT NULL,
+        content_hash TEXT    NOT NULL,
+        final_url    TEXT    NOT NULL,
+        captured_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX snapshots_hash ON snapshots (content_hash);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+]
+# Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
+_MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
+
+_RETRIES = 5
+_NEXT_PENDING = (
+    "SELECT id FROM paths WHERE state = 'pending' {sites}"
+    "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def _record(row: asyncpg.Record) -> PathRecord:
+    return PathRecord(
+        id=row["id"],
+        site=row["site"],
+        path=row["path"],
+        state=row["state"],
+        priority=row["priority"],
+        hops=row["hops"],
+        status=row["status"],
+        created_at=row["created_at"],
+        queued_at=row["queued_at"],
+        captured_at=row["captured_at"],
+        expires_at=row["expires_at"],
+        error=row["error"],
+        duplicate_of=row["duplicate_of"],
+        attempts=row["attempts"],
+        lease_owner=row["lease_owner"],
+        lease_until=row["lease_until"],
+    )
+
+
+def _count(status: str) -> int:
+    """The row count of a command tag such as ``UPDATE 3`` or ``INSERT 0 1``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresStore:
+    """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        pool_size: int = 10,
+    ) -> None:
+        self.dsn = dsn
+        self.clock = clock
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def where(self) -> str:
+        """The database's address for messages: no user name or password."""
+        parts = urlsplit(self.dsn)
+        return f"postgresql://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" + (
+            parts.path or "/"
+        )
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self.pool_size, command_timeout=60, timeout=10
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
+        try:
+            await self._migrate()
+        except BaseException as exc:
+            await self._pool.close()
+            self._pool = None
+            if isinstance(exc, asyncpg.PostgresError):
+                raise StoreError(f"{self.where}: {exc}") from None
+            raise
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def _db(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("store is not open")
+        return self._pool
+
+    async def _migrate(self) -> None:
+        async with self._db.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            current = await conn.fetchval(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
+            )
+            if current > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.where}: schema version {current} is newer than this snapshotd knows"
+                )
+            for version in range(current + 1, len(MIGRATIONS) + 1):
+                await conn.execute(MIGRATIONS[version - 1])
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                    version,
+                    self.clock(),
+                )
+
+    async def schema_version(self) -> int:
+        return int(await self._db.fetchval("SELECT MAX(version) FROM schema_migrations") or 0)
+
+    async def ping(self) -> bool:
+        try:
+            return await self._db.fetchval("SELECT 1") == 1
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_path(self, site: str, path: str) -> PathRecord | None:
+        row = await self._db.fetchrow(
+            f"SELECT {_PATH_COLUMNS} FROM paths WHERE site = $1 AND path = $2", site, path
+        )
+        return _record(row) if row else None
+
+    async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
+        row = await self._db.fetchrow(
+            "SELECT s.body_gz, s.status, s.headers, s.etag, s.content_hash, s.final_url, "
+            "s.captured_at, p.expires_at, p.state FROM paths p JOIN snapshots s "
+            "ON s.path_id = p.id WHERE p.site = $1 AND p.path = $2",
+            site,
+            path,
+        )
+        if row is None:
+            return None
+        return Snapshot(
+            site=site,
+            path=path,
+            body_gz=bytes(row["body_gz"]),
+            status=row["status"],
+            headers=json.loads(row["headers"]),
+            etag=row["etag"],
+            content_hash=row["content_hash"],
+            final_url=row["final_url"],
+            captured_at=row["captured_at"],
+            expires_at=row["expires_at"],
+            state=row["state"],
+        )
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for row in await self._db.fetch(
+            "SELECT site, state, COUNT(*) AS n FROM paths GROUP BY site, state"
+        ):
+            out.setdefault(row["site"], {})[row["state"]] = row["n"]
+        return out
+
+    async def queue_depth(self) -> dict[int, int]:
+        out = {p: 0 for p in range(4)}
+        for row in await self._db.fetch(
+            "SELECT priority, COUNT(*) AS n FROM paths WHERE state = 'pending' GROUP BY priority"
+        ):
+            out[row["priority"]] = row["n"]
+        return out
+
+    async def site_size(self, site: str) -> int:
+        return int(await self._db.fetchval("SELECT COUNT(*) FROM paths WHERE site = $1", site))
+
+    async def list_paths(
+        self,
+        site: str,
+        *,
+        state: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        cursor: int | None = None,
+    ) -> tuple[list[PathRecord], int | None]:
+        """Newest first by insertion id; the cursor is the last id seen, so paths added
+        while paging (higher ids) never shift later pages."""
+        where: list[str] = ["site = $1"]
+        params: list[Any] = [site]
+        if state:
+            params.append(state)
+            where.append(f"state = ${len(params)}")
+        if prefix:
+            params.append(prefix)
+            where.append(f"starts_with(path, ${len(params)})")
+        if cursor is not None:
+            params.append(cursor)
+            where.append(f"id < ${len(params)}")
+        params.append(limit + 1)
+        rows = [
+            _record(r)
+            for r in await self._db.fetch(
+                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
+                f"ORDER BY id DESC LIMIT ${len(params)}",
+                *params,
+            )
+        ]
+        next_cursor = rows[limit - 1].id if len(rows) > limit else None
+        return rows[:limit], next_cursor
+
+    async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
+        last = 0
+        while True:
+            if site is None:
+                rows = await self._db.fetch(
+                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 ORDER BY id LIMIT 1000",
+                    last,
+                )
+            else:
+                rows = await self._db.fetch(
+                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 AND site = $2 "
+                    "ORDER BY id LIMIT 1000",
+                    last,
+                    site,
+                )
+            if not rows:
+                return
+            for row in rows:
+                yield _record(row)
+            last = rows[-1]["id"]
+
+    async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
+        value = await self._db.fetchval(
+            "SELECT p.path FROM snapshots s JOIN paths p ON p.id = s.path_id "
+            "WHERE s.content_hash = $1 AND p.site = $2 AND p.path != $3 "
+            "AND p.duplicate_of IS NULL ORDER BY p.id LIMIT 1",
+            content_hash,
+            site,
+            path,
+        )
+        return str(value) if value is not None else None
+
+    async def get_meta(self, key: str) -> str | None:
+        value = await self._db.fetchval("SELECT value FROM meta WHERE key = $1", key)
+        return str(value) if value is not None else None
+
+    async def links_due(
+        self, site: str, *, after: int = 0, captured_before: float, limit: int = 100
+    ) -> list[tuple[int, str]]:
+        """``(id, path)`` of the captures of ``site`` stored with their links not yet followed,
+        captured before ``captured_before``, with ids above ``after``, in id order."""
+        rows = await self._db.fetch(
+            "SELECT id, path FROM paths WHERE site = $1 AND links_due AND id > $2 "
+            "AND captured_at < $3 ORDER BY id LIMIT $4",
+            site,
+            after,
+            captured_before,
+            limit,
+        )
+        return [(row["id"], row["path"]) for row in rows]
+
+    async def lease_owners(self) -> list[str]:
+        """The owners of the leases held now."""
+        rows = await self._db.fetch(
+            "SELECT DISTINCT lease_owner FROM paths WHERE state = 'processing'"
+        )
+        return [row[0] for row in rows if row[0]]
+
+    # ------------------------------------------------------------------ writes
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._db.execute(
+            "INSERT INTO meta (key, value) VALUES ($1, $2) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            key,
+            value,
+        )
+
+    async def _enqueue_one(
+        self,
+        conn: asyncpg.Connection,
+        site: str,
+        path: str,
+        priority: int,
+        hops: int,
+        force: bool,
+        now: float,
+    ) -> str:
+        inserted = await conn.fetchval(
+            "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at) "
+            "VALUES ($1, $2, 'pending', $3, $4, $5, $5) "
+            "ON CONFLICT (site, path) DO NOTHING RETURNING id",
+            site,
+            path,
+            priority,
+            hops,
+            now,
+        )
+        if inserted is not None:
+            return "queued"
+        row = await conn.fetchrow(
+            "SELECT id, state, priority, expires_at, hops FROM paths "
+            "WHERE site = $1 AND path = $2 FOR UPDATE",
+            site,
+            path,
+        )
+        if row is None:  # deleted in between
+            return await self._enqueue_one(conn, site, path, priority, hops, force, now)
+        pid, state, old_priority, expires_at, old_hops = row
+        hops = min(hops, old_hops)
+        if state == "pending":
+            if priority > old_priority or hops < old_hops:
+                await conn.execute(
+                    "UPDATE paths SET priority = GREATEST(priority, $1), hops = $2 WHERE id = $3",
+                    priority,
+                    hops,
+                    pid,
+                )
+                return "reprioritised" if priority > old_priority else "pending"
+            return "pending"
+        if state == "processing":
+            return "processing"
+        expired = expires_at is None or expires_at <= now
+        if state == "processed" and not expired and not force:
+            return "fresh"
+        await conn.execute(
+            "UPDATE paths SET state = 'pending', priority = $1, hops = $2, queued_at = $3, "
+            "lease_owner = NULL, lease_until = NULL WHERE id = $4",
+            priority,
+            hops,
+            now,
+            pid,
+        )
+        return "requeued"
+
+    async def enqueue(
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+    ) -> str:
+        return (await self.enqueue_many(site, [(path, hops)], priority, force=force))[0]
+
+    async def enqueue_many(
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+    ) -> list[str]:
+        if not 0 <= priority <= 3:
+            raise ValueError(f"priority must be 0-3, not {priority}")
+        now = self.clock()
+        # Rows are locked in path order, the same in every process, so two batches sharing
+        # paths wait for each other instead of deadlocking; a deadlock with some other
+        # statement is retried.
+        order = sorted(range(len(paths)), key=lambda i: paths[i][0])
+        for attempt in range(_RETRIES):
+            try:
+                out: list[str] = [""] * len(paths)
+                async with self._db.acquire() as conn, conn.transaction():
+                    for i in order:
+                        path, hops = paths[i]
+                        out[i] = await self._enqueue_one(
+                            conn, site, path, priority, hops, force, now
+                        )
+                return out
+            except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
+                if attempt == _RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def add_ignored(self, site: str, path: str, *, hops: int = 0, reason: str = "") -> bool:
+        now = self.clock()
+        status = await self._db.execute(
+            "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at, "
+            "error) VALUES ($1, $2, 'ignored', 0, $3, $4, $4, $5) "
+            "ON CONFLICT (site, path) DO NOTHING",
+            site,
+            path,
+            hops,
+            now,
+            reason or None,
+        )
+        return _count(status) > 0
+
+    async def claim(
+        self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
+    ) -> PathRecord | None:
+        if sites is not None and not sites:
+            return None
+        now = self.clock()
+        params: list[Any] = [owner, now + lease_seconds]
+        filter_sites = ""
+        if sites is not None:
+            params.append(list(sites))
+            filter_sites = "AND site = ANY($3::text[]) "
+        row = await self._db.fetchrow(
+            "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
+            f"attempts = attempts + 1 WHERE id = ({_NEXT_PENDING.format(sites=filter_sites)}) "
+            f"RETURNING {_PATH_COLUMNS}",
+            *params,
+        )
+        return _record(row) if row else None
+
+    async def claim_path(
+        self, site: str, path: str, owner: str, lease_seconds: float
+    ) -> PathRecord | None:
+        row = await self._db.fetchrow(
+            "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
+            "attempts = attempts + 1 WHERE site = $3 AND path = $4 AND state = 'pending' "
+            f"RETURNING {_PATH_COLUMNS}",
+            owner,
+            self.clock() + lease_seconds,
+            site,
+            path,
+        )
+        return _record(row) if row else None
+
+    async def release_expired_leases(self) -> int:
+        """Leases past their deadline (a dead worker's) go back to pending, same priority."""
+        return _count(
+            await self._db.execute(
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
+                "WHERE state = 'processing' AND lease_until < $1",
+                self.clock(),
+            )
+        )
+
+    async def complete(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        html: str,
+        status: int,
+        headers: dict[str, str],
+        final_url: str,
+        expires_at: float,
+        duplicate_of: str | None = None,
+        links_due: bool = False,
+    ) -> bool:
+        """Store a capture and mark the path processed. False if ``owner`` lost the lease.
+        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
+        now = self.clock()
+        digest = content_hash(html)
+        body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
+        etag = f'"{digest[:24]}"'
+        async with self._db.acquire() as conn, conn.transaction():
+            pid = await conn.fetchval(
+                "UPDATE paths SET state = 'processed', status = $1, captured_at = $2, "
+                "expires_at = $3, error = NULL, duplicate_of = $4, attempts = 0, "
+                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5 "
+                "WHERE site = $6 AND path = $7 AND state = 'processing' AND lease_owner = $8 "
+                "RETURNING id",
+                status,
+                now,
+                expires_at,
+                duplicate_of,
+                links_due,
+                site,
+                path,
+                owner,
+            )
+            if pid is None:
+                return False
+            await conn.execute(
+                "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
+                "content_hash, final_url, captured_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                "ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
+                "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
+                "content_hash = excluded.content_hash, final_url = excluded.final_url, "
+                "captured_at = excluded.captured_at",
+                pid,
+                body,
+                status,
+                json.dumps(headers),
+                etag,
+                digest,
+                final_url,
+                now,
+            )
+        return True
+
+    async def fail(
+        self,
+        site: str,
+        path: str,
+        owner: str,
+        *,
+        error: str,
+        retry_at: float,
+        status: int | None = None,
+    ) -> bool:
+        """Mark a claimed path ``error`` until ``retry_at``; its old snapshot stays."""
+        result = await self._db.execute(
+            "UPDATE paths SET state = 'error', error = $1, expires_at = $2, "
+            "status = COALESCE($3, status), lease_owner = NULL, lease_until = NULL "
+            "WHERE site = $4 AND path = $5 AND state = 'processing' AND lease_owner = $6",
+            error[:500],
+            retry_at,
+            status,
+            site,
+            path,
+            owner,
+        )
+        return _count(result) > 0
+
+    async def links_followed(self, site: str, path: str) -> None:
+        await self._db.execute(
+            "UPDATE paths SET links_due = FALSE WHERE site = $1 AND path = $2 AND links_due",
+            site,
+            path,
+        )
+
+    async def set_duplicate(self, site: str, path: str, of: str | None) -> None:
+        await self._db.execute(
+            "UPDATE paths SET duplicate_of = $1 WHERE site = $2 AND path = $3", of, site, path
+        )
+
+    async def requeue_expired(
+        self, site: str, *, limit: int = 1000, states: Sequence[str] = ("processed", "error")
+    ) -> int:
+        """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
+        states = [s for s in states if s in ("processed", "error")]
+        if not states:
+            return 0
+        now = self.clock()
+        return _count(
+            await self._db.execute(
+                "UPDATE paths SET state = 'pending', priority = 0, queued_at = $1 "
+                "WHERE id IN (SELECT id FROM paths WHERE site = $2 "
+                "AND state = ANY($3::text[]) AND expires_at <= $1 LIMIT $4 "
+                "FOR UPDATE SKIP LOCKED)",
+                now,
+                site,
+                states,
+                limit,
+            )
+        )
+
+    async def release_leases(self, owner: str) -> int:
+        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died)."""
+        return _count(
+            await self._db.execute(
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
+                "WHERE state = 'processing' AND lease_owner = $1",
+                owner,
+            )
+        )
+
+    async def delete_path(self, site: str, path: str) -> bool:
+        status = await self._db.execute(
+            "DELETE FROM paths WHERE site = $1 AND path = $2", site, path
+        )
+        return _count(status) > 0

@@ -1,0 +1,121 @@
+"""What only the PostgreSQL store has to show: several processes (hosts) on one database.
+
+Every test of tests/test_store.py runs on PostgreSQL too (the ``store`` fixture); these add
+separate connection pools standing for separate hosts, the schema's creation by processes
+starting together, and its errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import asyncpg
+import pytest
+
+from snapshotd.store import StoreError, open_store
+from snapshotd.store.postgres import MIGRATIONS, PostgresStore
+from tests.conftest import drop_postgres_schema, postgres_schema
+
+
+@pytest.fixture
+async def schema():
+    name, url = await postgres_schema()
+    yield url
+    await drop_postgres_schema(name)
+
+
+async def test_a_postgresql_url_selects_the_postgresql_store(schema):
+    store = open_store(schema)
+    assert isinstance(store, PostgresStore)
+    await store.open()
+    try:
+        assert await store.ping()
+        assert await store.schema_version() == len(MIGRATIONS)
+    finally:
+        await store.close()
+
+
+async def test_processes_starting_together_create_the_schema_once(schema):
+    stores = [PostgresStore(schema, pool_size=2) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        conn = await asyncpg.connect(schema)
+        try:
+            assert await conn.fetchval("SELECT COUNT(*) FROM schema_migrations") == 1
+        finally:
+            await conn.close()
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_workers_on_several_hosts_never_claim_the_same_path(schema):
+    hosts = [PostgresStore(schema, pool_size=3) for _ in range(3)]
+    for store in hosts:
+        await store.open()
+    try:
+        await hosts[0].enqueue_many("s", [(f"/{i}", 0) for i in range(120)], 1)
+        claims = await asyncio.gather(
+            *(hosts[i % 3].claim(f"host{i % 3}:w{i}", 60) for i in range(150))
+        )
+        paths = [c.path for c in claims if c is not None]
+        assert len(paths) == 120 and len(set(paths)) == 120
+        # Each can complete only what it claimed.
+        record = next(c for c in claims if c is not None)
+        owner = int(record.lease_owner[4])
+        other = hosts[(owner + 1) % 3]
+        assert not await other.complete(
+            "s", record.path, "someone-else", html="x", status=200, headers={}, final_url="",
+            expires_at=0,
+        )
+        assert await hosts[owner].complete(
+            "s", record.path, record.lease_owner, html="<p>x</p>", status=200, headers={},
+            final_url="", expires_at=9e9,
+        )
+        assert (await other.get_snapshot("s", record.path)).html == "<p>x</p>"
+    finally:
+        for store in hosts:
+            await store.close()
+
+
+async def test_enqueueing_the_same_new_paths_from_two_hosts_queues_each_once(schema):
+    a, b = PostgresStore(schema, pool_size=2), PostgresStore(schema, pool_size=2)
+    await a.open()
+    await b.open()
+    try:
+        paths = [(f"/p{i}", 1) for i in range(100)]
+        first, second = await asyncio.gather(
+            a.enqueue_many("s", paths, 1), b.enqueue_many("s", list(reversed(paths)), 2)
+        )
+        # Every path is new to exactly one of them.
+        outcomes = list(zip(first, reversed(second), strict=True))
+        allowed = (["queued", "reprioritised"], ["pending", "queued"])
+        assert all(sorted(o) in allowed for o in outcomes)
+        assert await a.site_size("s") == 100
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_newer_schema_is_refused(schema):
+    async with PostgresStore(schema):
+        pass
+    conn = await asyncpg.connect(schema)
+    try:
+        await conn.execute("INSERT INTO schema_migrations VALUES (99, 0)")
+    finally:
+        await conn.close()
+    with pytest.raises(StoreError, match="schema version 99 is newer"):
+        await PostgresStore(schema).open()
+
+
+async def test_a_server_that_does_not_answer_is_one_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    store = PostgresStore(f"postgresql://snap:secret@127.0.0.1:{port}/snapshots")
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    message = str(caught.value)
+    assert message.startswith(f"postgresql://127.0.0.1:{port}/snapshots: ")
+    assert "secret" not in message and "snap:" not in message
