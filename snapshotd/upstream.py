@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -38,11 +39,25 @@ BAD_GATEWAY_PAGE = (
     b"Please try again in a moment.</p></body></html>"
 )
 
-# Connecting may take 5 s; after that the origin may be silent for 30 s between two reads.
-TIMEOUT = aiohttp.ClientTimeout(total=None, connect=5.0, sock_read=30.0)
-MAX_CONNECTIONS = 256
+# The TCP connection may take 5 s; once the request is sent, the origin may be silent for
+# 30 s between two reads. There is no cap on connections: each request in flight holds at
+# most one, so the server's own connections bound them (a cap would make ordinary requests
+# wait behind long-lived streams).
+TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=30.0)
 # What reaching the origin can raise, before or while its answer streams.
 _ORIGIN_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+# Not forwarded: the server in front already answered the client's "100-continue", and the
+# origin gets the body at once (waiting for its own 100 could wait for ever).
+_NOT_FORWARDED = frozenset(
+    {b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"expect"}
+)
+# What the server refuses to send in a header (uvicorn's own checks).
+_BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
+_BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+class _ClientGone(Exception):
+    """The client left while its request body was being sent on."""
 
 
 def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -57,9 +72,23 @@ def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
     ]
 
 
+def _response_headers(response: aiohttp.ClientResponse) -> list[tuple[bytes, bytes]]:
+    """The origin's headers to send on: no hop-by-hop ones, none the server would refuse, and
+    no Content-Length on a 204 or 304 (which have no body here)."""
+    out = []
+    for k, v in _strip_hop_by_hop(list(response.raw_headers)):
+        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
+            log.debug("origin header not sent on (invalid): %r", k[:100])
+            continue
+        if response.status in (204, 304) and k.lower() == b"content-length":
+            continue
+        out.append((k, v))
+    return out
+
+
 def _session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0),
+        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
         timeout=TIMEOUT,
         # One session serves every user: an origin's Set-Cookie must reach only the user it
         # answered, never be kept and sent along with someone else's request.
@@ -68,9 +97,13 @@ def _session() -> aiohttp.ClientSession:
         # client's own headers added to what the user sent.
         auto_decompress=False,
         skip_auto_headers=(
-            "User-Agent", "Accept", "Accept-Encoding", "Content-Type", "Content-Length"
+            "User-Agent",
+            "Accept",
+            "Accept-Encoding",
+            "Content-Type",
+            "Content-Length",
         ),
-        # Cookies and CSP headers can be long; h11 and uvicorn accept up to 64 KiB too.
+        # Cookies and CSP headers can be long: a header line may be up to 64 KiB.
         max_line_size=65536,
         max_field_size=65536,
     )
@@ -113,40 +146,46 @@ class Upstream:
         target = raw_path.decode("latin-1")
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")
-        headers = _strip_hop_by_hop(list(scope["headers"]))
         client_host = (scope.get("client") or ("", 0))[0]
         original_host = b""
         prior_xff = b""
-        out: list[tuple[bytes, bytes]] = []
-        for k, v in headers:
+        out: list[tuple[str, str]] = []
+        for k, v in _strip_hop_by_hop(list(scope["headers"])):
             lk = k.lower()
             if lk == b"host":
                 original_host = v
-                continue
-            if lk == b"x-forwarded-for":
+            elif lk == b"x-forwarded-for":
                 prior_xff = v
+            if lk in _NOT_FORWARDED:
                 continue
-            if lk in (b"x-forwarded-proto", b"x-forwarded-host"):
-                continue
-            out.append((k, v))
+            try:
+                # aiohttp writes header text as UTF-8: valid UTF-8 goes through byte for byte.
+                out.append((k.decode("latin-1"), v.decode("utf-8")))
+            except UnicodeDecodeError:
+                log.debug("header not forwarded (not UTF-8): %s", k.decode("latin-1"))
         xff = (prior_xff + b", " if prior_xff else b"") + client_host.encode("latin-1")
         out += [
-            (b"x-forwarded-for", xff),
-            (b"x-forwarded-proto", scope.get("scheme", "http").encode()),
+            ("x-forwarded-for", xff.decode("utf-8", "replace")),
+            ("x-forwarded-proto", scope.get("scheme", "http")),
         ]
         if original_host:
-            out.append((b"x-forwarded-host", original_host))
+            out.append(("x-forwarded-host", original_host.decode("utf-8", "replace")))
 
         method = scope["method"]
         has_body = any(
             k.lower() in (b"content-length", b"transfer-encoding") for k, _ in scope["headers"]
         )
 
+        client_gone = False
+
         async def body() -> AsyncIterator[bytes]:
+            nonlocal client_gone
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    return
+                    # Raised, not returned: the origin must not take a cut-off body as whole.
+                    client_gone = True
+                    raise _ClientGone
                 chunk = message.get("body", b"")
                 if chunk:
                     yield chunk
@@ -158,11 +197,14 @@ class Upstream:
                 method,
                 # Encoded already: the path goes to the origin byte for byte.
                 URL(origin.rstrip("/") + target, encoded=True),
-                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in out],
+                headers=out,
                 data=body() if has_body else None,
                 allow_redirects=False,
             )
-        except _ORIGIN_ERRORS as exc:
+        except (*_ORIGIN_ERRORS, _ClientGone) as exc:
+            if client_gone:
+                log.debug("client left during its upload origin=%s", origin)
+                return 499
             log.warning("origin unreachable origin=%s error=%s", origin, type(exc).__name__)
             await send(
                 {
@@ -182,7 +224,7 @@ class Upstream:
                 {
                     "type": "http.response.start",
                     "status": response.status,
-                    "headers": _strip_hop_by_hop(list(response.raw_headers)),
+                    "headers": _response_headers(response),
                 }
             )
             if method == "HEAD":

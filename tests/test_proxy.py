@@ -629,3 +629,123 @@ def test_a_bot_is_served_from_postgresql(tmp_path) -> None:
         assert origin.hits.count("/items/3") == 2  # one render, one person
     finally:
         asyncio.run(drop_postgres_schema(name))
+
+
+class RawOrigin:
+    """An origin that records each request as bytes and answers as its path asks."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, object]] = []
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        record: dict[str, object] = {"headers": list(scope["headers"]), "body": b""}
+        self.seen.append(record)
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                record["complete"] = False
+                return
+            record["body"] += message.get("body", b"")  # type: ignore[operator]
+            if not message.get("more_body"):
+                record["complete"] = True
+                break
+        if scope["path"] == "/not-modified":
+            headers = [(b"content-length", b"1234"), (b"etag", b'"v1"')]
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _raw_origin_server(origin: RawOrigin):  # type: ignore[no-untyped-def]
+    """A loopback server speaking raw HTTP/1.1 to the proxy, for headers uvicorn would refuse
+    to send: it answers every request of a connection with what ``origin`` sends."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nX-Ok: 1\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
+            )
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_pass_through_sends_header_bytes_as_they_came_and_no_expect(tmp_path) -> None:
+    origin = RawOrigin()
+    with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(
+                b"POST /upload HTTP/1.1\r\nHost: a.test\r\nX-Name: J\xc3\xb6rg\r\n"
+                b"Expect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+            )
+            assert s.recv(65536).startswith(b"HTTP/1.1 100 Continue")
+            s.sendall(b"hello")
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    headers = dict(origin.seen[0]["headers"])  # type: ignore[arg-type]
+    assert headers[b"x-name"] == b"J\xc3\xb6rg"
+    assert b"expect" not in headers
+    assert origin.seen[0]["body"] == b"hello"
+
+
+def test_an_upload_the_client_abandons_is_not_completed_for_the_origin(tmp_path) -> None:
+    origin = RawOrigin()
+    with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
+        host, port = base.removeprefix("http://").split(":")
+        for framing in (b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+                        b"Content-Length: 100000\r\n\r\nhello"):
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(b"POST /upload HTTP/1.1\r\nHost: a.test\r\n" + framing)
+                time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while len([r for r in origin.seen if "complete" in r]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = httpx.get(base + "/after", trust_env=False)
+    assert [r["complete"] for r in origin.seen[:2]] == [False, False], origin.seen
+    assert after.status_code == 200
+
+
+def test_not_modified_and_invalid_origin_headers_pass_cleanly(tmp_path) -> None:
+    origin = RawOrigin()
+    raw_listener, raw_url = _raw_origin_server(origin)
+    try:
+        with serve_asgi(origin) as origin_url, serve_asgi(
+            _no_render_app(tmp_path, origin_url)
+        ) as base, serve_asgi(_no_render_app(tmp_path / "raw", raw_url)) as raw_base:
+            with httpx.Client(base_url=base, trust_env=False) as client:
+                # Twice on one connection: the 304's Content-Length must not make the
+                # server wait for a body.
+                for _ in range(2):
+                    r = client.get("/not-modified")
+                    assert r.status_code == 304 and r.headers["etag"] == '"v1"'
+            bad = httpx.get(raw_base + "/bad-header", trust_env=False)
+    finally:
+        raw_listener.close()
+    assert bad.status_code == 200 and bad.text == "ok"
+    assert bad.headers["x-ok"] == "1" and "x-bad" not in bad.headers
