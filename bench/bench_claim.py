@@ -1,7 +1,11 @@
-"""Time to claim the next path with 1,000,000 pending rows in SQLite.
+"""Time to claim the next path with 1,000,000 pending rows in SQLite (and PostgreSQL).
 
     python bench/bench_claim.py                       # 1,000,000 rows, 2,000 claims
     python bench/bench_claim.py --rows 100000 --claims 500
+    python bench/bench_claim.py --postgres postgresql://postgres@127.0.0.1:5432/test
+
+With ``--postgres`` the same rows and claims run on that server too, in a schema of their
+own that is dropped afterwards.
 
 The rows are spread over priorities 0-3 with random queue times, in one site, as a large
 crawl leaves them. Three claim shapes are timed, each through ``SQLiteStore.claim`` on a
@@ -24,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
 
 
@@ -51,7 +56,79 @@ def fill(db: str, rows: int, small: int) -> None:
     conn.close()
 
 
-async def time_claims(store: SQLiteStore, claims: int, sites: list[str] | None) -> list[float]:
+def rows_for(rows: int, small: int) -> list[tuple[object, ...]]:
+    """The same rows as ``fill``: (site, path, state, priority, hops, created_at, queued_at)."""
+    rng = random.Random(7)
+    now = time.time()
+    out: list[tuple[object, ...]] = [
+        (
+            "big",
+            f"/p/{i}",
+            "pending",
+            rng.choice((0, 1, 1, 1, 2, 3)),
+            1,
+            now,
+            now - rng.random() * 1e6,
+        )
+        for i in range(rows)
+    ]
+    out += [("small", f"/s/{i}", "pending", 0, 1, now, now) for i in range(small)]
+    return out
+
+
+async def postgres(url: str, rows: int, claims: int) -> None:
+    import uuid
+
+    import asyncpg
+
+    schema = f"bench_claim_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(url)
+    await admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        dsn = f"{url}{'&' if '?' in url else '?'}search_path={schema}"
+        async with PostgresStore(dsn) as store:
+            started = time.perf_counter()
+            conn = await asyncpg.connect(dsn)
+            try:
+                await conn.copy_records_to_table(
+                    "paths",
+                    records=rows_for(rows, claims),
+                    columns=[
+                        "site",
+                        "path",
+                        "state",
+                        "priority",
+                        "hops",
+                        "created_at",
+                        "queued_at",
+                    ],
+                )
+                await conn.execute("ANALYZE paths")
+            finally:
+                await conn.close()
+            print(
+                f"\nPostgreSQL: {rows:,} pending rows written in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+            await time_claims(store, 50, None)
+            print(f"claim, {claims} times each, target < 2 ms:")
+            report("any site", await time_claims(store, claims, None))
+            report(
+                "sites=['big', 'small'] (the crawler)",
+                await time_claims(store, claims, ["big", "small"]),
+            )
+            report(
+                "sites=['small'] (big one delayed)",
+                await time_claims(store, min(claims, 50), ["small"]),
+            )
+    finally:
+        await admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        await admin.close()
+
+
+async def time_claims(
+    store: SQLiteStore | PostgresStore, claims: int, sites: list[str] | None
+) -> list[float]:
     out = []
     for _ in range(claims):
         started = time.perf_counter()
@@ -74,6 +151,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--claims", type=int, default=2000)
+    parser.add_argument("--postgres", default="", help="a PostgreSQL URL to measure as well")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "claim.db")
@@ -94,6 +172,8 @@ async def main() -> None:
                 "sites=['small'] (big one delayed)",
                 await time_claims(store, min(args.claims, 50), ["small"]),
             )
+    if args.postgres:
+        await postgres(args.postgres, args.rows, args.claims)
 
 
 if __name__ == "__main__":

@@ -230,3 +230,19 @@ async def test_a_write_cancelled_mid_transaction_leaves_no_transaction_open(tmp_
             )
         finally:
             conn.close()
+
+
+async def test_a_batch_is_claimed_in_its_own_order(store):
+    await store.enqueue_many("s", [("/z", 0), ("/b", 0), ("/m", 0), ("/a", 0)], 1)
+    claimed = [(await store.claim("w", 60)).path for _ in range(4)]
+    assert claimed == ["/z", "/b", "/m", "/a"]
+
+
+async def test_a_site_behind_a_full_queue_is_claimed_at_once(store):
+    await store.enqueue_many("big", [(f"/{i}", 0) for i in range(600)], 2)
+    await store.enqueue("small", "/only", 0)
+    record = await store.claim("w", 60, sites=["small"])
+    assert (record.site, record.path) == ("small", "/only")
+    assert await store.claim("w", 60, sites=["small"]) is None
+    both = await store.claim("w", 60, sites=["small", "big"])
+    assert (both.site, both.path) == ("big", "/0")

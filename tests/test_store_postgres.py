@@ -119,3 +119,31 @@ async def test_a_server_that_does_not_answer_is_one_clear_error():
     message = str(caught.value)
     assert message.startswith(f"postgresql://127.0.0.1:{port}/snapshots: ")
     assert "secret" not in message and "snap:" not in message
+
+
+async def test_releasing_leases_while_a_batch_is_queued_never_deadlocks(schema):
+    a, b = PostgresStore(schema, pool_size=2), PostgresStore(schema, pool_size=2)
+    await a.open()
+    await b.open()
+    try:
+        for round_ in range(3):
+            # Two leases that have run out, "/b" stored before "/a".
+            for path in (f"/b{round_}", f"/a{round_}"):
+                await a.enqueue("s", path, 1)
+                assert await a.claim_path("s", path, "dead", -1) is not None
+            # Locked in path order, the new paths come between the two old ones.
+            batch = [(f"/a{round_}", 0)] + [(f"/a{round_}-{i:04d}", 0) for i in range(1500)]
+            batch.append((f"/b{round_}", 0))
+            async def release_meanwhile() -> int:
+                await asyncio.sleep(0.05)  # while the batch is under way
+                return await a.release_expired_leases()
+
+            queued, released = await asyncio.gather(
+                b.enqueue_many("s", batch, 1), release_meanwhile()
+            )
+            assert released == 2
+            assert queued[1:-1] == ["queued"] * 1500
+            assert {queued[0], queued[-1]} <= {"processing", "pending"}
+    finally:
+        await a.close()
+        await b.close()

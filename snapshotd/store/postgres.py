@@ -83,8 +83,16 @@ _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
 
 _RETRIES = 5
 _NEXT_PENDING = (
-    "SELECT id FROM paths WHERE state = 'pending' {sites}"
+    "SELECT id FROM paths WHERE state = 'pending' "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+# Each asked site's own head of the queue (its index, whatever other sites hold), then the
+# best of those: a constant cost per site even when another site fills the queue.
+_NEXT_PENDING_OF = (
+    "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
+    "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
+    "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS head "
+    "ORDER BY head.priority DESC, head.queued_at, head.id LIMIT 1"
 )
 
 
@@ -135,24 +143,32 @@ class PostgresStore:
     def where(self) -> str:
         """The database's address for messages: no user name or password."""
         parts = urlsplit(self.dsn)
-        return f"postgresql://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" + (
-            parts.path or "/"
-        )
+        return f"postgresql://{parts.netloc.rpartition('@')[2]}{parts.path or '/'}"
 
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=1, max_size=self.pool_size, command_timeout=60, timeout=10
+                # No connection kept open for its own sake: during an outage asyncpg would
+                # log a traceback for each attempt to restore it.
+                self.dsn, min_size=0, max_size=self.pool_size, command_timeout=60, timeout=10
             )
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (
+            OSError,
+            TimeoutError,
+            ValueError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+        ) as exc:
             raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
         try:
             await self._migrate()
         except BaseException as exc:
             await self._pool.close()
             self._pool = None
-            if isinstance(exc, asyncpg.PostgresError):
-                raise StoreError(f"{self.where}: {exc}") from None
+            if isinstance(
+                exc, (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+            ):
+                raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
             raise
 
     async def close(self) -> None:
@@ -360,6 +376,7 @@ class PostgresStore:
     async def _enqueue_one(
         self,
         conn: asyncpg.Connection,
+        new_id: int,
         site: str,
         path: str,
         priority: int,
@@ -367,52 +384,64 @@ class PostgresStore:
         force: bool,
         now: float,
     ) -> str:
-        inserted = await conn.fetchval(
-            "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at) "
-            "VALUES ($1, $2, 'pending', $3, $4, $5, $5) "
-            "ON CONFLICT (site, path) DO NOTHING RETURNING id",
-            site,
-            path,
-            priority,
-            hops,
-            now,
-        )
-        if inserted is not None:
-            return "queued"
-        row = await conn.fetchrow(
-            "SELECT id, state, priority, expires_at, hops FROM paths "
-            "WHERE site = $1 AND path = $2 FOR UPDATE",
-            site,
-            path,
-        )
-        if row is None:  # deleted in between
-            return await self._enqueue_one(conn, site, path, priority, hops, force, now)
-        pid, state, old_priority, expires_at, old_hops = row
-        hops = min(hops, old_hops)
-        if state == "pending":
-            if priority > old_priority or hops < old_hops:
-                await conn.execute(
-                    "UPDATE paths SET priority = GREATEST(priority, $1), hops = $2 WHERE id = $3",
+        """One path of a batch. Rows are not locked to be read: each change is a conditional
+        UPDATE on the state that was read, tried again if another process changed it first,
+        so a batch never holds a lock on a row it leaves alone."""
+        for _attempt in range(_RETRIES):
+            inserted = await conn.fetchval(
+                "INSERT INTO paths (id, site, path, state, priority, hops, created_at, queued_at) "
+                "OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6) "
+                "ON CONFLICT (site, path) DO NOTHING RETURNING id",
+                new_id,
+                site,
+                path,
+                priority,
+                hops,
+                now,
+            )
+            if inserted is not None:
+                return "queued"
+            row = await conn.fetchrow(
+                "SELECT id, state, priority, expires_at, hops FROM paths "
+                "WHERE site = $1 AND path = $2",
+                site,
+                path,
+            )
+            if row is None:  # deleted in between
+                continue
+            pid, state, old_priority, expires_at, old_hops = row
+            if state == "processing":
+                return "processing"
+            if state == "pending":
+                if priority <= old_priority and hops >= old_hops:
+                    return "pending"
+                changed = await conn.execute(
+                    "UPDATE paths SET priority = GREATEST(priority, $1), "
+                    "hops = LEAST(hops, $2) WHERE id = $3 AND state = 'pending'",
                     priority,
                     hops,
                     pid,
                 )
-                return "reprioritised" if priority > old_priority else "pending"
-            return "pending"
-        if state == "processing":
-            return "processing"
-        expired = expires_at is None or expires_at <= now
-        if state == "processed" and not expired and not force:
-            return "fresh"
-        await conn.execute(
-            "UPDATE paths SET state = 'pending', priority = $1, hops = $2, queued_at = $3, "
-            "lease_owner = NULL, lease_until = NULL WHERE id = $4",
-            priority,
-            hops,
-            now,
-            pid,
-        )
-        return "requeued"
+                if _count(changed):
+                    return "reprioritised" if priority > old_priority else "pending"
+                continue
+            expired = expires_at is None or expires_at <= now
+            if state == "processed" and not expired and not force:
+                return "fresh"
+            changed = await conn.execute(
+                "UPDATE paths SET state = 'pending', priority = $1, hops = $2, queued_at = $3, "
+                "lease_owner = NULL, lease_until = NULL "
+                "WHERE id = $4 AND state = $5 AND expires_at IS NOT DISTINCT FROM $6",
+                priority,
+                min(hops, old_hops),
+                now,
+                pid,
+                state,
+                expires_at,
+            )
+            if _count(changed):
+                return "requeued"
+        raise asyncpg.SerializationError(f"{path}: changed by others on every try")
 
     async def enqueue(
         self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
@@ -433,10 +462,19 @@ class PostgresStore:
             try:
                 out: list[str] = [""] * len(paths)
                 async with self._db.acquire() as conn, conn.transaction():
+                    # Ids in the batch's own order: claims break ties by id, insertion order.
+                    ids = [
+                        row[0]
+                        for row in await conn.fetch(
+                            "SELECT nextval(pg_get_serial_sequence('paths', 'id')) "
+                            "FROM generate_series(1, $1) ORDER BY 1",
+                            len(paths),
+                        )
+                    ]
                     for i in order:
                         path, hops = paths[i]
                         out[i] = await self._enqueue_one(
-                            conn, site, path, priority, hops, force, now
+                            conn, ids[i], site, path, priority, hops, force, now
                         )
                 return out
             except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
@@ -466,14 +504,13 @@ class PostgresStore:
             return None
         now = self.clock()
         params: list[Any] = [owner, now + lease_seconds]
-        filter_sites = ""
+        query = _NEXT_PENDING
         if sites is not None:
-            params.append(list(sites))
-            filter_sites = "AND site = ANY($3::text[]) "
+            params.append(list(dict.fromkeys(sites)))
+            query = _NEXT_PENDING_OF
         row = await self._db.fetchrow(
             "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-            f"attempts = attempts + 1 WHERE id = ({_NEXT_PENDING.format(sites=filter_sites)}) "
-            f"RETURNING {_PATH_COLUMNS}",
+            f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
             *params,
         )
         return _record(row) if row else None
