@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
-from snapshotd.store.base import PathRecord, Store
-from snapshotd.store.sqlite import content_hash
+from snapshotd.store.base import PathRecord, Store, content_hash
 
 log = logging.getLogger("snapshotd.capture")
 

@@ -19,6 +19,14 @@ OTHER = SiteSettings(name="o", origin="https://other.example.org")
 SETTINGS = Settings(sites=(SITE, OTHER))
 
 
+async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-def]
+    """A crawler on ``store`` for site "s", rules empty, as it stands after its start."""
+    capture = CaptureService(settings, store, renderer)
+    crawler = Crawler(settings, store, capture, rules={"s": RuleSet.empty()})
+    crawler._size["s"] = await store.site_size("s")
+    return crawler
+
+
 @pytest.mark.parametrize(
     ("url", "path"),
     [
@@ -67,13 +75,7 @@ def test_owner_is_dead_here():
 async def test_ignored_links_count_against_max_pages(store):
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000", ignore=("/cart",), max_pages=3)
     settings = Settings(sites=(site,))
-    crawler = Crawler(
-        settings,
-        store,
-        CaptureService(settings, store, None),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty()},
-    )
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store)
     assert await crawler._admit(site, "/a", hops=0, priority=1, source="seed") == "queued"
     outcomes = [
         await crawler._admit(site, f"/cart?item={i}", hops=1, priority=1, source="link")
@@ -89,13 +91,7 @@ async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
-    crawler = Crawler(
-        settings,
-        store,
-        CaptureService(settings, store, None),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty()},
-    )
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store)
     await crawler._admit(site, "/page", hops=0, priority=1, source="seed")
     record = await store.get_path("s", "/page")
     html = '<a href="/linked">x</a><link rel="next" href="/next">'
@@ -146,13 +142,7 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
     assert (await store.get_path("s", "/page")).state == "processed"
     assert [p for _i, p in await store.links_due("s", captured_before=9e9)] == ["/page"]
 
-    crawler = Crawler(
-        settings,
-        store,
-        CaptureService(settings, store, Renderer(), owner="second"),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty()},
-    )
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store, Renderer())
     await crawler._follow_due_links(site)
     assert await store.links_due("s", captured_before=9e9) == []
     for path in ("/linked", "/next"):
@@ -171,9 +161,8 @@ async def test_links_followed_after_a_capture_are_not_due(store):
         async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
             return CaptureResult(url=url, final_url=url, html='<a href="/linked">x</a>')
 
-    capture = CaptureService(settings, store, Renderer())  # type: ignore[arg-type]
-    crawler = Crawler(settings, store, capture, rules={"s": RuleSet.empty()})
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store, Renderer())
+    capture = crawler.capture
     await store.enqueue("s", "/page", 1)
     record = await store.claim_path("s", "/page", capture.owner, 60)
     await capture.run(site, record)
@@ -194,13 +183,7 @@ async def _stored(store, path: str, html: str, *, duplicate_of: str | None = Non
 async def test_a_stored_page_that_cannot_be_followed_does_not_stop_the_start(store, caplog):
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
-    crawler = Crawler(
-        settings,
-        store,
-        CaptureService(settings, store, None),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty()},
-    )
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store)
     await _stored(store, "/bad", '<a href="/from-bad">x</a>')
     await _stored(store, "/good", '<a href="/from-good">x</a>')
     follow = crawler._after_capture
@@ -222,13 +205,7 @@ async def test_a_stored_page_that_cannot_be_followed_does_not_stop_the_start(sto
 async def test_a_canonical_copy_cut_short_queues_its_canonical_at_start(store):
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
-    crawler = Crawler(
-        settings,
-        store,
-        CaptureService(settings, store, None),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty()},
-    )
-    crawler._size["s"] = await store.site_size("s")
+    crawler = await _crawler(settings, store)
     # Marked a copy of its canonical, then the process died before queueing the canonical.
     html = '<link rel="canonical" href="/main"><a href="/other">x</a>'
     await _stored(store, "/copy", html, duplicate_of="/main")

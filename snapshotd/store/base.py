@@ -13,6 +13,7 @@ Every engine (SQLite, PostgreSQL) keeps the same invariants:
 from __future__ import annotations
 
 import gzip
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -20,6 +21,18 @@ from functools import cached_property
 from typing import Protocol
 
 STATES = ("pending", "processing", "processed", "error", "ignored")
+
+
+def content_hash(html: str) -> str:
+    return hashlib.sha256(html.encode("utf-8")).hexdigest()
+
+
+def encode_capture(html: str) -> tuple[str, bytes, str]:
+    """What every engine stores for a capture's HTML: its hash, its gzip body (as served to
+    clients that accept gzip) and its ETag."""
+    digest = content_hash(html)
+    body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
+    return digest, body, f'"{digest[:24]}"'
 
 
 class StoreError(Exception):

@@ -16,7 +16,6 @@ Invariants, beyond those of ``snapshotd.store.base``:
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -25,8 +24,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from snapshotd.store.base import PathRecord, Snapshot, StoreError
-from snapshotd.store.sqlite import content_hash
+from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
 
 __all__ = ["PostgresStore"]
 
@@ -556,9 +554,7 @@ class PostgresStore:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
         now = self.clock()
-        digest = content_hash(html)
-        body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
-        etag = f'"{digest[:24]}"'
+        digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
             pid = await conn.fetchval(
                 "UPDATE paths SET state = 'processed', status = $1, captured_at = $2, "

@@ -8,8 +8,6 @@ never waits for the writer. Claims are one ``UPDATE ... RETURNING`` statement.
 from __future__ import annotations
 
 import asyncio
-import gzip
-import hashlib
 import json
 import sqlite3
 import time
@@ -19,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from snapshotd.store.base import PathRecord, Snapshot, StoreError
+from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -92,10 +90,6 @@ _NEXT_PENDING_BY_SITE = (
     "SELECT id FROM paths INDEXED BY sqlite_autoindex_paths_1 WHERE site IN ({}) "
     "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
 )
-
-
-def content_hash(html: str) -> str:
-    return hashlib.sha256(html.encode("utf-8")).hexdigest()
 
 
 def _record(row: Sequence[Any]) -> PathRecord:
@@ -518,9 +512,7 @@ class SQLiteStore:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
         now = self.clock()
-        digest = content_hash(html)
-        body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
-        etag = f'"{digest[:24]}"'
+        digest, body, etag = encode_capture(html)
         async with self._lock:
             wr = self._writer
             try:

@@ -1,5 +1,5 @@
 // Keeps a cache write and an IndexedDB write in flight at every moment, as a shared worker
-// (on connect) or a dedicated one (on its first message).
+// (on connect), a dedicated one (on its first message) or the page that loads it (busypage).
 function cache() {
   caches.open("busycache").then((c) => c.put("/w", new Response("w"))).then(cache, () => {});
 }
