@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_config(
-    tmp_path: Path, origin: str, db: Path, *, sitemaps: str = '["/sitemap_index.xml.gz"]'
+    tmp_path: Path, origin: str, db: Path | str, *, sitemaps: str = '["/sitemap_index.xml.gz"]'
 ) -> Path:
     config = tmp_path / "snapshotd.toml"
     config.write_text(
@@ -62,34 +64,61 @@ def kill_all(pids: list[int]) -> None:
     wait_until(lambda: not [p for p in pids if alive(p)], 10)
 
 
-def processed(db: Path) -> dict[str, float]:
-    """Captured paths and their capture times, read while a crawl may be writing."""
+def _rows(db: Path | str, sql: str) -> list[tuple[object, ...]]:
+    """Rows of ``sql`` from a SQLite file or a PostgreSQL URL, read while a crawl may write."""
+    if isinstance(db, str):
+        import asyncpg
+
+        async def fetch() -> list[tuple[object, ...]]:
+            conn = await asyncpg.connect(db)
+            try:
+                return [tuple(r) for r in await conn.fetch(sql)]
+            except asyncpg.UndefinedTableError:  # the schema is not there yet
+                return []
+            finally:
+                await conn.close()
+
+        return asyncio.run(fetch())
     if not db.exists():
-        return {}
+        return []
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        rows = conn.execute(
-            "SELECT path, captured_at FROM paths WHERE state = 'processed'"
-        ).fetchall()
+        return conn.execute(sql).fetchall()
     except sqlite3.OperationalError:  # the schema is not there yet
-        return {}
+        return []
     finally:
         conn.close()
-    return dict(rows)
 
 
-def states(db: Path) -> dict[str, str]:
-    conn = sqlite3.connect(db)
+def processed(db: Path | str) -> dict[str, float]:
+    """Captured paths and their capture times."""
+    rows = _rows(db, "SELECT path, captured_at FROM paths WHERE state = 'processed'")
+    return {str(p): float(t) for p, t in rows}  # type: ignore[arg-type]
+
+
+def states(db: Path | str) -> dict[str, str]:
+    return {str(p): str(s) for p, s in _rows(db, "SELECT path, state FROM paths")}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def crawl_db(request, tmp_path) -> Iterator[Path | str]:  # type: ignore[no-untyped-def]
+    """Where a crawl keeps its state: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield tmp_path / "crawl.db"
+        return
+    from tests.conftest import drop_postgres_schema, postgres_schema
+
+    name, url = asyncio.run(postgres_schema())
     try:
-        return dict(conn.execute("SELECT path, state FROM paths").fetchall())
+        yield url
     finally:
-        conn.close()
+        asyncio.run(drop_postgres_schema(name))
 
 
-def test_kill_9_mid_crawl_then_restart_loses_nothing_and_doubles_nothing(tmp_path):
+def test_kill_9_mid_crawl_then_restart_loses_nothing_and_doubles_nothing(tmp_path, crawl_db):
     site = Shop(delay=0.25)  # slow enough to be caught midway
     with serve_asgi(site.app) as origin:
-        db = tmp_path / "crawl.db"
+        db = crawl_db
         config = write_config(tmp_path, origin, db)
         first = snapshotd("crawl", "--config", str(config))
         processes = [first.pid]
