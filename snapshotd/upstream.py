@@ -56,6 +56,12 @@ _BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 
 
+def _reason(exc: BaseException) -> str:
+    """One short line for the log: the error's kind and the first line of its message."""
+    text = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class _ClientGone(Exception):
     """The client left while its request body was being sent on."""
 
@@ -205,7 +211,7 @@ class Upstream:
             if client_gone:
                 log.debug("client left during its upload origin=%s", origin)
                 return 499
-            log.warning("origin unreachable origin=%s error=%s", origin, type(exc).__name__)
+            log.warning("origin failed origin=%s error=%s", origin, _reason(exc))
             await send(
                 {
                     "type": "http.response.start",
@@ -249,7 +255,7 @@ class Upstream:
         except _ORIGIN_ERRORS as exc:
             # Headers are out. The response is left unfinished, so the server drops the
             # connection and the user sees a cut-off answer rather than a whole-looking one.
-            log.warning("origin stream broke origin=%s error=%s", origin, type(exc).__name__)
+            log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
         finally:
             if complete:
                 response.release()  # the connection goes back to the pool

@@ -66,9 +66,11 @@ async def store(request, tmp_path):
 
         schema, url = await postgres_schema()
         s = PostgresStore(url, clock=clock, pool_size=4)
-    await s.open()
-    s.test_clock = clock  # type: ignore[attr-defined]
-    yield s
-    await s.close()
-    if schema is not None:
-        await drop_postgres_schema(schema)
+    try:
+        await s.open()
+        s.test_clock = clock  # type: ignore[attr-defined]
+        yield s
+        await s.close()
+    finally:
+        if schema is not None:
+            await drop_postgres_schema(schema)

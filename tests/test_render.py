@@ -408,7 +408,8 @@ async def test_storage_written_to_the_end_leaves_nothing_behind(
         result = await solo.capture(f"{servers.origin}/p/checklinger", waiting)
         assert result.ok, result
         state = json.loads(re.search(r'<pre id="out">(.*?)</pre>', result.html).group(1))
-        assert (state["first"]["idb"], state["first"]["caches"]) == ([], [])
+        for moment in ("first", "later"):  # at once, and after writes in flight had landed
+            assert (state[moment]["idb"], state[moment]["caches"]) == ([], []), moment
 
 
 async def test_a_busy_loop_ends_at_render_timeout_and_the_slot_is_replaced(

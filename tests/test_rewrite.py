@@ -477,3 +477,35 @@ def test_eval_nf_reads_the_store(tmp_path, capsys, setup, expected_path):
         conn.close()
     assert eval_command(str(rules), [], ["/p/a"], str(db)) == 0
     assert json.loads(capsys.readouterr().out)["path"] == expected_path
+
+
+async def test_eval_nf_reads_the_store_given_whichever_engine(store, tmp_path, capsys):
+    import asyncio
+
+    await store.enqueue("shop", "/done", 1)
+    await store.claim_path("shop", "/done", "w", 60)
+    await store.complete(
+        "shop", "/done", "w", html="<p>x</p>", status=200, headers={}, final_url="",
+        expires_at=9e9,
+    )
+    await store.enqueue("shop", "/queued", 1)
+    f = tmp_path / "site.rules"
+    f.write_text("^/(.*)$ /fallback [NF]\n")
+    db = getattr(store, "dsn", None) or store.path
+    status = await asyncio.to_thread(eval_command, str(f), [], ["/done", "/queued"], db)
+    assert status == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [line["path"] for line in lines] == ["/done", "/fallback"]
+
+
+def test_eval_with_an_unreachable_postgresql_store_is_one_line(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    f = tmp_path / "site.rules"
+    f.write_text("^/(.*)$ /fallback [NF]\n")
+    assert eval_command(str(f), [], ["/a"], f"postgresql://u:pw@127.0.0.1:{port}/x") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"snapshotd: postgresql://127.0.0.1:{port}/x: ") and "pw" not in err

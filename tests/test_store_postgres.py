@@ -132,7 +132,7 @@ async def test_releasing_leases_while_a_batch_is_queued_never_deadlocks(schema):
                 await a.enqueue("s", path, 1)
                 assert await a.claim_path("s", path, "dead", -1) is not None
             # Locked in path order, the new paths come between the two old ones.
-            batch = [(f"/a{round_}", 0)] + [(f"/a{round_}-{i:04d}", 0) for i in range(1500)]
+            batch = [(f"/a{round_}", 0)] + [(f"/a{round_}-{i:04d}", 0) for i in range(3000)]
             batch.append((f"/b{round_}", 0))
             async def release_meanwhile() -> int:
                 await asyncio.sleep(0.05)  # while the batch is under way
@@ -142,7 +142,7 @@ async def test_releasing_leases_while_a_batch_is_queued_never_deadlocks(schema):
                 b.enqueue_many("s", batch, 1), release_meanwhile()
             )
             assert released == 2
-            assert queued[1:-1] == ["queued"] * 1500
+            assert queued[1:-1] == ["queued"] * 3000
             assert {queued[0], queued[-1]} <= {"processing", "pending"}
     finally:
         await a.close()

@@ -223,7 +223,8 @@ class BrowserPool:
         raise AssertionError("unreachable")
 
     async def _take_slot(self, chromium: _Chromium) -> Slot:
-        """An idle wiped slot, or a new one while there are fewer than ``concurrency``."""
+        """The most recently wiped idle slot, or a new one while there are fewer than
+        ``concurrency`` + ``spares``."""
         while True:
             while chromium.idle:
                 slot = chromium.idle.pop()

@@ -8,6 +8,8 @@ import sqlite3
 import sys
 from collections.abc import Callable
 
+from snapshotd.store.base import StoreError
+
 from .errors import RulesError
 from .ruleset import load_rules
 
@@ -33,8 +35,45 @@ def _parse_headers(headers: list[str]) -> dict[str, str] | str:
     return out
 
 
+_CAPTURED = "SELECT 1 FROM paths WHERE path = {} AND state = 'processed'"
+
+
+def _captured_in_postgres(db: str) -> tuple[Callable[[str], bool], Callable[[], None]]:
+    """The NF oracle on a PostgreSQL store; one clear error when it cannot be reached."""
+    import asyncio
+
+    import asyncpg
+
+    from snapshotd.store import StoreError
+    from snapshotd.store.postgres import PostgresStore
+
+    loop = asyncio.new_event_loop()
+    try:
+        conn = loop.run_until_complete(asyncpg.connect(db, timeout=10))
+    except (OSError, TimeoutError, ValueError, asyncpg.PostgresError) as exc:
+        loop.close()
+        raise StoreError(f"{PostgresStore(db).where}: {str(exc) or type(exc).__name__}") from None
+
+    def captured(path: str) -> bool:
+        try:
+            query = conn.fetchval(_CAPTURED.format("$1"), path)
+            return loop.run_until_complete(query) is not None
+        except asyncpg.UndefinedTableError:  # no store there yet
+            return False
+
+    def close() -> None:
+        loop.run_until_complete(conn.close())
+        loop.close()
+
+    return captured, close
+
+
 def _captured_in(db: str | None) -> tuple[Callable[[str], bool], Callable[[], None]]:
     """An NF oracle reading the store's `paths` table; a missing file or table means none."""
+    from snapshotd.store import is_postgres
+
+    if db and is_postgres(db):
+        return _captured_in_postgres(db)
     if not db or not os.path.exists(db):
         return (lambda path: False), (lambda: None)
     try:
@@ -44,9 +83,7 @@ def _captured_in(db: str | None) -> tuple[Callable[[str], bool], Callable[[], No
 
     def captured(path: str) -> bool:
         try:
-            row = conn.execute(
-                "SELECT 1 FROM paths WHERE path = ? AND state = 'processed'", (path,)
-            ).fetchone()
+            row = conn.execute(_CAPTURED.format("?"), (path,)).fetchone()
         except sqlite3.Error:
             return False
         return row is not None
@@ -66,7 +103,11 @@ def eval_command(rules_path: str, headers: list[str], urls: list[str], db: str |
         print(f"bad header {parsed!r}: expected 'Name: value'", file=sys.stderr)
         return 2
     host = next((v for k, v in parsed.items() if k.lower() == "host"), "")
-    captured, close = _captured_in(db)
+    try:
+        captured, close = _captured_in(db)
+    except StoreError as exc:
+        print(f"snapshotd: {exc}", file=sys.stderr)
+        return 2
     try:
         for url in urls:
             decision = rules.evaluate(url, host=host, headers=parsed, is_captured=captured)

@@ -140,7 +140,10 @@ class PostgresStore:
     @property
     def where(self) -> str:
         """The database's address for messages: no user name or password."""
-        parts = urlsplit(self.dsn)
+        try:
+            parts = urlsplit(self.dsn)
+        except ValueError:
+            return "postgresql://(malformed URL)"
         return f"postgresql://{parts.netloc.rpartition('@')[2]}{parts.path or '/'}"
 
     async def open(self) -> None:
@@ -164,7 +167,8 @@ class PostgresStore:
             await self._pool.close()
             self._pool = None
             if isinstance(
-                exc, (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+                exc,
+                (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError),
             ):
                 raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
             raise
