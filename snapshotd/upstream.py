@@ -121,7 +121,8 @@ async def _pump(response: aiohttp.ClientResponse, send: Send) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _disconnected(receive: Receive) -> None:
+async def _disconnected(receive: Receive, body_read: asyncio.Event) -> None:
+    await body_read.wait()
     while (await receive())["type"] != "http.disconnect":
         pass
 
@@ -183,6 +184,11 @@ class Upstream:
         )
 
         client_gone = False
+        # The request body is read while the answer may already stream (an origin answering
+        # early): only once it is all read may the disconnect watcher call ``receive``.
+        body_read = asyncio.Event()
+        if not has_body:
+            body_read.set()
 
         async def body() -> AsyncIterator[bytes]:
             nonlocal client_gone
@@ -191,11 +197,13 @@ class Upstream:
                 if message["type"] == "http.disconnect":
                     # Raised, not returned: the origin must not take a cut-off body as whole.
                     client_gone = True
+                    body_read.set()
                     raise _ClientGone
                 chunk = message.get("body", b"")
                 if chunk:
                     yield chunk
                 if not message.get("more_body", False):
+                    body_read.set()
                     return
 
         try:
@@ -240,7 +248,7 @@ class Upstream:
             # The server drops what is sent after the client has gone, so watch for that:
             # an endless origin stream (server-sent events) must not be read on for nobody.
             pump = asyncio.ensure_future(_pump(response, send))
-            gone = asyncio.ensure_future(_disconnected(receive))
+            gone = asyncio.ensure_future(_disconnected(receive, body_read))
             try:
                 await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
             finally:

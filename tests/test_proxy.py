@@ -753,3 +753,39 @@ def test_not_modified_and_invalid_origin_headers_pass_cleanly(tmp_path) -> None:
         raw_listener.close()
     assert bad.status_code == 200 and bad.text == "ok"
     assert bad.headers["x-ok"] == "1" and "x-bad" not in bad.headers
+
+
+def test_an_origin_answering_while_the_upload_goes_on_gets_all_of_it(tmp_path) -> None:
+    """Full duplex: each piece of the upload is echoed while the next is still to come."""
+
+    async def echo(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            if message.get("body"):
+                await send({"type": "http.response.body", "body": b"got:" + message["body"],
+                            "more_body": True})
+            if not message.get("more_body"):
+                await send({"type": "http.response.body", "body": b"end"})
+                return
+
+    with serve_asgi(echo) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /duplex HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+            received = b""
+            for piece in (b"one", b"two", b"three"):
+                s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                while b"got:" + piece not in received:
+                    chunk = s.recv(65536)
+                    assert chunk, received
+                    received += chunk
+            s.sendall(b"0\r\n\r\n")
+            while chunk := s.recv(65536):
+                received += chunk
+    assert b"end" in received
