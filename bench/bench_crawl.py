@@ -2,8 +2,10 @@
 
     python bench/bench_crawl.py                 # concurrency 2, 5 rounds
     python bench/bench_crawl.py --rounds 1 --sitemap
+    python bench/bench_crawl.py --postgres postgresql://postgres@127.0.0.1:5432/test
 
-Crawl: ``Crawler`` in ``snapshotd crawl`` mode on a fresh SQLite file, seeded with "/" only,
+Crawl: ``Crawler`` in ``snapshotd crawl`` mode on a fresh SQLite file (or a fresh schema on
+the ``--postgres`` server, dropped afterwards), seeded with "/" only,
 so every page after the first is found as a link (``--sitemap`` also reads the app's
 /sitemap.xml at start, as a configured site would); the clock runs from start to "nothing
 pending". The browser pool is launched and warmed before the clock starts. Floor:
@@ -31,13 +33,47 @@ from snapshotd.capture import CaptureService  # noqa: E402
 from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
 from snapshotd.crawler import Crawler  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.store import Store  # noqa: E402
+from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
 
 
-async def crawl_once(settings: Settings, origin: str) -> tuple[int, float, int]:
-    """(pages captured, seconds, errors) for one crawl of the site from "/"."""
+async def postgres_schema(url: str) -> tuple[str, str]:
+    """A new schema on ``url``'s server: (its name, a URL using it)."""
+    import uuid
+
+    import asyncpg
+
+    name = f"bench_crawl_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f"CREATE SCHEMA {name}")
+    finally:
+        await conn.close()
+    return name, f"{url}{'&' if '?' in url else '?'}search_path={name}"
+
+
+async def drop_schema(url: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f"DROP SCHEMA {name} CASCADE")
+    finally:
+        await conn.close()
+
+
+async def crawl_once(settings: Settings, origin: str, postgres: str = "") -> tuple[int, float, int]:
+    """(pages captured, seconds, errors) for one crawl of the site from "/", on a new SQLite
+    file or, with ``postgres``, in a new schema on that server."""
+    schema = ""
     with tempfile.TemporaryDirectory() as tmp:
-        store = SQLiteStore(str(Path(tmp) / "bench.db"))
+        store: Store
+        if postgres:
+            schema, url = await postgres_schema(postgres)
+            store = PostgresStore(url)
+        else:
+            store = SQLiteStore(str(Path(tmp) / "bench.db"))
         await store.open()
         pool = BrowserPool(settings.browser)
         await pool.start()
@@ -56,6 +92,8 @@ async def crawl_once(settings: Settings, origin: str) -> tuple[int, float, int]:
         finally:
             await pool.close()
             await store.close()
+            if schema:
+                await drop_schema(postgres, schema)
 
 
 async def main() -> None:
@@ -63,6 +101,7 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="crawls (and floors) to run")
     parser.add_argument("--sitemap", action="store_true", help="also read /sitemap.xml")
+    parser.add_argument("--postgres", default="", help="crawl into this PostgreSQL server")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     executable = find_chromium(BrowserSettings())
@@ -81,11 +120,12 @@ async def main() -> None:
     )
     print(
         f"chromium {executable}; origin {origin}; concurrency {args.concurrency}; "
-        f"{'seed / and /sitemap.xml' if args.sitemap else 'seed / only'}"
+        f"{'seed / and /sitemap.xml' if args.sitemap else 'seed / only'}; "
+        f"store {'PostgreSQL' if args.postgres else 'SQLite'}"
     )
     crawl_rates, floor_rates = [], []
     for round_ in range(1, args.rounds + 1):
-        pages, elapsed, errors = await crawl_once(settings, origin)
+        pages, elapsed, errors = await crawl_once(settings, origin, args.postgres)
         crawl_rate = pages / elapsed
         base = await floor(executable, args.concurrency, urls(origin, pages), urls(origin, 4))
         crawl_rates.append(crawl_rate)

@@ -378,7 +378,7 @@ class PostgresStore:
     async def _enqueue_one(
         self,
         conn: asyncpg.Connection,
-        new_id: int,
+        new_id: int | None,
         site: str,
         path: str,
         priority: int,
@@ -390,17 +390,30 @@ class PostgresStore:
         UPDATE on the state that was read, tried again if another process changed it first,
         so a batch never holds a lock on a row it leaves alone."""
         for _attempt in range(_RETRIES):
-            inserted = await conn.fetchval(
-                "INSERT INTO paths (id, site, path, state, priority, hops, created_at, queued_at) "
-                "OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6) "
-                "ON CONFLICT (site, path) DO NOTHING RETURNING id",
-                new_id,
-                site,
-                path,
-                priority,
-                hops,
-                now,
-            )
+            if new_id is None:
+                inserted = await conn.fetchval(
+                    "INSERT INTO paths (site, path, state, priority, hops, created_at, "
+                    "queued_at) VALUES ($1, $2, 'pending', $3, $4, $5, $5) "
+                    "ON CONFLICT (site, path) DO NOTHING RETURNING id",
+                    site,
+                    path,
+                    priority,
+                    hops,
+                    now,
+                )
+            else:
+                inserted = await conn.fetchval(
+                    "INSERT INTO paths (id, site, path, state, priority, hops, created_at, "
+                    "queued_at) OVERRIDING SYSTEM VALUE "
+                    "VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6) "
+                    "ON CONFLICT (site, path) DO NOTHING RETURNING id",
+                    new_id,
+                    site,
+                    path,
+                    priority,
+                    hops,
+                    now,
+                )
             if inserted is not None:
                 return "queued"
             row = await conn.fetchrow(
@@ -448,7 +461,14 @@ class PostgresStore:
     async def enqueue(
         self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
     ) -> str:
-        return (await self.enqueue_many(site, [(path, hops)], priority, force=force))[0]
+        """One path (the crawler's every link): no transaction, no id reserved, usually one
+        round trip. Each statement stands alone, as a batch's do."""
+        if not 0 <= priority <= 3:
+            raise ValueError(f"priority must be 0-3, not {priority}")
+        async with self._db.acquire() as conn:
+            return await self._enqueue_one(
+                conn, None, site, path, priority, hops, force, self.clock()
+            )
 
     async def enqueue_many(
         self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
