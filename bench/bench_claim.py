@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
@@ -77,15 +78,10 @@ def rows_for(rows: int, small: int) -> list[tuple[object, ...]]:
 
 
 async def postgres(url: str, rows: int, claims: int) -> None:
-    import uuid
-
     import asyncpg
+    from pg_schema import scratch_schema
 
-    schema = f"bench_claim_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(url)
-    await admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        dsn = f"{url}{'&' if '?' in url else '?'}search_path={schema}"
+    async with scratch_schema(url, "bench_claim") as dsn:
         async with PostgresStore(dsn) as store:
             started = time.perf_counter()
             conn = await asyncpg.connect(dsn)
@@ -121,9 +117,6 @@ async def postgres(url: str, rows: int, claims: int) -> None:
                 "sites=['small'] (big one delayed)",
                 await time_claims(store, min(claims, 50), ["small"]),
             )
-    finally:
-        await admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
 
 
 async def time_claims(

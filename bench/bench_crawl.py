@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import statistics
 import sys
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_render import floor, serve, urls  # noqa: E402
+from pg_schema import scratch_schema  # noqa: E402
 
 from snapshotd.capture import CaptureService  # noqa: E402
 from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
@@ -38,41 +40,17 @@ from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
 
 
-async def postgres_schema(url: str) -> tuple[str, str]:
-    """A new schema on ``url``'s server: (its name, a URL using it)."""
-    import uuid
-
-    import asyncpg
-
-    name = f"bench_crawl_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f"CREATE SCHEMA {name}")
-    finally:
-        await conn.close()
-    return name, f"{url}{'&' if '?' in url else '?'}search_path={name}"
-
-
-async def drop_schema(url: str, name: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f"DROP SCHEMA {name} CASCADE")
-    finally:
-        await conn.close()
-
-
 async def crawl_once(settings: Settings, origin: str, postgres: str = "") -> tuple[int, float, int]:
     """(pages captured, seconds, errors) for one crawl of the site from "/", on a new SQLite
     file or, with ``postgres``, in a new schema on that server."""
-    schema = ""
-    with tempfile.TemporaryDirectory() as tmp:
+    async with contextlib.AsyncExitStack() as stack:
         store: Store
         if postgres:
-            schema, url = await postgres_schema(postgres)
-            store = PostgresStore(url)
+            store = PostgresStore(
+                await stack.enter_async_context(scratch_schema(postgres, "bench_crawl"))
+            )
         else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
             store = SQLiteStore(str(Path(tmp) / "bench.db"))
         await store.open()
         pool = BrowserPool(settings.browser)
@@ -92,8 +70,6 @@ async def crawl_once(settings: Settings, origin: str, postgres: str = "") -> tup
         finally:
             await pool.close()
             await store.close()
-            if schema:
-                await drop_schema(postgres, schema)
 
 
 async def main() -> None:

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from snapshotd.bots import is_static_asset
 from snapshotd.config import SiteSettings
-from snapshotd.proxy import _accepts_gzip as accepts_gzip
+from snapshotd.proxy import accepts_gzip
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API, STATES, PathRecord, captured_check
 from snapshotd.urls import BadRequest, site_path_from_request, site_path_from_url

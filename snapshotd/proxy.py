@@ -44,7 +44,7 @@ _STATUS_TEXT = {
 }
 
 
-def _accepts_gzip(value: str) -> bool:
+def accepts_gzip(value: str) -> bool:
     """Whether an ``Accept-Encoding`` value allows gzip: an explicit ``gzip`` entry decides,
     else ``*``; a ``q`` of 0 refuses and an entry with an unreadable ``q`` is ignored."""
     found: dict[str, float] = {}
@@ -339,7 +339,7 @@ class Proxy:
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
             return
-        if _accepts_gzip(headers.get("accept-encoding", "")):
+        if accepts_gzip(headers.get("accept-encoding", "")):
             body = snapshot.body_gz
             out.append((b"content-encoding", b"gzip"))
         else:

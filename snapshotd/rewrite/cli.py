@@ -44,15 +44,14 @@ def _captured_in_postgres(db: str) -> tuple[Callable[[str], bool], Callable[[], 
 
     import asyncpg
 
-    from snapshotd.store import StoreError
-    from snapshotd.store.postgres import PostgresStore
+    from snapshotd.store.postgres import CONNECT_ERRORS, PostgresStore
 
     loop = asyncio.new_event_loop()
     try:
         conn = loop.run_until_complete(asyncpg.connect(db, timeout=10))
-    except (OSError, TimeoutError, ValueError, asyncpg.PostgresError) as exc:
+    except CONNECT_ERRORS as exc:
         loop.close()
-        raise StoreError(f"{PostgresStore(db).where}: {str(exc) or type(exc).__name__}") from None
+        raise PostgresStore(db).failure(exc) from None
 
     def captured(path: str) -> bool:
         try:

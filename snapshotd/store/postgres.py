@@ -26,7 +26,7 @@ import asyncpg
 
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
 
-__all__ = ["PostgresStore"]
+__all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
 _PATH_COLUMNS = (
     "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
@@ -80,6 +80,8 @@ MIGRATIONS: list[str] = [
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
 
 _RETRIES = 5
+# What opening a connection can raise for a bad URL, an unreachable server or a refusal.
+CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError)
 _NEXT_PENDING = (
     "SELECT id FROM paths WHERE state = 'pending' "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
@@ -146,6 +148,10 @@ class PostgresStore:
             return "postgresql://(malformed URL)"
         return f"postgresql://{parts.netloc.rpartition('@')[2]}{parts.path or '/'}"
 
+    def failure(self, exc: BaseException) -> StoreError:
+        """The one-line error for an exception of ``CONNECT_ERRORS``."""
+        return StoreError(f"{self.where}: {str(exc) or type(exc).__name__}")
+
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
@@ -153,24 +159,13 @@ class PostgresStore:
                 # log a traceback for each attempt to restore it.
                 self.dsn, min_size=0, max_size=self.pool_size, command_timeout=60, timeout=10
             )
-        except (
-            OSError,
-            TimeoutError,
-            ValueError,
-            asyncpg.PostgresError,
-            asyncpg.InterfaceError,
-        ) as exc:
-            raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
-        try:
-            await self._migrate()
+            await self._migrate()  # the first connection: where a bad URL or server shows
         except BaseException as exc:
-            await self._pool.close()
-            self._pool = None
-            if isinstance(
-                exc,
-                (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError),
-            ):
-                raise StoreError(f"{self.where}: {str(exc) or type(exc).__name__}") from None
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+            if isinstance(exc, CONNECT_ERRORS):
+                raise self.failure(exc) from None
             raise
 
     async def close(self) -> None:
@@ -390,30 +385,19 @@ class PostgresStore:
         UPDATE on the state that was read, tried again if another process changed it first,
         so a batch never holds a lock on a row it leaves alone."""
         for _attempt in range(_RETRIES):
-            if new_id is None:
-                inserted = await conn.fetchval(
-                    "INSERT INTO paths (site, path, state, priority, hops, created_at, "
-                    "queued_at) VALUES ($1, $2, 'pending', $3, $4, $5, $5) "
-                    "ON CONFLICT (site, path) DO NOTHING RETURNING id",
-                    site,
-                    path,
-                    priority,
-                    hops,
-                    now,
-                )
-            else:
-                inserted = await conn.fetchval(
-                    "INSERT INTO paths (id, site, path, state, priority, hops, created_at, "
-                    "queued_at) OVERRIDING SYSTEM VALUE "
-                    "VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6) "
-                    "ON CONFLICT (site, path) DO NOTHING RETURNING id",
-                    new_id,
-                    site,
-                    path,
-                    priority,
-                    hops,
-                    now,
-                )
+            inserted = await conn.fetchval(
+                # A batch gives ids reserved in its own order; one path takes the next.
+                "INSERT INTO paths (id, site, path, state, priority, hops, created_at, "
+                "queued_at) OVERRIDING SYSTEM VALUE VALUES (COALESCE($1, "
+                "nextval(pg_get_serial_sequence('paths', 'id'))), $2, $3, 'pending', $4, $5, "
+                "$6, $6) ON CONFLICT (site, path) DO NOTHING RETURNING id",
+                new_id,
+                site,
+                path,
+                priority,
+                hops,
+                now,
+            )
             if inserted is not None:
                 return "queued"
             row = await conn.fetchrow(
