@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-import httpx
-
 from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import Settings, SiteSettings
+from snapshotd.fetch import Fetcher
 from snapshotd.links import extract_links, normalize_url
 from snapshotd.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
@@ -62,7 +61,6 @@ POLL_SECONDS = 1.0  # how soon paths queued by another process (proxy, API) are 
 MAINTENANCE_SECONDS = 10.0
 SITEMAP_RETRY = 300.0
 MAX_RULE_REDIRECTS = 5
-HTTP_TIMEOUT = 15.0
 
 
 @dataclass
@@ -119,7 +117,8 @@ class Crawler:
     ``once``: the ``snapshotd crawl`` mode, which ends by itself (``finished`` is set) when
     nothing is pending or being captured, and does not requeue expired paths after start.
     ``rules`` defaults to loading each site's rules file; ``http`` (for robots.txt and
-    sitemaps) defaults to a client made here and closed by :meth:`stop`.
+    sitemaps, under the address policy of each site) defaults to a :class:`Fetcher` made here
+    and closed by :meth:`stop`.
     """
 
     def __init__(
@@ -130,7 +129,7 @@ class Crawler:
         *,
         metrics: Metrics | None = None,
         rules: dict[str, RuleSet] | None = None,
-        http: httpx.AsyncClient | None = None,
+        http: Fetcher | None = None,
         once: bool = False,
         seeds: dict[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.time,
@@ -178,12 +177,7 @@ class Crawler:
         """Start in the background: robots.txt and seeds, then the workers and sitemaps."""
         self.stats = CrawlStats(started=time.monotonic())
         if self.http is None:
-            self.http = httpx.AsyncClient(
-                timeout=HTTP_TIMEOUT,
-                follow_redirects=True,
-                trust_env=False,
-                headers={"User-Agent": ROBOTS_USER_AGENT, "X-Snapshotd": "1"},
-            )
+            self.http = Fetcher(headers={"User-Agent": ROBOTS_USER_AGENT, "X-Snapshotd": "1"})
         self.robots = RobotsCache(self.http, clock=self.clock)
         self._tasks.append(asyncio.create_task(self._main(), name="crawler"))
 
@@ -376,7 +370,11 @@ class Crawler:
                     queued += outcome in ("queued", "requeued")
 
             fetched = await fetch_sitemap(
-                self.http, url, admit, same_site=lambda u: self._site_path(site, u) is not None
+                self.http,
+                url,
+                admit,
+                origin=site.origin,
+                same_site=lambda u: self._site_path(site, u) is not None,
             )
             for error in fetched.errors:
                 log.warning("sitemap site=%s %s", site.name, error)

@@ -11,8 +11,8 @@ Pure: no DNS, no sockets. Invariants:
   metadata, CGNAT, unique-local, multicast, unspecified, reserved), except the site's own
   origin: the same scheme, host and port.
 - ``localhost`` and ``*.localhost`` are loopback. Other names are allowed here; the caller that
-  resolves them (the renderer's egress guard) judges the addresses they resolve to with
-  :func:`check_address`.
+  resolves them (:func:`snapshotd.egress.judge`, for the browser's egress guard and the
+  process's own fetches) judges the addresses they resolve to with :func:`check_address`.
 """
 
 from __future__ import annotations

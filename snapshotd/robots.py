@@ -1,4 +1,4 @@
-"""robots.txt of each site's origin, fetched with httpx and read with protego.
+"""robots.txt of each site's origin, fetched under the address policy and read with protego.
 
 Invariants:
 - ``allowed`` never does I/O: it answers from the rules last fetched, and allows everything
@@ -19,6 +19,7 @@ import httpx
 from protego import Protego
 
 from snapshotd.config import SiteSettings
+from snapshotd.fetch import Fetcher, describe
 from snapshotd.urls import split_site_path
 
 __all__ = ["ROBOTS_USER_AGENT", "RobotsCache"]
@@ -40,7 +41,7 @@ class RobotsCache:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Fetcher,
         *,
         clock: Callable[[], float] = time.time,
         ttl: float = 86400.0,
@@ -67,7 +68,7 @@ class RobotsCache:
         kept = previous.parser if previous else None
         now = self.clock()
         try:
-            async with self.client.stream("GET", url) as response:
+            async with self.client.stream(url, origin=site.origin) as response:
                 body = bytearray()
                 if response.status_code == 200:
                     async for chunk in response.aiter_bytes():
@@ -75,7 +76,7 @@ class RobotsCache:
                         if len(body) >= MAX_ROBOTS_BYTES:
                             break
         except httpx.HTTPError as exc:
-            log.warning("robots.txt unreachable site=%s error=%s", site.name, type(exc).__name__)
+            log.warning("robots.txt unreachable site=%s: %s", site.name, describe(exc))
             self._entries[site.name] = _Entry(kept, now + self.retry)
             return
         if response.status_code >= 500:

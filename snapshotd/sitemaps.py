@@ -1,7 +1,8 @@
 """Sitemaps: XML ``urlset`` and ``sitemapindex`` files, gzip or not, and plain-text lists.
 
-Parsing is pure (:func:`parse_sitemap`); fetching (:func:`fetch_sitemap`) takes the HTTP
-client in. Bounds, as the sitemap protocol sets them: a file is at most 50 MB once
+Parsing is pure (:func:`parse_sitemap`); fetching (:func:`fetch_sitemap`) takes the
+:class:`~snapshotd.fetch.Fetcher` in and judges every file, child sitemaps included, with the
+site's origin. Bounds, as the sitemap protocol sets them: a file is at most 50 MB once
 uncompressed and lists at most 50,000 URLs; entries past that are dropped with a note.
 XML goes through defusedxml, so entity expansion and external entities are refused.
 """
@@ -19,6 +20,7 @@ import httpx
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
+from snapshotd.fetch import Fetcher, describe
 from snapshotd.links import normalize_url
 
 __all__ = [
@@ -173,9 +175,9 @@ class SitemapFetch:
     errors: list[str] = field(default_factory=list)
 
 
-async def _download(client: httpx.AsyncClient, url: str, max_bytes: int) -> bytes:
+async def _download(client: Fetcher, url: str, origin: str, max_bytes: int) -> bytes:
     try:
-        async with client.stream("GET", url) as response:
+        async with client.stream(url, origin=origin) as response:
             if response.status_code != 200:
                 raise SitemapError(f"answered {response.status_code}")
             body = bytearray()
@@ -185,20 +187,22 @@ async def _download(client: httpx.AsyncClient, url: str, max_bytes: int) -> byte
                     raise SitemapError(f"larger than {max_bytes // (1024 * 1024)} MB")
             return bytes(body)
     except httpx.HTTPError as exc:
-        raise SitemapError(f"fetch failed ({type(exc).__name__}: {exc})") from None
+        raise SitemapError(describe(exc)) from None
 
 
 async def fetch_sitemap(
-    client: httpx.AsyncClient,
+    client: Fetcher,
     url: str,
     each: Callable[[tuple[SitemapEntry, ...]], Awaitable[None]],
     *,
+    origin: str,
     same_site: Callable[[str], bool],
     max_bytes: int = MAX_SITEMAP_BYTES,
     max_urls: int = MAX_SITEMAP_URLS,
     max_files: int = 1000,
 ) -> SitemapFetch:
-    """Fetch ``url`` and, for an index, the sitemaps it lists that ``same_site`` accepts.
+    """Fetch ``url`` and, for an index, the sitemaps it lists that ``same_site`` accepts,
+    each under the address policy of the site at ``origin``.
 
     The URL entries of each file are handed to ``each`` as soon as that file is read, so an
     index of many large files never holds more than one in memory; the caller judges each
@@ -216,7 +220,7 @@ async def fetch_sitemap(
         out.files += 1
         try:
             sitemap = parse_sitemap(
-                await _download(client, current, max_bytes),
+                await _download(client, current, origin, max_bytes),
                 max_bytes=max_bytes,
                 max_urls=max_urls,
             )

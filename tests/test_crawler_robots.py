@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
 from snapshotd.config import SiteSettings
+from snapshotd.fetch import Fetcher
 from snapshotd.robots import RobotsCache
 
 
@@ -42,7 +42,7 @@ async def test_rules_are_read_kept_and_refreshed(server):
         "User-agent: *\nDisallow: /private/\nDisallow: /*?sort=\n\n"
         "User-agent: snapshotd\nDisallow: /not-for-us\nDisallow: /private/\n",
     )
-    async with httpx.AsyncClient() as client:
+    async with Fetcher() as client:
         robots = RobotsCache(client, clock=clock, ttl=100, retry=10)
         assert robots.allowed(site, "/private/x")  # nothing read yet: allowed
         await robots.refresh(site)
@@ -72,7 +72,7 @@ async def test_rules_are_read_kept_and_refreshed(server):
 
 async def test_unreachable_robots_allows_until_read():
     site = SiteSettings(name="s", origin="http://127.0.0.1:9")
-    async with httpx.AsyncClient() as client:
+    async with Fetcher() as client:
         robots = RobotsCache(client, clock=Clock())
         await robots.refresh(site)
         assert robots.allowed(site, "/anything")
@@ -114,7 +114,7 @@ async def test_an_endless_robots_txt_is_read_only_as_far_as_the_bound():
 
     with serve_asgi(endless, lifespan="off") as base:
         site = SiteSettings(name="s", origin=base)
-        async with httpx.AsyncClient() as client:
+        async with Fetcher() as client:
             robots = RobotsCache(client, clock=Clock())
             await asyncio.wait_for(robots.refresh(site), 20)
             read = sent["bytes"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
+from snapshotd.fetch import Fetcher
 from snapshotd.sitemaps import (
     SitemapError,
     decompress,
@@ -149,11 +149,12 @@ async def test_fetch_follows_a_gzipped_index_on_the_same_site(server):
     server.expect_request("/s1.xml").respond_with_data(urlset(f"{base}/a", f"{base}/b"))
     server.expect_request("/s2.xml.gz").respond_with_data(gzip.compress(urlset(f"{base}/c")))
     kept = Kept()
-    async with httpx.AsyncClient() as client:
+    async with Fetcher() as client:
         fetched = await fetch_sitemap(
             client,
             f"{base}/index.xml.gz",
             kept,
+            origin=base,
             same_site=lambda u: u.startswith(base + "/"),
         )
     assert kept.files == [[f"{base}/a", f"{base}/b"], [f"{base}/c"]]
@@ -167,17 +168,28 @@ async def test_fetch_refuses_an_oversized_download(server):
     base = f"http://127.0.0.1:{server.port}"
     server.expect_request("/big.xml").respond_with_data(urlset(*(["http://h/x"] * 200)))
     kept = Kept()
-    async with httpx.AsyncClient() as client:
+    async with Fetcher() as client:
         fetched = await fetch_sitemap(
-            client, f"{base}/big.xml", kept, same_site=lambda u: True, max_bytes=1000
+            client,
+            f"{base}/big.xml",
+            kept,
+            origin=base,
+            same_site=lambda u: True,
+            max_bytes=1000,
         )
     assert kept.files == [] and fetched.urls == 0 and "larger than" in fetched.errors[0]
 
 
 async def test_fetch_reports_an_unreachable_server():
     kept = Kept()
-    async with httpx.AsyncClient() as client:
-        fetched = await fetch_sitemap(client, "http://127.0.0.1:9/none.xml", kept, same_site=bool)
+    async with Fetcher() as client:
+        fetched = await fetch_sitemap(
+            client,
+            "http://127.0.0.1:9/none.xml",
+            kept,
+            origin="http://127.0.0.1:9",
+            same_site=bool,
+        )
     assert kept.files == [] and "fetch failed" in fetched.errors[0]
 
 
@@ -191,8 +203,10 @@ async def test_each_file_is_handed_over_before_the_next_is_fetched(server):
     async def each(entries) -> None:
         fetched_before.append([r.path for r, _ in server.log])
 
-    async with httpx.AsyncClient() as client:
-        await fetch_sitemap(client, f"{base}/index.xml", each, same_site=lambda u: True)
+    async with Fetcher() as client:
+        await fetch_sitemap(
+            client, f"{base}/index.xml", each, origin=base, same_site=lambda u: True
+        )
     assert fetched_before == [["/index.xml", "/s1.xml"], ["/index.xml", "/s1.xml", "/s2.xml"]]
 
 
@@ -242,8 +256,10 @@ async def test_a_failure_to_hand_over_entries_ends_the_fetch_as_an_error(server)
     async def each(entries) -> None:
         raise OSError("database is locked")
 
-    async with httpx.AsyncClient() as client:
-        fetched = await fetch_sitemap(client, f"{base}/index.xml", each, same_site=lambda u: True)
+    async with Fetcher() as client:
+        fetched = await fetch_sitemap(
+            client, f"{base}/index.xml", each, origin=base, same_site=lambda u: True
+        )
     assert fetched.failed == 1 and fetched.urls == 0
     assert fetched.errors == [f"{base}/s1.xml: handing over its entries failed: database is locked"]
     assert [r.path for r, _ in server.log] == ["/index.xml", "/s1.xml"]

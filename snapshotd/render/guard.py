@@ -4,7 +4,7 @@ reaches the network.
 Chromium's request interception never sees the hops of an HTTP redirect, and a name can
 resolve to a private address; judging URLs is therefore not enough. Every TCP connection the
 context opens (documents, subresources, redirect hops, workers, WebSockets) goes through this
-proxy, which resolves the name itself, judges each address with :mod:`snapshotd.policy`, and
+proxy, which resolves the name and judges each address (:func:`snapshotd.egress.judge`), and
 connects to the address it judged, so a name cannot be re-resolved elsewhere in between.
 """
 
@@ -13,27 +13,16 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import socket
 import struct
-from collections.abc import Awaitable, Callable
 
-from snapshotd.policy import check_address, check_host, is_origin, parse_host
+from snapshotd.egress import Resolver, judge, resolve_host
 
 __all__ = ["EgressGuard", "Resolver"]
 
 log = logging.getLogger("snapshotd.render")
 
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-
 _CONNECT_TIMEOUT = 10.0
 _REP_OK, _REP_FAIL, _REP_NOT_ALLOWED, _REP_HOST_UNREACHABLE, _REP_REFUSED = 0, 1, 2, 4, 5
-
-
-async def resolve_host(host: str, port: int) -> list[str]:
-    """Addresses of ``host`` from the system resolver."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 class EgressGuard:
@@ -79,26 +68,7 @@ class EgressGuard:
 
     async def judge(self, host: str, port: int) -> tuple[str | None, list[str]]:
         """(reason refused or None, addresses to connect to) for ``host:port``."""
-        reason = check_host(host, port, self.origin)
-        if reason is not None:
-            return reason, []
-        parsed = parse_host(host)
-        if not isinstance(parsed, str):
-            return None, [str(parsed)]
-        # The origin's own name may resolve to a private address: that is the point of it.
-        own = is_origin(host, port, self.origin)
-        try:
-            addresses = await self._resolve(parsed, port)
-        except OSError as exc:
-            return f"cannot resolve {parsed}: {exc.strerror or exc}", []
-        if not addresses:
-            return f"cannot resolve {parsed}", []
-        if not own:
-            for address in addresses:
-                why = check_address(ipaddress.ip_address(address.split("%")[0]))
-                if why is not None:
-                    return f"{parsed} resolves to {why}", []
-        return None, addresses
+        return await judge(host, port, self.origin, self._resolve)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
