@@ -46,11 +46,13 @@ def describe(exc: httpx.HTTPError) -> str:
     return f"fetch failed ({type(exc).__name__}{': ' + detail if detail else ''})"
 
 
-def check_hop(url: httpx.URL, origin: str) -> str | None:
+def check_hop(url: str, origin: str) -> str | None:
     """None when a fetch for the site at ``origin`` may request ``url``; else why not."""
-    if url.scheme not in ("http", "https"):
-        return f"scheme {url.scheme or 'missing'}"
-    return check_url(str(url), origin)
+    reason = check_url(url, origin)
+    scheme = url.partition(":")[0].strip().lower()
+    if reason is None and scheme not in ("http", "https"):
+        return f"scheme {scheme}"  # data: and blob:, which only a browser can fetch
+    return reason
 
 
 class _JudgedBackend(httpcore.AsyncNetworkBackend):
@@ -145,6 +147,9 @@ class Fetcher:
         """The answer to ``GET url`` for the site at ``origin``, after the redirects the
         policy allows; its body is read from the response. Raises ``httpx.HTTPError``
         (:class:`Refused` for what the policy refuses)."""
+        reason = check_hop(url, origin)
+        if reason is not None:
+            raise Refused(f"refused: {reason}")
         client = self._client(origin)
         try:
             request = client.build_request("GET", url)
@@ -152,7 +157,7 @@ class Fetcher:
             raise httpx.RequestError(f"invalid URL {url[:200]!r}: {exc}") from None
         hops = 0
         while True:
-            reason = check_hop(request.url, origin)
+            reason = check_hop(str(request.url), origin)
             if reason is not None:
                 where = f" redirect to {request.url}" if hops else ""
                 raise Refused(f"refused{where}: {reason}")

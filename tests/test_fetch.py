@@ -207,10 +207,13 @@ async def test_judge_decides_on_data_alone():
         ("http://[fe80::1]/x", "link-local address fe80::1"),
         ("http://localhost:8000/x", "loopback name localhost"),
         ("ftp://93.184.216.34/x", "scheme ftp"),
+        ("data:text/plain,x", "scheme data"),
+        ("javascript:alert(1)", "scheme javascript"),
+        ("//93.184.216.34/x", "not an absolute URL"),
     ],
 )
 def test_each_hop_is_judged_by_the_policy_with_the_site_origin(url, reason):
-    assert check_hop(httpx.URL(url), "http://127.0.0.1:8000") == reason
+    assert check_hop(url, "http://127.0.0.1:8000") == reason
 
 
 # ---------------------------------------------------------------------------- over loopback
