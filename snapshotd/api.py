@@ -396,10 +396,7 @@ def openapi() -> dict[str, Any]:
         "(item/7, search%3Fq%3Dshoes); empty for '/'",
         {"type": "string"},
     )
-    auth_errors = {
-        "401": "no token, or a wrong one",
-        "403": "not a loopback client (no token is configured)",
-    }
+    auth_errors = {"401": "no token, or a wrong one"}
     not_found = {"404": "no such site, path or snapshot"}
     record = {
         "type": "object",

@@ -19,7 +19,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from snapshotd.api import MAX_BODY, MAX_PATHS_PER_CALL, openapi, token_matches
-from snapshotd.app import SnapshotdApp, create_app
+from snapshotd.app import SnapshotdApp, console_url, create_app
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
 from snapshotd.rewrite import load_rules
@@ -211,6 +211,17 @@ def test_without_configured_tokens_only_the_logged_token_opens_the_api(tmp_path,
         assert match is not None and match.group(2) != token
         r = httpx.get(f"{base}{API}/sites", headers=auth, trust_env=False)
         assert r.status_code == 401
+
+
+def test_the_logged_console_url_names_an_address_a_browser_can_open(tmp_path) -> None:
+    def url(host: str) -> str:
+        return console_url(make_settings(tmp_path, host=host, port=8081), "tok")
+
+    assert url("127.0.0.1") == "http://127.0.0.1:8081/_snapshotd/console#token=tok"
+    assert url("0.0.0.0") == "http://127.0.0.1:8081/_snapshotd/console#token=tok"
+    assert url("::") == "http://[::1]:8081/_snapshotd/console#token=tok"
+    assert url("::1") == "http://[::1]:8081/_snapshotd/console#token=tok"
+    assert url("snap.internal") == "http://snap.internal:8081/_snapshotd/console#token=tok"
 
 
 async def test_configured_tokens_are_the_only_ones_and_nothing_is_generated(
