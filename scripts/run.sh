@@ -17,5 +17,8 @@ snapshotd on http://127.0.0.1:$PORT in front of $ORIGIN. Try:
   curl -s -A 'Mozilla/5.0 (compatible; Googlebot/2.1)' http://127.0.0.1:$PORT/items/3   # a bot: the rendered page
   curl -s http://127.0.0.1:$PORT/items/3                                                # a person: the app shell
 
+The console and the API need a token: without SNAPSHOTD_API_TOKEN, snapshotd draws one now
+and logs the console URL holding it, once, as "console: http://...#token=...". Open that URL.
+
 EOT
 snapshotd serve --origin "$ORIGIN" --port "$PORT"

@@ -3,7 +3,9 @@ render endpoint, health, metrics and the web console.
 
 Invariants:
 - every route but ``healthz`` and the console's static files passes :class:`Guard` first, so
-  nothing about the store (not even which sites exist) is told to an unauthenticated client;
+  nothing about the store (not even which sites exist) is told to a client without a valid
+  token, whatever address it comes from; with no token configured, the one token is the one
+  drawn at start (``Context.generated_token``);
 - a write validates its whole input before it touches the store, and a batch is one
   ``enqueue_many`` transaction: a request is applied entirely or not at all;
 - request bodies are bounded while they are read, not after.
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import hmac
-import ipaddress
 import json
 import logging
 import re
@@ -72,7 +73,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Left as they are when escaping a URL or path as a browser would.
 _URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-FORWARDED_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 
 
 class ApiError(Exception):
@@ -104,22 +104,6 @@ async def _no_receive() -> dict[str, Any]:
 # ---------------------------------------------------------------------------- auth
 
 
-def _is_loopback(scope: Scope) -> bool:
-    """Whether the request came straight from this machine (and not via a local proxy)."""
-    if any(k.lower() in FORWARDED_HEADERS for k, _ in scope.get("headers", [])):
-        return False
-    client = scope.get("client")
-    if not client:
-        return False
-    try:
-        ip = ipaddress.ip_address(client[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
 def _token_from(scope: Scope, *, prerender: bool) -> str | None:
     for key, value in scope.get("headers", []):
         key = key.lower()
@@ -142,8 +126,8 @@ def token_matches(given: str, tokens: Sequence[str]) -> bool:
 
 
 class Guard:
-    """ASGI middleware: Bearer token (or loopback when no token is configured) for all but
-    the open paths; the render endpoint also takes ``X-Prerender-Token``."""
+    """ASGI middleware: a Bearer token for all but the open paths; the render endpoint also
+    takes ``X-Prerender-Token``. With no tokens, every request to a guarded path is refused."""
 
     def __init__(self, app: ASGIApp, tokens: Sequence[str]) -> None:
         self.app = app
@@ -178,10 +162,6 @@ class Guard:
         await self.app(scope, receive, send)
 
     def refusal(self, scope: Scope, *, prerender: bool) -> tuple[int, str] | None:
-        if not self.tokens:
-            if _is_loopback(scope):
-                return None
-            return 403, "no API token is configured: the API answers loopback clients only"
         token = _token_from(scope, prerender=prerender)
         if token is None:
             return 401, "a token is required: send 'Authorization: Bearer <token>'"
@@ -416,10 +396,7 @@ def openapi() -> dict[str, Any]:
         "(item/7, search%3Fq%3Dshoes); empty for '/'",
         {"type": "string"},
     )
-    auth_errors = {
-        "401": "no token, or a wrong one",
-        "403": "not a loopback client (no token is configured)",
-    }
+    auth_errors = {"401": "no token, or a wrong one"}
     not_found = {"404": "no such site, path or snapshot"}
     record = {
         "type": "object",
@@ -449,7 +426,8 @@ def openapi() -> dict[str, Any]:
             "title": "snapshotd API",
             "version": "1",
             "description": "Drive snapshotd: queue, inspect and delete paths and snapshots. "
-            "Send 'Authorization: Bearer <token>' (one of server.api_tokens). Errors are "
+            "Send 'Authorization: Bearer <token>' (one of server.api_tokens, or with none "
+            "configured the one in the console URL logged at start). Errors are "
             '{"error": message, "field": name}.',
         },
         "components": {
@@ -1035,7 +1013,8 @@ def create_api(ctx: Context) -> ASGIApp:
         exception_handlers={ApiError: api_error, HTTPException: http_error},
     )
     app.router.redirect_slashes = False
-    return Guard(app, settings.api_tokens)
+    tokens = settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
+    return Guard(app, tokens)
 
 
 # ---------------------------------------------------------------------------- render

@@ -2,12 +2,16 @@
 
 ``create_app`` takes the frozen settings and, optionally, the I/O pieces (store, renderer,
 upstream) so tests can hand in real small ones; it opens and closes them in the lifespan.
+
+With no ``server.api_tokens`` configured, ``create_app`` draws a random token for the API of
+this process; the lifespan logs the console URL holding it once, at start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +50,18 @@ class Context:
     capture: CaptureService
     crawler: Any = None
     proxy: Proxy | None = None
+    # Drawn at start when no token is configured; the API of this process takes only it.
+    generated_token: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def console_url(settings: Settings, token: str) -> str:
+    """The console's URL on the address ``serve`` listens on, the token in its fragment (which
+    browsers never send, so it stays out of every server's log)."""
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}{API_PREFIX}/console#token={token}"
 
 
 def _default_renderer(settings: Settings) -> Renderer:
@@ -87,6 +102,8 @@ class SnapshotdApp:
                     ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
                     "on" if self.run_crawler else "off",
                 )
+                if ctx.generated_token is not None:
+                    log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
                 yield
             finally:
                 if ctx.crawler is not None:
@@ -146,5 +163,6 @@ def create_app(
         rules=rules if rules is not None else load_site_rules(settings),
         metrics=metrics,
         capture=CaptureService(settings, store, renderer, metrics=metrics),
+        generated_token=None if settings.api_tokens else secrets.token_urlsafe(32),
     )
     return SnapshotdApp(ctx, crawler=crawler)

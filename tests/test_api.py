@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -17,11 +19,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from snapshotd.api import MAX_BODY, MAX_PATHS_PER_CALL, openapi, token_matches
-from snapshotd.app import SnapshotdApp, create_app
+from snapshotd.app import SnapshotdApp, console_url, create_app
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
 from snapshotd.rewrite import load_rules
 from snapshotd.store.base import Store
+from tests.servers import serve_asgi
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -146,22 +149,89 @@ def test_token_comparison_checks_every_token() -> None:
     assert not token_matches("\udcff", ["x"])  # undecodable header bytes don't raise
 
 
-async def test_without_tokens_only_loopback_clients_are_served(tmp_path) -> None:
+CONSOLE_LINE = re.compile(r"console: (http://\S+/_snapshotd/console)#token=([A-Za-z0-9_-]+)$")
+
+
+def console_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "#token=" in r.getMessage()]
+
+
+def test_without_configured_tokens_only_the_logged_token_opens_the_api(tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="snapshotd")
     settings = make_settings(tmp_path, api_tokens=())
-    async with running(settings) as e:
-        assert (await e.client.get(f"{API}/sites")).status_code == 200
-        # Through a proxy on this machine, the client is not really local.
-        r = await e.client.get(f"{API}/sites", headers={"X-Forwarded-For": "192.0.2.7"})
+    renderer = RefusingRenderer()
+    app = create_app(settings, renderer=renderer, crawler=False)
+    with serve_asgi(app) as base, httpx.Client(base_url=base, trust_env=False) as c:
+        # The client is on loopback with no forwarding header, as behind a plain proxy_pass.
+        for path in (
+            f"{API}/sites",
+            f"{API}/sites/shop/paths",
+            "/_snapshotd/metrics",
+            "/_snapshotd/api/openapi.json",
+            "/_snapshotd/render?url=http://elsewhere.test/",
+            "/_snapshotd/render/http://shop.test/",
+        ):
+            r = c.get(path)
+            assert r.status_code == 401, path
+            assert r.headers["www-authenticate"].startswith("Bearer"), path
+        assert c.post(f"{API}/sites/shop/paths", json={"paths": ["/a"]}).status_code == 401
+        assert c.delete(f"{API}/sites/shop/paths/a").status_code == 401
+        # Open as before: health and the console's shell, which hold no data.
+        assert c.get("/_snapshotd/healthz").json() == {"status": "ok"}
+        assert c.get("/_snapshotd/console").status_code == 200
+
+        lines = console_lines(caplog)
+        assert len(lines) == 1, lines
+        match = CONSOLE_LINE.search(lines[0])
+        assert match is not None, lines[0]
+        token = match.group(2)
+        assert len(token) >= 32
+        auth = {"Authorization": f"Bearer {token}"}
+        assert c.get(f"{API}/sites", headers=auth).status_code == 200
+        assert c.get("/_snapshotd/metrics", headers=auth).status_code == 200
+        r = c.post(f"{API}/sites/shop/paths", json={"paths": ["/a"]}, headers=auth)
+        assert r.json()["counts"] == {"queued": 1}
+        wrong = {"Authorization": "Bearer " + token[:-1]}
+        assert c.get(f"{API}/sites", headers=wrong).status_code == 401
+        # The render endpoint takes it as prerender-node sends it: past the token check, a host
+        # of no configured site is refused and nothing is fetched.
+        prerender = {"X-Prerender-Token": token}
+        r = c.get("/_snapshotd/render?url=http://elsewhere.test/", headers=prerender)
         assert r.status_code == 403
-        assert "loopback" in r.json()["error"]
-    async with running(settings, client=("::1", 50000)) as e:
-        assert (await e.client.get(f"{API}/sites")).status_code == 200
-    async with running(settings, client=("192.0.2.10", 50000)) as e:
-        r = await e.client.get(f"{API}/sites")
-        assert r.status_code == 403
-        assert (await e.client.get("/_snapshotd/render?url=http://shop.test/")).status_code == 403
-        assert (await e.client.get("/_snapshotd/healthz")).status_code == 200
-        assert (await e.client.get("/_snapshotd/console")).status_code == 200
+        assert "configured site" in r.json()["error"]
+    assert renderer.captures == []
+    assert len(console_lines(caplog)) == 1  # logged once, at start, not per request
+
+    # Another process gets its own token.
+    caplog.clear()
+    other = create_app(settings, renderer=RefusingRenderer(), crawler=False)
+    with serve_asgi(other) as base:
+        (line,) = console_lines(caplog)
+        match = CONSOLE_LINE.search(line)
+        assert match is not None and match.group(2) != token
+        r = httpx.get(f"{base}{API}/sites", headers=auth, trust_env=False)
+        assert r.status_code == 401
+
+
+def test_the_logged_console_url_names_an_address_a_browser_can_open(tmp_path) -> None:
+    def url(host: str) -> str:
+        return console_url(make_settings(tmp_path, host=host, port=8081), "tok")
+
+    assert url("127.0.0.1") == "http://127.0.0.1:8081/_snapshotd/console#token=tok"
+    assert url("0.0.0.0") == "http://127.0.0.1:8081/_snapshotd/console#token=tok"
+    assert url("::") == "http://[::1]:8081/_snapshotd/console#token=tok"
+    assert url("::1") == "http://[::1]:8081/_snapshotd/console#token=tok"
+    assert url("snap.internal") == "http://snap.internal:8081/_snapshotd/console#token=tok"
+
+
+async def test_configured_tokens_are_the_only_ones_and_nothing_is_generated(
+    tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="snapshotd")
+    async with running(make_settings(tmp_path)) as e:
+        assert (await e.client.get(f"{API}/sites", headers=AUTH)).status_code == 200
+        assert (await e.client.get(f"{API}/sites")).status_code == 401
+    assert console_lines(caplog) == []
 
 
 # ---------------------------------------------------------------------------- queueing

@@ -9,6 +9,7 @@ test queues gets captured.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -94,6 +95,7 @@ async def test_sign_in_queue_watch_it_captured_view_and_delete(page: Page, env: 
     await page.fill("#token", "wrong")
     await page.click("#signin-form button")
     await expect(page.locator("#signin-error")).to_contain_text("not accepted")
+    assert await page.evaluate("sessionStorage.getItem('snapshotd.token')") is None
     await sign_in(page)
     assert await page.evaluate("sessionStorage.getItem('snapshotd.token')") == TOKEN
     await expect(page.locator('#counts tr[data-site="spa"]')).to_be_visible()
@@ -201,19 +203,43 @@ async def test_errors_view_paging_and_sitemap_upload(page: Page, env: Env, tmp_p
     assert await page.evaluate("sessionStorage.getItem('snapshotd.token')") is None
 
 
-async def test_without_tokens_a_loopback_browser_needs_no_sign_in(
-    browser: Browser, env: Env, tmp_path
+async def test_without_tokens_the_logged_console_url_signs_in(
+    browser: Browser, env: Env, tmp_path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from tests.test_api import RefusingRenderer
 
+    caplog.set_level(logging.INFO, logger="snapshotd")
     site = SiteSettings(name="solo", origin="http://127.0.0.1:1", seeds=())
     settings = Settings(db=str(tmp_path / "solo.db"), sites=(site,))
     app = create_app(settings, renderer=RefusingRenderer(), crawler=False)
     with serve_asgi(app) as base:
+        (line,) = [r.getMessage() for r in caplog.records if "#token=" in r.getMessage()]
+        # The logged URL names the configured port; this server listens on port 0's pick.
+        fragment = line[line.index("#token=") :]
+        token = fragment.removeprefix("#token=")
+
+        # Opened without the token, a browser on loopback gets the sign-in form and no data.
         context = await browser.new_context()
         page = await context.new_page()
         await page.goto(f"{base}/_snapshotd/console")
+        await expect(page.locator("#signin")).to_be_visible()
+        await expect(page.locator("#signin-error")).to_be_empty()
+        await expect(page.locator("#app")).to_be_hidden()
+        await context.close()
+
+        # Opened at the logged URL, it signs in, keeps the token for the tab and drops it
+        # from the address bar; the token is never part of a requested URL.
+        context = await browser.new_context()
+        page = await context.new_page()
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        await page.goto(f"{base}/_snapshotd/console{fragment}")
         await expect(page.locator('#counts tr[data-site="solo"]')).to_be_visible()
         await expect(page.locator("#signin")).to_be_hidden()
-        await expect(page.locator("#signout")).to_be_hidden()
+        await expect(page.locator("#signout")).to_be_visible()
+        assert await page.evaluate("sessionStorage.getItem('snapshotd.token')") == token
+        assert page.url == f"{base}/_snapshotd/console"
+        await page.reload()
+        await expect(page.locator('#counts tr[data-site="solo"]')).to_be_visible()
+        assert requested and not any(token in url for url in requested)
         await context.close()

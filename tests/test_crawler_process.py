@@ -1,4 +1,5 @@
-"""``snapshotd crawl`` and ``snapshotd worker`` as processes: kill -9, restart, SIGTERM."""
+"""``snapshotd crawl``, ``worker`` and ``serve`` as processes: kill -9, restart, SIGTERM, the
+console URL ``serve`` logs."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
+import httpx
 import pytest
 
 from snapshotd.render.procs import descendants
@@ -38,15 +42,16 @@ def write_config(
     return config
 
 
-def snapshotd(*args: str) -> subprocess.Popen[str]:
+def snapshotd(*args: str, stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("SNAPSHOTD_CONFIG", None)
+    env.pop("SNAPSHOTD_API_TOKEN", None)
     return subprocess.Popen(
         [sys.executable, "-m", "snapshotd", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         start_new_session=True,
     )
@@ -177,6 +182,7 @@ def test_worker_stops_cleanly_on_sigterm(tmp_path):
             out, err = worker.communicate(timeout=30)
             assert worker.returncode == 0, err
             assert "Traceback" not in err
+            assert "#token=" not in err  # no API here, so no token is drawn
             assert wait_until(lambda: not [p for p in processes if alive(p)], 10)
         finally:
             kill_all(processes)
@@ -202,3 +208,52 @@ def test_crawl_exit_status_when_nothing_could_be_captured(tmp_path):
         out, err = bad.communicate(timeout=30)
         assert bad.returncode == 2
         assert err.strip().splitlines() == ["snapshotd: --max-pages must be at least 1"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_without_a_token_logs_the_console_url_once_and_takes_only_its_token(tmp_path):
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, tmp_path / "serve.db")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log_file = tmp_path / "serve.log"
+        with log_file.open("w") as log:
+            serve = snapshotd(
+                "serve", "--config", str(config), "--no-crawler", "--port", str(port), stderr=log
+            )
+        processes = [serve.pid]
+        try:
+            health = f"{base}/_snapshotd/healthz"
+            assert wait_until(lambda: _answers(health), 60), log_file.read_text()
+            processes = tree(serve.pid)
+            lines = [line for line in log_file.read_text().splitlines() if "#token=" in line]
+            assert len(lines) == 1, lines
+            url = lines[0].split(" console: ", 1)[1]
+            assert url.startswith(f"{base}/_snapshotd/console#token=")
+            token = url.split("#token=", 1)[1]
+            sites = f"{base}/_snapshotd/api/v1/sites"
+            assert httpx.get(sites, trust_env=False).status_code == 401
+            auth = {"Authorization": f"Bearer {token}"}
+            r = httpx.get(sites, headers=auth, trust_env=False)
+            assert r.status_code == 200 and r.json()["sites"][0]["name"] == "shop"
+            serve.send_signal(signal.SIGTERM)
+            serve.communicate(timeout=30)
+        finally:
+            kill_all(processes)
+            if serve.returncode is None:
+                serve.communicate(timeout=10)
+    err = log_file.read_text()
+    assert "Traceback" not in err
+    assert err.count("#token=") == 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2, trust_env=False).status_code == 200
+    except httpx.TransportError:
+        return False

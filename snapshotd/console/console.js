@@ -46,9 +46,10 @@
       headers["Content-Type"] = contentType;
     }
     const res = await fetch(BASE + path, { method, headers, body, cache: "no-store" });
-    if (res.status === 401 || res.status === 403) {
-      // A first visit without a token needs no error; a refused token or client does.
-      showSignIn(token || res.status === 403 ? await errorText(res) : "");
+    if (res.status === 401) {
+      // A request without a token needs no error; a refused token does, and is forgotten.
+      if (sessionStorage.getItem(KEY) === token) sessionStorage.removeItem(KEY);
+      showSignIn(token ? await errorText(res) : "");
       throw new SignedOut();
     }
     if (raw) return res;
@@ -125,7 +126,6 @@
       await showApp();
     } catch (err) {
       if (!(err instanceof SignedOut)) showSignIn(err.message);
-      else sessionStorage.removeItem(KEY);
     }
   });
 
@@ -408,8 +408,19 @@
 
   // ------------------------------------------------------------------ start
 
-  // With no token configured the API answers loopback clients without one: try first.
-  showApp().catch((err) => {
-    if (!(err instanceof SignedOut)) showSignIn(err.message);
-  });
+  // A token in the fragment (the console URL snapshotd logs when no token is configured) is
+  // kept as a typed one is, then taken out of the address bar and the history. Browsers
+  // never send a fragment, so it reaches no server log.
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given && given.trim()) {
+    sessionStorage.setItem(KEY, given.trim());
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  if (sessionStorage.getItem(KEY)) {
+    showApp().catch((err) => {
+      if (!(err instanceof SignedOut)) showSignIn(err.message);
+    });
+  } else {
+    showSignIn("");
+  }
 })();
