@@ -185,7 +185,7 @@ class Proxy:
             await self._pass(site, scope, receive, send)
             return
         try:
-            path, _escaped = site_path_from_request(raw_path, query)
+            path, _escaped = site_path_from_request(raw_path, query, site.ignored_params)
         except BadRequest as exc:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
