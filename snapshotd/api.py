@@ -763,6 +763,8 @@ def create_api(ctx: Context) -> ASGIApp:
             )
             for (i, _), answer in zip(part, answers, strict=True):
                 results[i]["result"] = answer
+        if to_queue and ctx.crawler is not None:
+            ctx.crawler.wake()
         counts: dict[str, int] = {}
         for entry in results:
             counts[entry["result"]] = counts.get(entry["result"], 0) + 1

@@ -574,6 +574,10 @@ class Crawler:
 
     # ------------------------------------------------------------------ workers
 
+    def wake(self) -> None:
+        """Look for pending paths now: this process has just queued some."""
+        self._notify()
+
     def _notify(self) -> None:
         self._generation += 1
         wake, self._wake = self._wake, asyncio.Event()
