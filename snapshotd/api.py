@@ -38,7 +38,13 @@ from snapshotd.config import SiteSettings
 from snapshotd.proxy import accepts_gzip
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API, STATES, PathRecord, captured_check
-from snapshotd.urls import BadRequest, site_path_from_request, site_path_from_url
+from snapshotd.urls import (
+    KEEP_ALL,
+    BadRequest,
+    IgnoredParams,
+    site_path_from_request,
+    site_path_from_url,
+)
 
 if TYPE_CHECKING:
     from snapshotd.app import Context
@@ -249,8 +255,9 @@ def _no_dot_segments(path: str) -> None:
             raise BadRequest("'.' and '..' segments are not allowed")
 
 
-def normalise_site_path(value: str) -> str:
-    """A site path given by a client (``/a?b#!c``), checked as a request target would be.
+def normalise_site_path(value: str, ignore: IgnoredParams) -> str:
+    """A site path given by a client (``/a?b#!c``), checked as a request target would be,
+    without the query parameters ``ignore`` names.
 
     A plain ``#fragment`` is dropped, as browsers never send it. Raises :class:`BadRequest`.
     """
@@ -268,7 +275,7 @@ def normalise_site_path(value: str) -> str:
     fragment = fragment[1:]
     raw_path, _, query = rest.partition("?")
     _no_dot_segments(raw_path)
-    path, _escaped = site_path_from_request(raw_path, query)
+    path, _escaped = site_path_from_request(raw_path, query, ignore)
     if bang:
         path = path.split("#!", 1)[0] + "#!" + fragment
     return path
@@ -279,12 +286,13 @@ def site_path_from_param(param: str) -> str:
 
     Characters a browser would have percent-encoded (non-ASCII, spaces, quotes) are encoded
     again, so ``/paths/caf%C3%A9`` and ``/paths/caf%25C3%25A9`` both name ``/caf%C3%A9``.
+    No parameter is ignored: ``{path}`` names a stored path as it is.
     """
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in param):
         raise ApiError(400, "path holds control characters", "path")
     encoded = quote(param, safe=_URL_SAFE)
     try:
-        return normalise_site_path("/" + encoded)
+        return normalise_site_path("/" + encoded, KEEP_ALL)
     except BadRequest as exc:
         raise ApiError(400, f"path: {exc}", "path") from None
 
@@ -733,6 +741,8 @@ def create_api(ctx: Context) -> ASGIApp:
             )
             for (i, _), answer in zip(part, answers, strict=True):
                 results[i]["result"] = answer
+        if to_queue and ctx.crawler is not None:
+            ctx.crawler.wake()
         counts: dict[str, int] = {}
         for entry in results:
             counts[entry["result"]] = counts.get(entry["result"], 0) + 1
@@ -842,7 +852,7 @@ def create_api(ctx: Context) -> ASGIApp:
             if not isinstance(p, str):
                 raise ApiError(400, f"paths[{i}] must be a string, got {p!r:.40}", f"paths[{i}]")
             try:
-                paths.append(normalise_site_path(p))
+                paths.append(normalise_site_path(p, site.ignored_params))
             except BadRequest as exc:
                 raise ApiError(400, f"paths[{i}] {p[:80]!r}: {exc}", f"paths[{i}]") from None
         results, counts = await queue(site, paths, priority, force)
@@ -931,11 +941,11 @@ def create_api(ctx: Context) -> ASGIApp:
                 elif _site_for_netloc(ctx, parts.netloc) is not site:
                     reason = "another site's host"
             if reason is None:
-                site_path = site_path_from_url(url)
                 try:
+                    site_path = site_path_from_url(url, site.ignored_params)
                     if site_path is None:
                         raise BadRequest("not an http(s) URL")
-                    paths.append(normalise_site_path(site_path))
+                    paths.append(normalise_site_path(site_path, site.ignored_params))
                 except BadRequest as exc:
                     reason = str(exc)
             if reason is not None:
@@ -1106,7 +1116,7 @@ async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Se
         return
     raw_path = parts.path or "/"
     try:
-        path, _escaped = site_path_from_request(raw_path, parts.query)
+        path, _escaped = site_path_from_request(raw_path, parts.query, site.ignored_params)
         _no_dot_segments(raw_path)
     except BadRequest as exc:
         await _send_error(send, exc.status, f"url: {exc}", "url")

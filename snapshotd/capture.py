@@ -3,7 +3,10 @@
 Invariants:
 - a path is rendered only while this process holds its lease (``store.claim*``);
 - a failed render never replaces a stored snapshot (``store.fail`` keeps it);
-- concurrent proxy misses for one path share a single render (``capture_now``).
+- concurrent proxy misses for one path share a single render (``capture_now``);
+- proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
+  when there are several), and at most ``browser.miss_queue`` more wait for one
+  (``start_miss``): past that a miss is refused rather than queued.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ class CaptureService:
         self.clock = clock
         self.after_capture: AfterCapture | None = None
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
+        # Proxy misses rendering or waiting for one of their slots.
+        self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
+        self._miss_slots = asyncio.Semaphore(settings.browser.miss_slots)
+        self._miss_places = settings.browser.miss_slots + settings.browser.miss_queue
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
@@ -147,11 +154,40 @@ class CaptureService:
 
     async def cancel_all(self) -> int:
         """Cancel every capture under way (shutdown); their leases stay for the caller."""
-        futures = list(self._inflight.values())
+        futures: list[asyncio.Future[Outcome] | asyncio.Future[Outcome | None]] = [
+            *self._inflight.values(),
+            *self._misses.values(),
+        ]
         for future in futures:
             future.cancel()
         await asyncio.gather(*futures, return_exceptions=True)
         return len(futures)
+
+    def start_miss(
+        self, site: SiteSettings, path: str, priority: int
+    ) -> tuple[asyncio.Future[Outcome | None] | asyncio.Future[Outcome], bool] | None:
+        """The capture a proxy miss waits for, and whether it is a new one; None when every
+        miss place is taken (nothing is queued then).
+
+        A miss joins the capture under way for its path. Otherwise, when a place is free, the
+        path is queued at ``priority`` and captured as soon as a miss slot is free. The
+        capture goes on when the request stops waiting, and holds its place until it ends.
+        """
+        key = (site.name, path)
+        joined = self._misses.get(key) or self._inflight.get(key)
+        if joined is not None:
+            return joined, False
+        if len(self._misses) >= self._miss_places:
+            return None
+        future = asyncio.ensure_future(self._miss(site, path, priority))
+        self._misses[key] = future
+        future.add_done_callback(lambda _f: self._misses.pop(key, None))
+        return future, True
+
+    async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
+        await self.store.enqueue(site.name, path, priority)
+        async with self._miss_slots:
+            return await self.capture_now(site, path)
 
     async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
         """Capture a pending path at once, or join the render already under way for it.

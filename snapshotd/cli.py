@@ -7,6 +7,7 @@ import asyncio
 import csv
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 from snapshotd.config import ConfigError, Settings, load_settings
 from snapshotd.rewrite import RuleSet
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
+from snapshotd.urls import IgnoredParams
 
 log = logging.getLogger("snapshotd")
 
@@ -134,7 +136,27 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
     if args.rules_command == "check":
         return check_command(args.file)
-    return eval_command(args.rules, args.header or [], args.url, args.db)
+    return eval_command(args.rules, args.header or [], args.url, args.db, _eval_params(args))
+
+
+def _eval_params(args: argparse.Namespace) -> IgnoredParams:
+    """The ignored parameters ``rules eval`` applies: those of ``--site`` in ``--config``, else
+    of the site whose rules file is the one evaluated, else of the first site; without a
+    config, the default list."""
+    if not args.config:
+        if args.site:
+            raise UserError("--site names a site of --config, and no --config was given")
+        return IgnoredParams()
+    sites = load_settings(args.config).sites
+    if args.site:
+        site = next((s for s in sites if s.name == args.site), None)
+        if site is None:
+            raise UserError(f"{args.config}: no site is named {args.site!r}")
+        return site.ignored_params
+    rules = os.path.realpath(args.rules)
+    site = next((s for s in sites if s.rules and os.path.realpath(s.rules) == rules), None)
+    site = site or (sites[0] if sites else None)
+    return site.ignored_params if site is not None else IgnoredParams()
 
 
 def _iso(ts: float | None) -> str:
@@ -261,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     re_.add_argument("--rules", required=True, metavar="FILE")
     re_.add_argument("-H", "--header", action="append", metavar="'Name: value'")
     re_.add_argument("--db", help="judge NF against this store")
+    re_.add_argument("--config", help="take ignore_params from a site of this config")
+    re_.add_argument("--site", metavar="NAME", help="the site of --config to take them from")
     re_.add_argument("url", nargs="+")
     p.set_defaults(func=cmd_rules)
 

@@ -11,9 +11,12 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from snapshotd.urls import TRACKING_WORD, IgnoredParams
 
 __all__ = [
     "BrowserSettings",
@@ -56,6 +59,17 @@ class BrowserSettings:
     render_timeout: float = 30.0
     block_resources: tuple[str, ...] = ("image", "media", "font")
     recycle_after: int = 500
+    # Proxy misses that may wait for a render slot; -1 (unset) is 4 x concurrency.
+    miss_queue: int = -1
+
+    def __post_init__(self) -> None:
+        if self.miss_queue < 0:
+            object.__setattr__(self, "miss_queue", 4 * self.concurrency)
+
+    @property
+    def miss_slots(self) -> int:
+        """Render slots proxy misses may hold at once: one is always left to the crawler."""
+        return max(self.concurrency - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,8 @@ class SiteSettings:
     strip_scripts: bool = True
     max_hops: int = -1
     max_pages: int = 100000
+    new_paths_per_minute: int = 60
+    ignore_params: tuple[str, ...] = (TRACKING_WORD,)
     crawl_delay: float = 0.0
     wait_for_capture_ready: bool = False
     bots_add: tuple[str, ...] = ()
@@ -87,6 +103,11 @@ class SiteSettings:
 
     def is_ignored(self, path: str) -> bool:
         return any(fragment and fragment in path for fragment in self.ignore)
+
+    @cached_property
+    def ignored_params(self) -> IgnoredParams:
+        """The query parameters that are not part of a page's identity (``ignore_params``)."""
+        return IgnoredParams(self.ignore_params)
 
 
 @dataclass(frozen=True)
@@ -261,6 +282,11 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}.max_hops: must be -1 (unlimited) or more")
     if values.get("max_pages", 1) < 1:
         raise ConfigError(f"{where}.max_pages: must be at least 1")
+    if values.get("new_paths_per_minute", 1) < 1:
+        raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
+    for name in values.get("ignore_params", ()):
+        if not name or "&" in name or "=" in name:
+            raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")
     return SiteSettings(**values)
 
 
@@ -328,6 +354,8 @@ def load_settings(
         raise ConfigError(f"{where}: browser.concurrency must be at least 1")
     if browser_values.get("recycle_after", 1) < 1:
         raise ConfigError(f"{where}: browser.recycle_after must be at least 1")
+    if browser_values.get("miss_queue", 0) < 0:
+        raise ConfigError(f"{where}: browser.miss_queue must not be negative")
     if browser_values.get("render_timeout", 1.0) <= 0:
         raise ConfigError(f"{where}: browser.render_timeout must be positive")
 

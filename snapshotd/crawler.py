@@ -49,7 +49,6 @@ from snapshotd.urls import (
     MAX_PATH,
     MAX_QUERY,
     BadRequest,
-    site_path_from_request,
     site_path_from_url,
 )
 
@@ -408,11 +407,11 @@ class Crawler:
         if not same:
             return None
         try:
-            # Validates, and maps an ugly ?_escaped_fragment_= link to its #! path.
-            path, escaped = site_path_from_request(parts.path or "/", parts.query)
+            # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops
+            # the parameters the site ignores.
+            return site_path_from_url(absolute, site.ignored_params)
         except BadRequest:
             return None
-        return path if escaped else site_path_from_url(absolute)
 
     async def _admit(
         self,
@@ -542,7 +541,7 @@ class Crawler:
             return
         page = extract_links(result.html, page_url)
         nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
-        own = {record.path, site_path_from_url(page_url)}
+        own = {record.path, self._site_path(site, page_url)}
         links = list(page.links)
         if page.canonical:
             canonical = self._site_path(site, page.canonical)
@@ -572,6 +571,10 @@ class Crawler:
             await self._admit(site, url, hops=hops, priority=PRIORITY_LINK, source="link")
 
     # ------------------------------------------------------------------ workers
+
+    def wake(self) -> None:
+        """Look for pending paths now: this process has just queued some."""
+        self._notify()
 
     def _notify(self) -> None:
         self._generation += 1

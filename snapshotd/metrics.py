@@ -34,6 +34,12 @@ class Metrics:
             buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60),
             registry=self.registry,
         )
+        self.refused = Counter(
+            "snapshotd_refused",
+            "Proxy misses answered BYPASS at once, by reason (max_pages, rate, miss_queue)",
+            ["reason"],
+            registry=self.registry,
+        )
         self.paths = Gauge(
             "snapshotd_paths",
             "Paths by site and state (read from the store when scraped)",

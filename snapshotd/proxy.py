@@ -4,14 +4,20 @@ A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD,
 static asset, not ignored, not one of our own renders) answered from the store, or it is
 passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
 be had in time, the origin's own response goes out, marked ``BYPASS``.
+
+Floods are bounded: a miss for a path the store does not know adds it only within the site's
+``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
+is free (``CaptureService.start_miss``); otherwise the bot gets ``BYPASS`` at once and
+nothing is queued or stored. Every refusal is counted; the log gets a line now and then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -33,6 +39,10 @@ from snapshotd.upstream import Upstream
 from snapshotd.urls import BadRequest, site_path_from_request, valid_host
 
 log = logging.getLogger("snapshotd.proxy")
+
+# A new path a bot asked for is captured by the miss itself; its row waits behind every path
+# already known, so a flood of new ones cannot keep the crawler from those.
+PRIORITY_NEW = PRIORITY_EXPIRED
 
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -124,6 +134,62 @@ class SnapshotCache:
             self._bytes -= len(item[1].body_gz)
 
 
+class NewPaths:
+    """Whether a bot may add a path to a site now: within ``max_pages`` and within
+    ``new_paths_per_minute`` over the last 60 s (in this process).
+
+    A site's paths are counted in the store at most once per ``count_ttl`` seconds, plus the
+    ones added here since."""
+
+    def __init__(self, store: Store, count_ttl: float = 1.0) -> None:
+        self.store, self.count_ttl = store, count_ttl
+        self._counts: dict[str, tuple[float, int]] = {}
+        self._added: dict[str, deque[float]] = {}
+
+    async def refusal(self, site: SiteSettings) -> str | None:
+        """The reason a new path may not be added now, or None."""
+        counted = self._counts.get(site.name)
+        if counted is None or time.monotonic() - counted[0] > self.count_ttl:
+            size = await self.store.site_size(site.name)
+            counted = self._counts[site.name] = (time.monotonic(), size)
+        if counted[1] >= site.max_pages:
+            return "max_pages"
+        added = self._added.setdefault(site.name, deque())
+        while added and added[0] <= time.monotonic() - 60.0:
+            added.popleft()
+        if len(added) >= site.new_paths_per_minute:
+            return "rate"
+        return None
+
+    def add(self, site: SiteSettings) -> None:
+        """Count a path just added (call with no ``await`` after :meth:`refusal`)."""
+        now = time.monotonic()
+        self._added.setdefault(site.name, deque()).append(now)
+        at, size = self._counts.get(site.name, (now, 0))
+        self._counts[site.name] = (at, size + 1)
+
+
+class RefusalLog:
+    """One log line for a site's refusals of one reason at most every ``every`` seconds,
+    telling how many were not logged in between."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def __call__(self, site: str, reason: str, path: str) -> None:
+        now = time.monotonic()
+        at, unlogged = self._last.get((site, reason), (-math.inf, 0))
+        if now - at < self.every:
+            self._last[(site, reason)] = (at, unlogged + 1)
+            return
+        self._last[(site, reason)] = (now, 0)
+        log.warning(
+            "refused new capture, passing through site=%s reason=%s path=%.200s unlogged=%d",
+            site, reason, path, unlogged,
+        )
+
+
 class Proxy:
     """ASGI app: snapshot requests from the store, everything else to the origin."""
 
@@ -145,6 +211,8 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
         self.cache = SnapshotCache()
+        self.new_paths = NewPaths(store)
+        self.refusal_log = RefusalLog()
 
     async def _snapshot(self, site: str, path: str) -> Snapshot | None:
         key = (site, path)
@@ -185,7 +253,7 @@ class Proxy:
             await self._pass(site, scope, receive, send)
             return
         try:
-            path, _escaped = site_path_from_request(raw_path, query)
+            path, _escaped = site_path_from_request(raw_path, query, site.ignored_params)
         except BadRequest as exc:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
@@ -278,21 +346,39 @@ class Proxy:
             and record.expires_at > now
         )
         if site.capture_new and not retry_later:
-            await self.store.enqueue(site.name, path, PRIORITY_BOT)
-            snapshot = await self._wait_for_capture(site, path)
-            if snapshot is not None:
-                await self._send_snapshot(snapshot, "MISS", headers, scope, send)
-                return
+            known = record is not None
+            refusal = None if known else await self.new_paths.refusal(site)
+            # From here to the miss's start nothing awaits, so the limits hold under a flood.
+            # A known path jumps the queue; a new one is rendered here and now, so its row
+            # only matters if that fails, and then it must not pass pages already known.
+            started = None
+            if refusal is None:
+                started = self.capture.start_miss(
+                    site, path, PRIORITY_BOT if known else PRIORITY_NEW
+                )
+                refusal = "miss_queue" if started is None else None
+            if started is None:
+                self.metrics.refused.labels(refusal).inc()
+                self.refusal_log(site.name, str(refusal), path)
+            else:
+                future, new = started
+                if new and not known:
+                    self.new_paths.add(site)
+                snapshot = await self._wait_for_capture(site, path, future)
+                if snapshot is not None:
+                    await self._send_snapshot(snapshot, "MISS", headers, scope, send)
+                    return
         self.metrics.requests.labels("BYPASS").inc()
         await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
         )
 
-    async def _wait_for_capture(self, site: SiteSettings, path: str) -> Snapshot | None:
+    async def _wait_for_capture(
+        self, site: SiteSettings, path: str, task: asyncio.Future[Any]
+    ) -> Snapshot | None:
         """The snapshot of a path being captured, within ``miss_wait``; None on failure."""
         deadline = time.monotonic() + self.settings.miss_wait
         # The capture goes on after a timeout: the next bot gets it from the cache.
-        task = asyncio.ensure_future(self.capture.capture_now(site, path))
         done, _ = await asyncio.wait({task}, timeout=self.settings.miss_wait)
         if not done:
             return None

@@ -3,15 +3,25 @@
 A *site path* is what a path is stored and looked up as: the raw (still percent-encoded)
 URL path, then ``?query`` when there is one, then ``#!fragment`` for hashbang pages, e.g.
 ``/p/index?x=1#!/catalog/145``.
+
+:func:`site_path_from_request` is the one place a request target becomes a site path; every
+other way in (:func:`site_path_from_url`, the API, the crawler, the render endpoint, ``rules
+eval``) goes through it. It takes the site's ignored query parameters (:class:`IgnoredParams`,
+tracking parameters by default) out of the query, keeping the others' order and bytes.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote_to_bytes, urlsplit
+from collections.abc import Iterable
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 __all__ = [
+    "TRACKING",
+    "TRACKING_PARAMS",
     "BadRequest",
+    "KEEP_ALL",
+    "IgnoredParams",
     "escaped_fragment_url",
     "join_site_path",
     "site_path_from_request",
@@ -31,6 +41,58 @@ _HOST = re.compile(
 )
 # Characters the AJAX crawling scheme escapes when it moves a fragment into the query.
 _FRAGMENT_SAFE = re.compile(r"[\x00-\x20#%&+\x7f-\xff]")
+
+# Query parameters that say where a visitor came from, not which page they see: the default
+# of a site's ``ignore_params`` (where ``@tracking`` stands for them). ``*`` is a glob.
+TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_*",  # Google Analytics and most others
+    "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "_ga", "_gl",  # Google
+    "fbclid", "igshid",  # Meta
+    "msclkid",  # Microsoft Ads
+    "twclid",  # X (Twitter)
+    "ttclid",  # TikTok
+    "li_fat_id",  # LinkedIn
+    "yclid", "ysclid",  # Yandex
+    "mc_cid", "mc_eid",  # Mailchimp
+    "_hsenc", "_hsmi", "__hssc", "__hstc", "__hsfp", "hsCtaTracking",  # HubSpot
+    "mkt_tok",  # Marketo
+    "oly_anon_id", "oly_enc_id",  # Omeda
+    "vero_id", "vero_conv",  # Vero
+    "rb_clickid",  # Rakuten
+    "s_cid",  # Adobe
+    "ref_src", "ref_url",  # Twitter embeds
+    "srsltid",  # Google Merchant
+    "_kx",  # Klaviyo
+    "wickedid",  # Wicked Reports
+    "irclickid",  # Impact
+)
+TRACKING_WORD = "@tracking"
+
+
+class IgnoredParams:
+    """Query parameter names a site ignores: names with ``*`` globs, matched case-sensitively
+    against the percent-decoded name; ``@tracking`` stands for :data:`TRACKING_PARAMS`."""
+
+    def __init__(self, patterns: Iterable[str] = (TRACKING_WORD,)) -> None:
+        names: list[str] = []
+        for pattern in patterns:
+            names.extend(TRACKING_PARAMS if pattern == TRACKING_WORD else (pattern,))
+        self.patterns = tuple(dict.fromkeys(names))
+        globs = "|".join(re.escape(p).replace(r"\*", ".*") for p in self.patterns)
+        self._match = re.compile(globs).fullmatch if self.patterns else None
+
+    def __bool__(self) -> bool:
+        return self._match is not None
+
+    def __call__(self, raw_name: str) -> bool:
+        """Whether a parameter, its name as it stands in the query, is ignored."""
+        if self._match is None:
+            return False
+        return self._match(unquote(raw_name.replace("+", " "))) is not None
+
+
+TRACKING = IgnoredParams()
+KEEP_ALL = IgnoredParams(())
 
 
 class BadRequest(ValueError):
@@ -74,27 +136,34 @@ def _decode_fragment(value: str) -> str:
     return text
 
 
-def site_path_from_request(raw_path: str, query: str) -> tuple[str, bool]:
+def site_path_from_request(
+    raw_path: str, query: str, ignore: IgnoredParams = TRACKING
+) -> tuple[str, bool]:
     """``(site path, escaped)`` for a request target; raises :class:`BadRequest`.
 
     ``escaped`` is true when the query carried ``_escaped_fragment_``, which is mapped to
     ``#!`` as the AJAX crawling scheme specifies: the parameter is removed from the query and
     its unescaped value becomes the fragment; an empty value stands for the path itself.
+    Parameters ``ignore`` names are removed too. When anything is removed, empty parameters
+    (``&&``) go with it; the others keep their order and their bytes.
     """
     if not raw_path.startswith("/"):
         raise BadRequest("the path must start with '/'")
     _check_component("the path", raw_path, MAX_PATH)
     _check_component("the query", query, MAX_QUERY)
     fragment = None
-    if "_escaped_fragment_" in query:
-        kept = []
+    if "_escaped_fragment_" in query or (ignore and query):
+        kept, removed = [], False
         for part in query.split("&"):
-            name, eq, value = part.partition("=")
+            name, _eq, value = part.partition("=")
             if name == "_escaped_fragment_" and fragment is None:
-                fragment = _decode_fragment(value)
+                fragment, removed = _decode_fragment(value), True
+            elif part and ignore(name):
+                removed = True
             elif part:
                 kept.append(part)
-        query = "&".join(kept)
+        if removed:
+            query = "&".join(kept)
     path = raw_path + (f"?{query}" if query else "")
     if fragment:
         path += "#!" + fragment
@@ -124,11 +193,15 @@ def escaped_fragment_url(site_path: str) -> str:
     return f"{path}?{query}_escaped_fragment_={escaped}"
 
 
-def site_path_from_url(url: str) -> str | None:
-    """The site path of an absolute URL (or path), keeping ``#!`` and dropping ``#frag``."""
+def site_path_from_url(url: str, ignore: IgnoredParams = TRACKING) -> str | None:
+    """The site path of an absolute URL (or path), keeping ``#!`` and dropping ``#frag``.
+
+    None when it is not an http(s) URL; raises :class:`BadRequest` as
+    :func:`site_path_from_request` does."""
     parts = urlsplit(url)
     if parts.scheme and parts.scheme not in ("http", "https"):
         return None
-    path = parts.path or "/"
-    fragment = parts.fragment[1:] if parts.fragment.startswith("!") else None
-    return join_site_path(path, parts.query, fragment)
+    path, escaped = site_path_from_request(parts.path or "/", parts.query, ignore)
+    if not escaped and parts.fragment.startswith("!"):
+        path += "#!" + parts.fragment[1:]
+    return path

@@ -286,7 +286,7 @@ async def test_force_recaptures_fresh_paths(env: Env) -> None:
 async def test_rewrite_rules_apply_before_a_path_is_queued(tmp_path) -> None:
     rules_file = tmp_path / "shop.rules"
     rules_file.write_text(
-        "^/old/(.*)$ /new/$1 [R=301]\n^/admin /admin [R=403]\n^(.*)\\?utm_[a-z]+=[^&]*$ $1\n"
+        "^/old/(.*)$ /new/$1 [R=301]\n^/admin /admin [R=403]\n^(.*)\\?session=[^&]*$ $1\n"
     )
     settings = make_settings(tmp_path)
     rules = {"shop": load_rules(str(rules_file)), "blog": load_rules(str(rules_file))}
@@ -294,7 +294,7 @@ async def test_rewrite_rules_apply_before_a_path_is_queued(tmp_path) -> None:
         r = await e.client.post(
             f"{API}/sites/shop/paths",
             headers=AUTH,
-            json={"paths": ["/old/a", "/admin", "/p?utm_source=x"]},
+            json={"paths": ["/old/a", "/admin", "/p?session=x"]},
         )
         results = r.json()["results"]
         assert results[0] == {
@@ -304,7 +304,7 @@ async def test_rewrite_rules_apply_before_a_path_is_queued(tmp_path) -> None:
             "location": "/new/a",
         }
         assert results[1] == {"path": "/admin", "result": "status", "status": 403}
-        assert results[2] == {"path": "/p?utm_source=x", "result": "queued", "queued_as": "/p"}
+        assert results[2] == {"path": "/p?session=x", "result": "queued", "queued_as": "/p"}
         assert await e.store.get_path("shop", "/p") is not None
         assert await e.store.get_path("shop", "/old/a") is None
 
@@ -907,3 +907,37 @@ async def test_queued_paths_are_escaped_as_a_browser_would(env: Env) -> None:
         assert got.status_code == 200 and got.json()["path"] == record["path"]
     r = await c.post(f"{API}/sites/shop/paths", headers=AUTH, json={"paths": ["/ok", "/a\tb"]})
     assert r.status_code == 400 and r.json()["field"] == "paths[1]"
+
+
+# ---------------------------------------------------------------------------- ignored parameters
+
+
+async def test_queued_paths_and_sitemaps_drop_ignored_parameters(tmp_path) -> None:
+    settings = make_settings(tmp_path)
+    shop = replace(settings.sites[0], ignore_params=("@tracking", "sessionid"))
+    async with running(replace(settings, sites=(shop, settings.sites[1]))) as e:
+        r = await e.client.post(
+            f"{API}/sites/shop/paths",
+            headers=AUTH,
+            json={"paths": ["/a?utm_source=x&b=1&sessionid=9", "/a?b=1&fbclid=2"]},
+        )
+        assert [x["result"] for x in r.json()["results"]] == ["queued", "pending"]
+        sitemap = "https://shop.test/a?b=1&gclid=3\nhttps://shop.test/c?utm_medium=m\n"
+        r = await e.client.post(f"{API}/sites/shop/sitemap", headers=AUTH, content=sitemap)
+        assert r.json()["counts"] == {"pending": 1, "queued": 1}
+        assert sorted([p.path async for p in e.store.iter_paths("shop")]) == ["/a?b=1", "/c"]
+        # {path} names a stored path as it is: nothing is dropped from it.
+        r = await e.client.get(f"{API}/sites/shop/paths/a%3Fb%3D1%26gclid%3D3", headers=AUTH)
+        assert r.status_code == 404
+
+
+async def test_render_looks_up_the_path_without_tracking_parameters(
+    render_env: Env, origin
+) -> None:
+    await render_env.capture("shop", "/items/1?color=red", "<html><body>snap</body></html>")
+    r = await render_env.client.get(
+        "/_snapshotd/render/https://shop.test/items/1?utm_source=x&color=red&fbclid=y",
+        headers=AUTH,
+    )
+    assert r.headers["x-snapshotd-cache"] == "HIT"
+    assert r.text == "<html><body>snap</body></html>"

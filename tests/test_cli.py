@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,3 +112,27 @@ def test_help(argv, capsys):
         main(argv)
     assert info.value.code == 0
     assert "usage" in capsys.readouterr().out
+
+
+def test_rules_eval_takes_ignore_params_from_a_site_of_the_config(tmp_path, capsys):
+    rules = tmp_path / "a.rules"
+    rules.write_text("^/none$ /none\n")
+    config = tmp_path / "snapshotd.toml"
+    config.write_text(
+        "[[site]]\nname='keep'\norigin='http://127.0.0.1:9'\nignore_params=[]\n"
+        f"[[site]]\nname='own'\norigin='http://127.0.0.1:9'\nrules='{rules}'\n"
+        "ignore_params=['sid']\n"
+    )
+    url = "/p?sid=1&utm_source=x"
+
+    def path(*argv: str) -> str:
+        assert main(["rules", "eval", "--rules", str(rules), *argv, url]) == 0
+        return json.loads(capsys.readouterr().out)["path"]
+
+    assert path() == "/p?sid=1"  # the built-in list
+    assert path("--config", str(config)) == "/p?utm_source=x"  # the site with these rules
+    assert path("--config", str(config), "--site", "keep") == url
+    assert main(["rules", "eval", "--rules", str(rules), "--site", "own", url]) == 2
+    assert main(["rules", "eval", "--rules", str(rules), "--config", str(config),
+                 "--site", "nope", url]) == 2
+    assert "no site is named 'nope'" in capsys.readouterr().err

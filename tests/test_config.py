@@ -88,6 +88,10 @@ def test_origin_flag_alone_makes_a_default_site():
         ("[[site]]\norigin='http://x'\n[[site]]\norigin='http://y'", "two sites are named"),
         ("[[site]]\norigin='http://x'\ncolour='red'", "unknown key 'colour'"),
         ("[nope]\n", "unknown section [nope]"),
+        ("[[site]]\norigin='http://x'\nnew_paths_per_minute=0", "new_paths_per_minute"),
+        ("[[site]]\norigin='http://x'\nignore_params=['a=b']", "not a parameter name"),
+        ("[[site]]\norigin='http://x'\nignore_params=['']", "not a parameter name"),
+        ("[browser]\nmiss_queue = -1", "miss_queue must not be negative"),
     ],
 )
 def test_errors_name_file_and_key(tmp_path, text, message):
@@ -110,3 +114,24 @@ def test_bad_env_value():
 )
 def test_durations(value, seconds):
     assert parse_duration(value) == seconds
+
+
+def test_flood_settings(tmp_path):
+    text = "[browser]\nconcurrency = 3\n[[site]]\norigin='http://x'\n"
+    s = load_settings(write(tmp_path, text), env={})
+    assert s.browser.miss_queue == 12 and s.browser.miss_slots == 2
+    site = s.sites[0]
+    assert site.new_paths_per_minute == 60 and site.ignore_params == ("@tracking",)
+    assert site.ignored_params("utm_source") and site.ignored_params("fbclid")
+    text = (
+        "[browser]\nmiss_queue = 0\n"
+        "[[site]]\nname='a'\norigin='http://x'\nignore_params=[]\nnew_paths_per_minute=5\n"
+        "[[site]]\nname='b'\norigin='http://x'\nignore_params=['@tracking', 'sid', 'x_*']\n"
+        "[[site]]\nname='c'\norigin='http://x'\nignore_params=['sid']\n"
+    )
+    s = load_settings(write(tmp_path, text), env={})
+    assert s.browser.miss_queue == 0 and s.browser.miss_slots == 1
+    a, b, c = s.sites
+    assert a.new_paths_per_minute == 5 and not a.ignored_params("utm_source")
+    assert b.ignored_params("utm_source") and b.ignored_params("sid") and b.ignored_params("x_y")
+    assert c.ignored_params("sid") and not c.ignored_params("utm_source")

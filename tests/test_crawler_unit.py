@@ -36,6 +36,8 @@ async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-d
         ("http://127.0.0.1:3000/?_escaped_fragment_=/faq", "/#!/faq"),
         ("/p?_escaped_fragment_=", "/p"),
         ("/?a=1&_escaped_fragment_=key%3Dvalue", "/?a=1#!key=value"),
+        ("/x?utm_source=n&y=1&fbclid=2#!/q", "/x?y=1#!/q"),  # tracking parameters dropped
+        ("/?_escaped_fragment_=/faq&gclid=1", "/#!/faq"),
         ("http://127.0.0.1:3001/x", None),  # another port is another origin
         ("https://127.0.0.1:3000/x", None),
         ("https://other.example.org/x", None),

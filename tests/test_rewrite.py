@@ -14,6 +14,7 @@ import pytest
 
 from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
 from snapshotd.rewrite.cli import check_command, eval_command
+from snapshotd.urls import IgnoredParams
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -429,7 +430,7 @@ def test_eval_prints_spec_lines(tmp_path, capsys):
         "RewriteRule ^/(.*)$ /mobile/$1 [L]\n"
     )
     urls = ["/old/a?x=1", "/p?utm_source=x", "/admin", "/same"]
-    assert eval_command(str(f), [], urls, None) == 0
+    assert eval_command(str(f), [], urls, None, IgnoredParams(())) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines == [
         {"url": "/old/a?x=1", "action": "redirect", "status": 301, "location": "/new/a?x=1"},
@@ -439,6 +440,18 @@ def test_eval_prints_spec_lines(tmp_path, capsys):
     ]
     assert eval_command(str(f), ["Host: m.example.com", "X-A: b"], ["/x"], None) == 0
     assert json.loads(capsys.readouterr().out)["path"] == "/mobile/x"
+
+
+def test_eval_drops_ignored_parameters_before_the_rules(tmp_path, capsys):
+    f = tmp_path / "site.rules"
+    f.write_text("^/p\\?a=1$ /q\n")
+    urls = ["/p?fbclid=1&a=1&utm_source=x", "http://h/p?a=1&gclid=2", "/p?a=1&sid=3", "/x%zz"]
+    assert eval_command(str(f), [], urls, None) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x.get("path") for x in lines[:3]] == ["/q", "/q", "/p?a=1&sid=3"]
+    assert lines[3] == {"url": "/x%zz", "action": "status", "status": 400}
+    assert eval_command(str(f), [], urls[2:3], None, IgnoredParams(("sid",))) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == "/q"
 
 
 def test_eval_bad_header(tmp_path, capsys):

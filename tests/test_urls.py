@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from snapshotd.urls import (
+    KEEP_ALL,
+    TRACKING,
     BadRequest,
+    IgnoredParams,
     escaped_fragment_url,
     site_path_from_request,
     site_path_from_url,
@@ -94,3 +97,51 @@ def test_split_and_url():
 )
 def test_valid_host(host, ok):
     assert valid_host(host) is ok
+
+
+# --- Ignored query parameters: not part of a page's identity --------------------------------
+
+SHOP = IgnoredParams(("@tracking", "sessionid", "sort_*"))
+
+
+@pytest.mark.parametrize(
+    ("raw_path", "query", "ignore", "expected"),
+    [
+        ("/about", "utm_source=x", TRACKING, "/about"),
+        ("/about", "utm_source=x&utm_medium=y&fbclid=z&gclid=1&msclkid=2", TRACKING, "/about"),
+        ("/p", "b=2&utm_medium=x&a=%41+1", TRACKING, "/p?b=2&a=%41+1"),  # bytes kept
+        ("/p", "z=1&_ga=2&a=3&_gl=4&m", TRACKING, "/p?z=1&a=3&m"),  # order kept
+        ("/p", "a=1&&b=2", TRACKING, "/p?a=1&&b=2"),  # nothing dropped, nothing changed
+        ("/p", "a=1&&utm_id=3&", TRACKING, "/p?a=1"),  # dropped: empty ones go too
+        ("/p", "utm%5Fsource=x&q=1", TRACKING, "/p?q=1"),  # the decoded name counts
+        ("/p", "UTM_SOURCE=x", TRACKING, "/p?UTM_SOURCE=x"),  # case-sensitive
+        ("/p", "utm_source", TRACKING, "/p"),  # no value
+        ("/p", "utmost=1&xutm_a=2", TRACKING, "/p?utmost=1&xutm_a=2"),  # globs are whole names
+        ("/p", "utm_source=x", KEEP_ALL, "/p?utm_source=x"),
+        ("/p", "sessionid=9&sort_by=a&sort=b&fbclid=1", SHOP, "/p?sort=b"),
+        ("/p", "utm_source=x", IgnoredParams(("sessionid",)), "/p?utm_source=x"),  # replaced
+        ("/p", "ids[]=1&x=2", IgnoredParams(("ids[]",)), "/p?x=2"),  # only * is special
+        # the fragment is the page's own: nothing is dropped from it
+        ("/", "utm_id=x&_escaped_fragment_=/a%3Futm_id%3Dy", TRACKING, "/#!/a?utm_id=y"),
+        ("/", "_escaped_fragment_=&fbclid=1", TRACKING, "/"),
+    ],
+)
+def test_ignored_params_are_dropped_from_the_site_path(raw_path, query, ignore, expected):
+    assert site_path_from_request(raw_path, query, ignore)[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://h/a?utm_source=x#!/f", "/a#!/f"),
+        ("/a?x=1&fbclid=2#top", "/a?x=1"),
+        ("https://h/?_escaped_fragment_=/faq&gclid=1", "/#!/faq"),
+    ],
+)
+def test_site_path_from_url_goes_through_the_same_mapping(url, expected):
+    assert site_path_from_url(url) == expected
+
+
+def test_a_bad_target_in_a_url_is_a_bad_request():
+    with pytest.raises(BadRequest):
+        site_path_from_url("http://h/a%zz")

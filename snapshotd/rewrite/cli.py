@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from snapshotd.store.base import StoreError
+from snapshotd.urls import TRACKING, BadRequest, IgnoredParams, site_path_from_url
 
 from .errors import RulesError
 from .ruleset import load_rules
@@ -90,8 +91,17 @@ def _captured_in(db: str | None) -> tuple[Callable[[str], bool], Callable[[], No
     return captured, conn.close
 
 
-def eval_command(rules_path: str, headers: list[str], urls: list[str], db: str | None) -> int:
-    """Print one JSON object per URL (SPEC section 6); exit 2 on a bad file or header."""
+def eval_command(
+    rules_path: str,
+    headers: list[str],
+    urls: list[str],
+    db: str | None,
+    ignore: IgnoredParams = TRACKING,
+) -> int:
+    """Print one JSON object per URL (SPEC section 6); exit 2 on a bad file or header.
+
+    Each URL is first made a site path as the proxy makes one (``ignore`` names the query
+    parameters to drop); one the proxy would refuse is printed as that status."""
     try:
         rules = load_rules(rules_path)
     except RulesError as e:
@@ -109,7 +119,14 @@ def eval_command(rules_path: str, headers: list[str], urls: list[str], db: str |
         return 2
     try:
         for url in urls:
-            decision = rules.evaluate(url, host=host, headers=parsed, is_captured=captured)
+            try:
+                path = site_path_from_url(url, ignore)
+                if path is None:
+                    raise BadRequest("not an http(s) URL")
+            except BadRequest as exc:
+                print(json.dumps({"url": url, "action": "status", "status": exc.status}))
+                continue
+            decision = rules.evaluate(path, host=host, headers=parsed, is_captured=captured)
             print(json.dumps(decision.to_json(url)))
     finally:
         close()
