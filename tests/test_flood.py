@@ -29,6 +29,7 @@ from snapshotd.render.base import CaptureResult
 from tests.servers import serve_asgi
 
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+TOKEN = "flood-test-token"
 PAGE = "<html><head><title>t</title></head><body><h1>rendered</h1></body></html>"
 
 
@@ -84,7 +85,9 @@ class Env:
             conn.close()
 
     def refused(self) -> dict[str, int]:
-        text = self.client.get("/_snapshotd/metrics").text
+        text = self.client.get(
+            "/_snapshotd/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+        ).text
         out = {}
         for line in text.splitlines():
             if line.startswith("snapshotd_refused_total{"):
@@ -109,6 +112,7 @@ def flood_env(
     with serve_asgi(_origin()) as origin_url:
         settings = Settings(
             db=db,
+            api_tokens=(TOKEN,),
             miss_wait=miss_wait,
             browser=BrowserSettings(concurrency=concurrency, **(browser or {})),
             sites=(
@@ -225,7 +229,9 @@ def test_a_known_pending_path_is_captured_during_a_flood_of_unknown_ones(tmp_pat
             while len(env.renderer.urls) < 20:  # the flood holds the renders
                 time.sleep(0.01)
             answer = env.client.post(
-                "/_snapshotd/api/v1/sites/s/paths", json={"paths": ["/known"]}
+                "/_snapshotd/api/v1/sites/s/paths",
+                json={"paths": ["/known"]},
+                headers={"Authorization": f"Bearer {TOKEN}"},
             )
             before = len(env.renderer.urls)
             assert answer.json()["results"][0]["result"] == "queued"
