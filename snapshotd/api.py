@@ -33,11 +33,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from snapshotd.admission import StoreFacts, admit, decide
 from snapshotd.bots import is_static_asset
 from snapshotd.config import SiteSettings
 from snapshotd.proxy import accepts_gzip
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
-from snapshotd.store.base import PRIORITY_API, STATES, PathRecord, captured_check
+from snapshotd.store.base import PRIORITY_API, STATES, PathRecord
 from snapshotd.urls import (
     KEEP_ALL,
     BadRequest,
@@ -705,33 +706,27 @@ def create_api(ctx: Context) -> ASGIApp:
         """Rules first (no writes), then one transaction for every path that is queued, or
         one per ``chunk`` paths, so a long list does not hold the store's writer for long."""
         rules = ctx.rules.get(site.name)
-        host = site.hosts[0] if site.hosts else urlsplit(site.origin).netloc
-
-        is_captured = captured_check(ctx.store, site.name)
-
+        facts = StoreFacts(ctx.store, site.name)
+        now = time.time()
         results: list[dict[str, Any]] = []
         to_queue: list[tuple[int, str]] = []
         for p in paths:
             entry: dict[str, Any] = {"path": p}
-            target, capture_flag = p, False
-            if rules is not None and len(rules):
-                decision = await rules.aevaluate(p, host=host, is_captured=is_captured)
-                if decision.action == "redirect":
-                    entry.update(
-                        result="redirect",
-                        status=decision.status,
-                        location=decision.location or decision.path,
-                    )
-                elif decision.action == "status":
-                    entry.update(result="status", status=decision.status)
-                target, capture_flag = decision.path, decision.capture
-            if "result" not in entry:
-                if site.is_ignored(target) and not capture_flag:
-                    entry["result"] = "ignored"
-                else:
-                    if target != p:
-                        entry["queued_as"] = target
-                    to_queue.append((len(results), target))
+            decision = await admit(
+                decide(site, rules, p, source="api", now=now, host=site.request_host), facts
+            )
+            if decision.kind in ("redirect", "status"):
+                entry.update(result=decision.kind, status=decision.status)
+                if decision.kind == "redirect":
+                    entry["location"] = decision.location
+            elif decision.kind in ("ignored", "refused"):
+                entry["result"] = decision.kind
+                if decision.reason:
+                    entry["reason"] = decision.reason
+            else:
+                if decision.path != p:
+                    entry["queued_as"] = decision.path
+                to_queue.append((len(results), decision.path))
             results.append(entry)
         step = chunk or len(to_queue) or 1
         for start in range(0, len(to_queue), step):

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from snapshotd.config import ConfigError, Settings, load_settings
+from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
 from snapshotd.rewrite import RuleSet
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
-from snapshotd.urls import IgnoredParams
 
 log = logging.getLogger("snapshotd")
 
@@ -136,27 +135,26 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
     if args.rules_command == "check":
         return check_command(args.file)
-    return eval_command(args.rules, args.header or [], args.url, args.db, _eval_params(args))
+    return eval_command(args.rules, args.header or [], args.url, args.db, _eval_site(args))
 
 
-def _eval_params(args: argparse.Namespace) -> IgnoredParams:
-    """The ignored parameters ``rules eval`` applies: those of ``--site`` in ``--config``, else
-    of the site whose rules file is the one evaluated, else of the first site; without a
-    config, the default list."""
+def _eval_site(args: argparse.Namespace) -> SiteSettings | None:
+    """The site ``rules eval`` evaluates for (its ignored parameters, its paths for ``NF``):
+    ``--site`` of ``--config``, else the site whose rules file is the one evaluated, else the
+    first site; None without a config."""
     if not args.config:
         if args.site:
             raise UserError("--site names a site of --config, and no --config was given")
-        return IgnoredParams()
+        return None
     sites = load_settings(args.config).sites
     if args.site:
         site = next((s for s in sites if s.name == args.site), None)
         if site is None:
             raise UserError(f"{args.config}: no site is named {args.site!r}")
-        return site.ignored_params
+        return site
     rules = os.path.realpath(args.rules)
     site = next((s for s in sites if s.rules and os.path.realpath(s.rules) == rules), None)
-    site = site or (sites[0] if sites else None)
-    return site.ignored_params if site is not None else IgnoredParams()
+    return site or (sites[0] if sites else None)
 
 
 def _iso(ts: float | None) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from snapshotd.urls import TRACKING_WORD, IgnoredParams
+from snapshotd.links import normalize_url
+from snapshotd.urls import TRACKING_WORD, BadRequest, IgnoredParams, site_path_from_url
 
 __all__ = [
     "BrowserSettings",
@@ -103,6 +104,31 @@ class SiteSettings:
 
     def is_ignored(self, path: str) -> bool:
         return any(fragment and fragment in path for fragment in self.ignore)
+
+    @property
+    def request_host(self) -> str:
+        """The Host its pages are asked for with: the first of ``hosts``, else the origin's."""
+        return self.hosts[0] if self.hosts else urlsplit(self.origin).netloc
+
+    def path_of(self, url: str) -> str | None:
+        """The site path of a URL or path of this site; None when it is on another site or
+        cannot name a page (a link, a canonical, a redirect's location, a sitemap entry)."""
+        absolute = normalize_url(url, self.origin.rstrip("/") + "/")
+        if absolute is None:
+            return None
+        parts = urlsplit(absolute)
+        origin = urlsplit(normalize_url(self.origin) or self.origin)
+        same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
+            (parts.hostname or "") in self.hosts
+        )
+        if not same:
+            return None
+        try:
+            # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops
+            # the parameters the site ignores.
+            return site_path_from_url(absolute, self.ignored_params)
+        except BadRequest:
+            return None
 
     @cached_property
     def ignored_params(self) -> IgnoredParams:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from snapshotd.admission import Source, StoreFacts, admit, decide
 from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.fetch import Fetcher
@@ -39,17 +40,9 @@ from snapshotd.rewrite import RuleSet
 from snapshotd.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.store.base import (
-    PRIORITY_EXPIRED,
     PRIORITY_LINK,
     PathRecord,
     Store,
-    captured_check,
-)
-from snapshotd.urls import (
-    MAX_PATH,
-    MAX_QUERY,
-    BadRequest,
-    site_path_from_url,
 )
 
 __all__ = ["CrawlStats", "Crawler", "run_crawl", "run_worker"]
@@ -59,7 +52,6 @@ log = logging.getLogger("snapshotd.crawler")
 POLL_SECONDS = 1.0  # how soon paths queued by another process (proxy, API) are seen when idle
 MAINTENANCE_SECONDS = 10.0
 SITEMAP_RETRY = 300.0
-MAX_RULE_REDIRECTS = 5
 
 
 @dataclass
@@ -108,6 +100,22 @@ def _robots_tag_nofollow(value: str) -> bool:
         if token in ("nofollow", "none"):
             return True
     return False
+
+
+class _CrawlFacts(StoreFacts):
+    """Admission's facts as the crawler has them: its own count of each site's pages, and
+    robots.txt as last read."""
+
+    def __init__(self, crawler: Crawler, site: SiteSettings) -> None:
+        super().__init__(crawler.store, site.name)
+        self.crawler, self.site_settings = crawler, site
+
+    async def size(self) -> int:
+        return self.crawler._size.get(self.site, 0)
+
+    def robots_allow(self, path: str) -> bool:
+        robots = self.crawler.robots
+        return robots is None or robots.allowed(self.site_settings, path)
 
 
 class Crawler:
@@ -294,7 +302,7 @@ class Crawler:
                 # A copy by its canonical link is followed again, which queues the canonical;
                 # only a copy by content has nothing to follow.
                 canonical = extract_links(result.html, result.final_url).canonical
-                if canonical and self._site_path(site, canonical) == duplicate_of:
+                if canonical and site.path_of(canonical) == duplicate_of:
                     duplicate_of = None
             await self._after_capture(site, record, result, duplicate_of)
         await self.store.links_followed(site.name, path)
@@ -373,7 +381,7 @@ class Crawler:
                 url,
                 admit,
                 origin=site.origin,
-                same_site=lambda u: self._site_path(site, u) is not None,
+                same_site=lambda u: site.path_of(u) is not None,
             )
             for error in fetched.errors:
                 log.warning("sitemap site=%s %s", site.name, error)
@@ -391,28 +399,6 @@ class Crawler:
 
     # ------------------------------------------------------------------ admission
 
-    def _host(self, site: SiteSettings) -> str:
-        return site.hosts[0] if site.hosts else urlsplit(site.origin).netloc
-
-    def _site_path(self, site: SiteSettings, url: str) -> str | None:
-        """The site path of a URL or path of ``site``; None when it is on another site."""
-        absolute = normalize_url(url, site.origin.rstrip("/") + "/")
-        if absolute is None:
-            return None
-        parts = urlsplit(absolute)
-        origin = urlsplit(normalize_url(site.origin) or site.origin)
-        same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
-            (parts.hostname or "") in site.hosts
-        )
-        if not same:
-            return None
-        try:
-            # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops
-            # the parameters the site ignores.
-            return site_path_from_url(absolute, site.ignored_params)
-        except BadRequest:
-            return None
-
     async def _admit(
         self,
         site: SiteSettings,
@@ -420,96 +406,50 @@ class Crawler:
         *,
         hops: int,
         priority: int,
-        source: str,
+        source: Source,
         lastmod: float | None = None,
     ) -> str:
-        """Set one URL of ``site`` pending if the rules, the site's settings and the store
-        allow it. Answers what happened: queued, requeued, pending, fresh, ignored, skipped."""
-        path = self._site_path(site, url)
+        """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.admission`).
+        Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external."""
+        path = site.path_of(url)
         if path is None:
             return "external"
-        rules = self.rules.get(site.name)
-        capture_flag = False
-        if rules is not None:
-            is_captured = captured_check(self.store, site.name)
-
-            for _ in range(MAX_RULE_REDIRECTS):
-                decision = await rules.aevaluate(
-                    path, host=self._host(site), is_captured=is_captured
-                )
-                if decision.action == "redirect":
-                    target = self._site_path(site, decision.location or decision.path)
-                    if target is None or target == path:
-                        return self._skip(site, path, "rules redirect off-site or to itself")
-                    path = target
-                    continue
-                if decision.action == "status":
-                    return self._skip(site, path, f"rules answer {decision.status}")
-                path, capture_flag = decision.path, decision.capture
-                break
-            else:
-                return self._skip(site, path, "too many rules redirects")
-        if len(path) > MAX_PATH + MAX_QUERY:
-            return self._skip(site, path, "too long")
-        if site.is_ignored(path) and not capture_flag:
-            # A record in any state counts against max_pages, an ignored one too.
-            if self._size.get(site.name, 0) >= site.max_pages:
-                return self._skip(site, path, "max_pages")
+        decision = await admit(
+            decide(
+                site,
+                self.rules.get(site.name),
+                path,
+                source=source,
+                now=self.clock(),
+                priority=priority,
+                host=site.request_host,
+                hops=hops,
+                lastmod=lastmod,
+            ),
+            _CrawlFacts(self, site),
+        )
+        path = decision.path
+        if decision.kind == "refused":
+            return self._skip(site, path, decision.reason)
+        if decision.kind == "known":
+            return decision.reason
+        if decision.kind == "ignored":
             if await self.store.add_ignored(site.name, path, hops=hops, reason="ignored"):
                 self.stats.ignored += 1
                 self._size[site.name] = self._size.get(site.name, 0) + 1
                 log.debug("ignored site=%s path=%s from=%s", site.name, path, source)
                 return "ignored"
             return "known"
-        if site.obey_robots and self.robots is not None and not self.robots.allowed(site, path):
-            return self._skip(site, path, "robots.txt")
-        if site.max_hops >= 0 and hops > site.max_hops:
-            return self._skip(site, path, "max_hops")
-
-        record = await self.store.get_path(site.name, path)
-        if record is None:
-            if source in ("link", "canonical", "redirect") and not site.capture_new:
-                return self._skip(site, path, "capture_new is off")
-            if self._size.get(site.name, 0) >= site.max_pages:
-                return self._skip(site, path, "max_pages")
-            outcome = await self.store.enqueue(site.name, path, priority, hops=hops)
-            if outcome == "queued":
-                self._size[site.name] = self._size.get(site.name, 0) + 1
-        else:
-            outcome = await self._requeue_known(site, record, priority, hops, lastmod)
+        outcome = await self.store.enqueue(
+            site.name, path, decision.priority, hops=hops, force=decision.force
+        )
+        if outcome == "queued":
+            self._size[site.name] = self._size.get(site.name, 0) + 1
         if outcome in ("queued", "requeued", "reprioritised"):
             self.stats.queued += outcome == "queued"
             log.debug("%s site=%s path=%s hops=%d from=%s", outcome, site.name, path, hops, source)
             self._notify()
         return outcome
-
-    async def _requeue_known(
-        self,
-        site: SiteSettings,
-        record: PathRecord,
-        priority: int,
-        hops: int,
-        lastmod: float | None,
-    ) -> str:
-        if record.state == "pending":
-            # Only the hops can shrink: a path keeps the priority it was queued with.
-            return await self.store.enqueue(site.name, record.path, record.priority, hops=hops)
-        if record.state == "ignored" and not site.is_ignored(record.path):
-            # Ignored under an older `ignore` list: a page like any new one now.
-            return await self.store.enqueue(site.name, record.path, priority, hops=hops)
-        if record.state in ("processing", "ignored"):
-            return record.state
-        changed = (
-            lastmod is not None and record.captured_at is not None and lastmod > record.captured_at
-        )
-        expired = record.expires_at is None or record.expires_at <= self.clock()
-        if not (expired or changed):
-            return "fresh"
-        if record.state == "processed" and not site.capture_expired:
-            return "fresh"
-        return await self.store.enqueue(
-            site.name, record.path, PRIORITY_EXPIRED, hops=hops, force=changed
-        )
 
     def _skip(self, site: SiteSettings, path: str, why: str) -> str:
         log.debug("skipped site=%s path=%s reason=%s", site.name, path, why)
@@ -541,10 +481,10 @@ class Crawler:
             return
         page = extract_links(result.html, page_url)
         nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
-        own = {record.path, self._site_path(site, page_url)}
+        own = {record.path, site.path_of(page_url)}
         links = list(page.links)
         if page.canonical:
-            canonical = self._site_path(site, page.canonical)
+            canonical = site.path_of(page.canonical)
             if canonical is not None and canonical not in own:
                 if site.use_canonical:
                     await self.store.set_duplicate(site.name, record.path, canonical)
@@ -565,7 +505,7 @@ class Crawler:
         if nofollow or not site.crawl_links:
             return
         for url in links:
-            path = self._site_path(site, url)
+            path = site.path_of(url)
             if path is None or path in own:
                 continue
             await self._admit(site, url, hops=hops, priority=PRIORITY_LINK, source="link")

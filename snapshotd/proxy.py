@@ -23,26 +23,21 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from snapshotd.admission import StoreFacts, admit, decide
 from snapshotd.bots import BotMatcher, is_static_asset
 from snapshotd.capture import CaptureService
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.metrics import Metrics
 from snapshotd.rewrite import RuleSet
 from snapshotd.store.base import (
-    PRIORITY_BOT,
     PRIORITY_EXPIRED,
     Snapshot,
     Store,
-    captured_check,
 )
 from snapshotd.upstream import Upstream
 from snapshotd.urls import BadRequest, site_path_from_request, valid_host
 
 log = logging.getLogger("snapshotd.proxy")
-
-# A new path a bot asked for is captured by the miss itself; its row waits behind every path
-# already known, so a flood of new ones cannot keep the crawler from those.
-PRIORITY_NEW = PRIORITY_EXPIRED
 
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -135,38 +130,52 @@ class SnapshotCache:
 
 
 class NewPaths:
-    """Whether a bot may add a path to a site now: within ``max_pages`` and within
-    ``new_paths_per_minute`` over the last 60 s (in this process).
-
-    A site's paths are counted in the store at most once per ``count_ttl`` seconds, plus the
-    ones added here since."""
+    """What admission needs to bound a site's new paths: how many it has (counted in the
+    store at most once per ``count_ttl`` seconds, plus the ones added here since) and how
+    many bots added in the last 60 s (in this process)."""
 
     def __init__(self, store: Store, count_ttl: float = 1.0) -> None:
         self.store, self.count_ttl = store, count_ttl
         self._counts: dict[str, tuple[float, int]] = {}
         self._added: dict[str, deque[float]] = {}
 
-    async def refusal(self, site: SiteSettings) -> str | None:
-        """The reason a new path may not be added now, or None."""
-        counted = self._counts.get(site.name)
+    async def size(self, site: str) -> int:
+        counted = self._counts.get(site)
         if counted is None or time.monotonic() - counted[0] > self.count_ttl:
-            size = await self.store.site_size(site.name)
-            counted = self._counts[site.name] = (time.monotonic(), size)
-        if counted[1] >= site.max_pages:
-            return "max_pages"
-        added = self._added.setdefault(site.name, deque())
+            size = await self.store.site_size(site)
+            counted = self._counts[site] = (time.monotonic(), size)
+        return counted[1]
+
+    def lately(self, site: str) -> int:
+        added = self._added.setdefault(site, deque())
         while added and added[0] <= time.monotonic() - 60.0:
             added.popleft()
-        if len(added) >= site.new_paths_per_minute:
-            return "rate"
-        return None
+        return len(added)
 
     def add(self, site: SiteSettings) -> None:
-        """Count a path just added (call with no ``await`` after :meth:`refusal`)."""
+        """Count a path just added."""
         now = time.monotonic()
         self._added.setdefault(site.name, deque()).append(now)
         at, size = self._counts.get(site.name, (now, 0))
         self._counts[site.name] = (at, size + 1)
+
+
+class _BotFacts(StoreFacts):
+    """Admission's facts for a bot: snapshots through the cache, pages and new paths as
+    :class:`NewPaths` counts them."""
+
+    def __init__(self, proxy: Proxy, site: SiteSettings) -> None:
+        super().__init__(proxy.store, site.name)
+        self.proxy = proxy
+
+    async def snapshot(self, path: str) -> Snapshot | None:
+        return await self.proxy._snapshot(self.site, path)
+
+    async def size(self) -> int:
+        return await self.proxy.new_paths.size(self.site)
+
+    async def new_lately(self) -> int:
+        return self.proxy.new_paths.lately(self.site)
 
 
 class RefusalLog:
@@ -294,80 +303,63 @@ class Proxy:
         """Answer a bot's request for a site path (rules, then the store, then fail-open).
 
         ``scope`` must name the same path, as pass-through forwards it."""
-        rules = self.rules.get(site.name)
-        capture_flag = False
-        if rules is not None:
-            decision = await rules.aevaluate(
-                path, host=host, headers=headers, is_captured=captured_check(self.store, site.name)
+        decision = await admit(
+            decide(
+                site,
+                self.rules.get(site.name),
+                path,
+                source="bot",
+                now=time.time(),
+                host=host,
+                headers=headers,
+            ),
+            _BotFacts(self, site),
+        )
+        path = decision.path
+        if decision.kind == "redirect":
+            self.metrics.requests.labels("RULE").inc()
+            location = decision.location or path
+            await _send_simple(
+                send,
+                decision.status or 302,
+                f"Redirecting to {location}\n",
+                [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
             )
-            if decision.action == "redirect":
-                self.metrics.requests.labels("RULE").inc()
-                location = decision.location or decision.path
-                await _send_simple(
-                    send,
-                    decision.status or 302,
-                    f"Redirecting to {location}\n",
-                    [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
-                )
-                return
-            if decision.action == "status":
-                self.metrics.requests.labels("RULE").inc()
-                status = decision.status or 404
-                await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
-                return
-            path = decision.path
-            capture_flag = decision.capture
-        if site.is_ignored(path) and not capture_flag:
+            return
+        if decision.kind == "status":
+            self.metrics.requests.labels("RULE").inc()
+            status = decision.status or 404
+            await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
+            return
+        if decision.kind == "ignored":
             await self._pass(site, scope, receive, send)
             return
-
-        snapshot = await self._snapshot(site.name, path)
-        now = time.time()
-        if snapshot is not None:
-            fresh = snapshot.state == "processed" and (
-                snapshot.expires_at is None or snapshot.expires_at > now
-            )
-            if fresh:
-                await self._send_snapshot(snapshot, "HIT", headers, scope, send)
-                return
-            # A failed recapture waits out its retry delay (``expires_at``) like any other.
-            due = snapshot.expires_at is None or snapshot.expires_at <= now
-            if site.capture_expired and snapshot.state in ("processed", "error") and due:
+        if decision.kind == "serve":
+            assert decision.snapshot is not None
+            if decision.requeue:
                 await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
                 self.cache.evict((site.name, path))
-            await self._send_snapshot(snapshot, "STALE", headers, scope, send)
+            result = "HIT" if decision.fresh else "STALE"
+            await self._send_snapshot(decision.snapshot, result, headers, scope, send)
             return
-
-        record = await self.store.get_path(site.name, path)
-        retry_later = (
-            record is not None
-            and record.state == "error"
-            and record.expires_at is not None
-            and record.expires_at > now
-        )
-        if site.capture_new and not retry_later:
-            known = record is not None
-            refusal = None if known else await self.new_paths.refusal(site)
-            # From here to the miss's start nothing awaits, so the limits hold under a flood.
-            # A known path jumps the queue; a new one is rendered here and now, so its row
-            # only matters if that fails, and then it must not pass pages already known.
-            started = None
-            if refusal is None:
-                started = self.capture.start_miss(
-                    site, path, PRIORITY_BOT if known else PRIORITY_NEW
-                )
-                refusal = "miss_queue" if started is None else None
+        refusal = decision.reason if decision.kind == "refused" else None
+        if decision.kind == "capture":
+            # From admission's last question to the miss's start nothing awaits, so the
+            # limits hold under a flood.
+            started = self.capture.start_miss(site, path, decision.priority)
             if started is None:
-                self.metrics.refused.labels(refusal).inc()
-                self.refusal_log(site.name, str(refusal), path)
+                refusal = "miss_queue"
             else:
                 future, new = started
-                if new and not known:
+                if new and decision.new:
                     self.new_paths.add(site)
                 snapshot = await self._wait_for_capture(site, path, future)
                 if snapshot is not None:
                     await self._send_snapshot(snapshot, "MISS", headers, scope, send)
                     return
+        if refusal is not None:
+            self.metrics.refused.labels(refusal).inc()
+            self.refusal_log(site.name, refusal, path)
         self.metrics.requests.labels("BYPASS").inc()
         await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")

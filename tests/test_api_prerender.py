@@ -117,7 +117,7 @@ def test_a_bot_at_express_gets_snapshotds_snapshot(snapshotd: str) -> None:
         with httpx.Client(base_url=snapshotd, timeout=10, trust_env=False) as api:
             auth = {"Authorization": f"Bearer {TOKEN}"}
             record = api.get("/_snapshotd/api/v1/sites/spa/paths/items/3", headers=auth).json()
-            assert record["state"] == "processed" and record["priority"] == 3
+            assert record["state"] == "processed" and record["priority"] == 0  # new: queued last
             # The same URL the way prerender.io's API takes it.
             r = api.get(
                 "/_snapshotd/render",

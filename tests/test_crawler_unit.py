@@ -46,13 +46,7 @@ async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-d
     ],
 )
 def test_site_path(url, path):
-    crawler = Crawler(
-        SETTINGS,
-        None,
-        CaptureService(SETTINGS, None, None),  # type: ignore[arg-type]
-        rules={"s": RuleSet.empty(), "o": RuleSet.empty()},
-    )
-    assert crawler._site_path(SITE, url) == path
+    assert SITE.path_of(url) == path
 
 
 def test_crawl_seeds():

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from snapshotd.admission import StoreFacts, admit, decide
+from snapshotd.config import SiteSettings
 from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
 from snapshotd.rewrite.cli import check_command, eval_command
-from snapshotd.urls import IgnoredParams
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,12 +117,19 @@ def test_seo4ajax(rules, url, captured, expected):
 async def test_seo4ajax_async_store(rules, url, captured, expected):
     asked = []
 
-    async def is_captured(path: str) -> bool:
-        asked.append(path)
-        return path in captured
+    class Facts(StoreFacts):
+        async def captured(self, path: str) -> bool:
+            asked.append(path)
+            return path in captured
 
-    decision = await parse_rules(rules).aevaluate(url, is_captured=is_captured)
-    assert decision.to_json(url) == {"url": url, **expected}
+        async def record(self, path: str) -> None:
+            return None
+
+    site = SiteSettings(name="s", origin="http://shop.test")
+    decision = await admit(
+        decide(site, parse_rules(rules), url, source="api", now=0.0), Facts(None, "s")  # type: ignore[arg-type]
+    )
+    assert decision.path == expected["path"]
     assert asked, "NF asks the store"
 
 
@@ -430,7 +438,7 @@ def test_eval_prints_spec_lines(tmp_path, capsys):
         "RewriteRule ^/(.*)$ /mobile/$1 [L]\n"
     )
     urls = ["/old/a?x=1", "/p?utm_source=x", "/admin", "/same"]
-    assert eval_command(str(f), [], urls, None, IgnoredParams(())) == 0
+    assert eval_command(str(f), [], urls, None, SiteSettings(ignore_params=())) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines == [
         {"url": "/old/a?x=1", "action": "redirect", "status": 301, "location": "/new/a?x=1"},
@@ -450,7 +458,7 @@ def test_eval_drops_ignored_parameters_before_the_rules(tmp_path, capsys):
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x.get("path") for x in lines[:3]] == ["/q", "/q", "/p?a=1&sid=3"]
     assert lines[3] == {"url": "/x%zz", "action": "status", "status": 400}
-    assert eval_command(str(f), [], urls[2:3], None, IgnoredParams(("sid",))) == 0
+    assert eval_command(str(f), [], urls[2:3], None, SiteSettings(ignore_params=("sid",))) == 0
     assert json.loads(capsys.readouterr().out)["path"] == "/q"
 
 
@@ -484,8 +492,9 @@ def test_eval_nf_reads_the_store(tmp_path, capsys, setup, expected_path):
     if setup != "none":
         conn = sqlite3.connect(db)
         if setup != "no table":
-            conn.execute("CREATE TABLE paths (site TEXT, path TEXT, state TEXT)")
-            conn.execute("INSERT INTO paths VALUES ('default', '/p/a', ?)", (setup,))
+            conn.execute("CREATE TABLE paths (site TEXT, path TEXT, captured_at REAL)")
+            captured_at = 1.0 if setup == "processed" else None
+            conn.execute("INSERT INTO paths VALUES ('default', '/p/a', ?)", (captured_at,))
         conn.commit()
         conn.close()
     assert eval_command(str(rules), [], ["/p/a"], str(db)) == 0
@@ -502,13 +511,22 @@ async def test_eval_nf_reads_the_store_given_whichever_engine(store, tmp_path, c
         expires_at=9e9,
     )
     await store.enqueue("shop", "/queued", 1)
+    await store.enqueue("other", "/elsewhere", 1)
+    await store.claim_path("other", "/elsewhere", "w", 60)
+    await store.complete(
+        "other", "/elsewhere", "w", html="<p>y</p>", status=200, headers={}, final_url="",
+        expires_at=9e9,
+    )
     f = tmp_path / "site.rules"
     f.write_text("^/(.*)$ /fallback [NF]\n")
     db = getattr(store, "dsn", None) or store.path
-    status = await asyncio.to_thread(eval_command, str(f), [], ["/done", "/queued"], db)
+    urls = ["/done", "/queued", "/elsewhere"]
+    shop = SiteSettings(name="shop")
+    status = await asyncio.to_thread(eval_command, str(f), [], urls, db, shop)
     assert status == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert [line["path"] for line in lines] == ["/done", "/fallback"]
+    # As the server judges NF: captured on this site; another site's capture does not count.
+    assert [line["path"] for line in lines] == ["/done", "/fallback", "/fallback"]
 
 
 def test_eval_with_an_unreachable_postgresql_store_is_one_line(tmp_path, capsys):

@@ -7,12 +7,16 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from snapshotd.store.base import StoreError
-from snapshotd.urls import TRACKING, BadRequest, IgnoredParams, site_path_from_url
+from snapshotd.urls import TRACKING, BadRequest, site_path_from_url
 
 from .errors import RulesError
 from .ruleset import load_rules
+
+if TYPE_CHECKING:
+    from snapshotd.config import SiteSettings
 
 
 def check_command(path: str) -> int:
@@ -36,10 +40,11 @@ def _parse_headers(headers: list[str]) -> dict[str, str] | str:
     return out
 
 
-_CAPTURED = "SELECT 1 FROM paths WHERE path = {} AND state = 'processed'"
+# The server's NF question (``StoreFacts.captured``): was this path of this site ever captured?
+_CAPTURED = "SELECT 1 FROM paths WHERE site = {} AND path = {} AND captured_at IS NOT NULL"
 
 
-def _captured_in_postgres(db: str) -> tuple[Callable[[str], bool], Callable[[], None]]:
+def _captured_in_postgres(db: str, site: str) -> tuple[Callable[[str], bool], Callable[[], None]]:
     """The NF oracle on a PostgreSQL store; one clear error when it cannot be reached."""
     import asyncio
 
@@ -56,7 +61,7 @@ def _captured_in_postgres(db: str) -> tuple[Callable[[str], bool], Callable[[], 
 
     def captured(path: str) -> bool:
         try:
-            query = conn.fetchval(_CAPTURED.format("$1"), path)
+            query = conn.fetchval(_CAPTURED.format("$1", "$2"), site, path)
             return loop.run_until_complete(query) is not None
         except asyncpg.UndefinedTableError:  # no store there yet
             return False
@@ -68,12 +73,12 @@ def _captured_in_postgres(db: str) -> tuple[Callable[[str], bool], Callable[[], 
     return captured, close
 
 
-def _captured_in(db: str | None) -> tuple[Callable[[str], bool], Callable[[], None]]:
+def _captured_in(db: str | None, site: str) -> tuple[Callable[[str], bool], Callable[[], None]]:
     """An NF oracle reading the store's `paths` table; a missing file or table means none."""
     from snapshotd.store import is_postgres
 
     if db and is_postgres(db):
-        return _captured_in_postgres(db)
+        return _captured_in_postgres(db, site)
     if not db or not os.path.exists(db):
         return (lambda path: False), (lambda: None)
     try:
@@ -83,7 +88,7 @@ def _captured_in(db: str | None) -> tuple[Callable[[str], bool], Callable[[], No
 
     def captured(path: str) -> bool:
         try:
-            row = conn.execute(_CAPTURED.format("?"), (path,)).fetchone()
+            row = conn.execute(_CAPTURED.format("?", "?"), (site, path)).fetchone()
         except sqlite3.Error:
             return False
         return row is not None
@@ -96,12 +101,15 @@ def eval_command(
     headers: list[str],
     urls: list[str],
     db: str | None,
-    ignore: IgnoredParams = TRACKING,
+    site: SiteSettings | None = None,
 ) -> int:
     """Print one JSON object per URL (SPEC section 6); exit 2 on a bad file or header.
 
-    Each URL is first made a site path as the proxy makes one (``ignore`` names the query
-    parameters to drop); one the proxy would refuse is printed as that status."""
+    Each URL is first made a site path as the proxy makes one for ``site`` (its ignored
+    query parameters dropped; without a site, the default ones); one the proxy would refuse
+    is printed as that status. ``NF`` asks whether that path of that site (``default``
+    without one) was ever captured, as the server does."""
+    ignore = site.ignored_params if site is not None else TRACKING
     try:
         rules = load_rules(rules_path)
     except RulesError as e:
@@ -113,7 +121,7 @@ def eval_command(
         return 2
     host = next((v for k, v in parsed.items() if k.lower() == "host"), "")
     try:
-        captured, close = _captured_in(db)
+        captured, close = _captured_in(db, site.name if site is not None else "default")
     except StoreError as exc:
         print(f"snapshotd: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 
 from . import apache, seo4ajax
 from .common import MAX_URL_LENGTH
@@ -44,16 +44,18 @@ class RuleSet:
     def __repr__(self) -> str:
         return f"RuleSet({self.dialect!r}, {self.filename!r}, {len(self)} rules)"
 
-    def _start(
-        self, url: str, host: str, headers: Mapping[str, str] | None
-    ) -> Decision | Generator[str, bool, Decision]:
+    def ruling(
+        self, url: str, *, host: str = "", headers: Mapping[str, str] | None = None
+    ) -> Generator[str, bool, Decision]:
+        """Decide for one site path, asking the caller by ``yield`` whether a path has been
+        captured (``NF``) and receiving the answer; returns the decision."""
         if len(url) > MAX_URL_LENGTH:
             return Decision("status", url, 414)
         if self._apache is not None:
             return apache.run(self._apache, url, host, headers)
         if not self._seo4ajax:
             return Decision("none", url)
-        return seo4ajax.run(self._seo4ajax, url)
+        return (yield from seo4ajax.run(self._seo4ajax, url))
 
     def evaluate(
         self,
@@ -64,33 +66,11 @@ class RuleSet:
         is_captured: Callable[[str], bool] | None = None,
     ) -> Decision:
         """Decide for one site path (path, optional ?query, optional #! fragment)."""
-        gen = self._start(url, host, headers)
-        if isinstance(gen, Decision):
-            return gen
+        ruling = self.ruling(url, host=host, headers=headers)
         try:
-            path = next(gen)
+            path = next(ruling)
             while True:
-                path = gen.send(bool(is_captured and is_captured(path)))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-    async def aevaluate(
-        self,
-        url: str,
-        *,
-        host: str = "",
-        headers: Mapping[str, str] | None = None,
-        is_captured: Callable[[str], Awaitable[bool]] | None = None,
-    ) -> Decision:
-        """Like `evaluate`, asking an async store whether a path is captured (NF)."""
-        gen = self._start(url, host, headers)
-        if isinstance(gen, Decision):
-            return gen
-        try:
-            path = next(gen)
-            while True:
-                captured = bool(await is_captured(path)) if is_captured else False
-                path = gen.send(captured)
+                path = ruling.send(bool(is_captured and is_captured(path)))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 

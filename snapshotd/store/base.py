@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from functools import cached_property
@@ -90,16 +90,6 @@ class Snapshot:
     @cached_property
     def last_modified(self) -> str:
         return formatdate(self.captured_at, usegmt=True)
-
-
-def captured_check(store: Store, site: str) -> Callable[[str], Awaitable[bool]]:
-    """The rules' ``NF`` question for ``site``: has this path ever been captured?"""
-
-    async def is_captured(path: str) -> bool:
-        record = await store.get_path(site, path)
-        return record is not None and record.captured_at is not None
-
-    return is_captured
 
 
 class Store(Protocol):
