@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "InvalidHost",
-    "canonical_host",
     "check_address",
     "check_host",
     "check_url",
@@ -109,12 +108,6 @@ def parse_host(host: str) -> IPAddress | str:
     if ipv4 is not None:
         return ipv4
     return host.rstrip(".")
-
-
-def canonical_host(host: str) -> str:
-    """The host as a browser writes it: ``0x7f.1`` -> ``127.0.0.1``; ``[::1]`` -> ``::1``."""
-    parsed = parse_host(host)
-    return str(parsed)
 
 
 def _embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

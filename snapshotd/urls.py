@@ -22,8 +22,6 @@ __all__ = [
     "BadRequest",
     "KEEP_ALL",
     "IgnoredParams",
-    "escaped_fragment_url",
-    "join_site_path",
     "site_path_from_request",
     "site_path_from_url",
     "split_site_path",
@@ -39,8 +37,6 @@ _HOST = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
 )
-# Characters the AJAX crawling scheme escapes when it moves a fragment into the query.
-_FRAGMENT_SAFE = re.compile(r"[\x00-\x20#%&+\x7f-\xff]")
 
 # Query parameters that say where a visitor came from, not which page they see: the default
 # of a site's ``ignore_params`` (where ``@tracking`` stands for them). ``*`` is a glob.
@@ -175,22 +171,6 @@ def split_site_path(site_path: str) -> tuple[str, str, str | None]:
     rest, bang, fragment = site_path.partition("#!")
     path, _, query = rest.partition("?")
     return path, query, (fragment if bang else None)
-
-
-def join_site_path(path: str, query: str = "", fragment: str | None = None) -> str:
-    return path + (f"?{query}" if query else "") + (f"#!{fragment}" if fragment is not None else "")
-
-
-def escaped_fragment_url(site_path: str) -> str:
-    """The ugly URL the AJAX crawling scheme gives a hashbang site path (the inverse map)."""
-    path, query, fragment = split_site_path(site_path)
-    if fragment is None:
-        return join_site_path(path, query)
-    escaped = _FRAGMENT_SAFE.sub(
-        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), fragment
-    )
-    query = f"{query}&" if query else ""
-    return f"{path}?{query}_escaped_fragment_={escaped}"
 
 
 def site_path_from_url(url: str, ignore: IgnoredParams = TRACKING) -> str | None:

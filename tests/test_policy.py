@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotd.policy import canonical_host, check_url, is_origin
+from snapshotd.policy import check_url, is_origin, parse_host
 
 ORIGIN = "http://127.0.0.1:3000"
 
@@ -101,5 +101,5 @@ def test_default_ports() -> None:
     ("host", "canonical"),
     [("2130706433", "127.0.0.1"), ("0x7f.1", "127.0.0.1"), ("[::FFFF:127.0.0.1]", "::ffff:7f00:1")],
 )
-def test_canonical_host(host: str, canonical: str) -> None:
-    assert canonical_host(host) == canonical
+def test_hosts_read_as_a_browser_reads_them(host: str, canonical: str) -> None:
+    assert str(parse_host(host)) == canonical

@@ -301,7 +301,7 @@ async def test_no_state_survives_from_one_capture_to_the_next(solo, site, server
 
 
 async def test_captures_take_turns_on_wiped_spare_slots(servers, site, monkeypatch) -> None:
-    from snapshotd.render.capture import Slot
+    from snapshotd.render.slot import Slot
 
     used: list[int] = []
     capture = Slot.capture
@@ -336,9 +336,9 @@ async def test_captures_take_turns_on_wiped_spare_slots(servers, site, monkeypat
 async def test_garbage_collection_between_captures_keeps_the_slot(
     servers, site, monkeypatch
 ) -> None:
-    from snapshotd.render import capture
+    from snapshotd.render import slot
 
-    monkeypatch.setattr(capture, "_COLLECT_ABOVE", 0)  # collect at every wipe the bound allows
+    monkeypatch.setattr(slot, "_COLLECT_ABOVE", 0)  # collect at every wipe the bound allows
     pool = BrowserPool(replace(SETTINGS, concurrency=1), spares=0)
     await pool.start()
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from snapshotd.urls import (
@@ -9,12 +11,26 @@ from snapshotd.urls import (
     TRACKING,
     BadRequest,
     IgnoredParams,
-    escaped_fragment_url,
     site_path_from_request,
     site_path_from_url,
     split_site_path,
     valid_host,
 )
+
+# Characters the AJAX crawling scheme escapes when it moves a fragment into the query.
+_FRAGMENT_SAFE = re.compile(r"[\x00-\x20#%&+\x7f-\xff]")
+
+
+def escaped_fragment_url(site_path: str) -> str:
+    """The ugly URL the AJAX crawling scheme gives a hashbang site path (the inverse map)."""
+    path, query, fragment = split_site_path(site_path)
+    if fragment is None:
+        return path + (f"?{query}" if query else "")
+    escaped = _FRAGMENT_SAFE.sub(
+        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), fragment
+    )
+    query = f"{query}&" if query else ""
+    return f"{path}?{query}_escaped_fragment_={escaped}"
 
 
 @pytest.mark.parametrize(

@@ -35,9 +35,9 @@ from playwright.async_api import Error as PlaywrightError
 from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import check_url
 from snapshotd.render.base import CaptureResult
-from snapshotd.render.capture import CaptureCrashed, Slot
 from snapshotd.render.chromium import LAUNCH_ARGS, ChromiumNotFound, find_chromium
 from snapshotd.render.guard import Resolver
+from snapshotd.render.slot import CaptureCrashed, Slot
 
 __all__ = ["BrowserPool", "PoolStats"]
 
@@ -132,12 +132,6 @@ class BrowserPool:
                     await self._manager.__aexit__(None, None, None)
             self._manager = None
             self._playwright = None
-
-    def pids(self) -> list[int]:
-        """Process ids of the Playwright driver and the Chromium processes under it."""
-        from snapshotd.render.procs import descendants
-
-        return [p.pid for p in descendants()]
 
     async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
         """Render ``url`` for ``site``; every problem is reported in the result."""
