@@ -2,6 +2,12 @@
 
 ``create_app`` takes the frozen settings and, optionally, the I/O pieces (store, renderer,
 upstream) so tests can hand in real small ones; it opens and closes them in the lifespan.
+
+Shutdown, in this order: ``begin_shutdown`` (called by the server as soon as it stops, and
+by the lifespan) starts no capture and lets every request waiting on one be answered with
+the origin's page; then captures under way get their grace and the rest are cut short,
+their paths pending again (``CaptureService.close``); then the crawler, the renderer, the
+upstream and the store close.
 """
 
 from __future__ import annotations
@@ -68,6 +74,11 @@ class SnapshotdApp:
         )
         self.api: ASGIApp = create_api(ctx)
 
+    def begin_shutdown(self) -> None:
+        """The server is stopping: start no capture, and answer the requests waiting on one
+        now (fail open), while the server still lets them finish."""
+        self.ctx.capture.stop()
+
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         ctx = self.ctx
@@ -75,22 +86,31 @@ class SnapshotdApp:
         try:
             await ctx.renderer.start()
             try:
-                if self.run_crawler:
-                    from snapshotd.crawler import Crawler
+                await ctx.capture.start()
+                try:
+                    if self.run_crawler:
+                        from snapshotd.crawler import Crawler
 
-                    ctx.crawler = Crawler(
-                        ctx.settings, ctx.store, ctx.capture, metrics=ctx.metrics, rules=ctx.rules
+                        ctx.crawler = Crawler(
+                            ctx.settings,
+                            ctx.store,
+                            ctx.capture,
+                            metrics=ctx.metrics,
+                            rules=ctx.rules,
+                        )
+                        await ctx.crawler.start()
+                    log.info(
+                        "serving sites=%s crawler=%s",
+                        ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
+                        "on" if self.run_crawler else "off",
                     )
-                    await ctx.crawler.start()
-                log.info(
-                    "serving sites=%s crawler=%s",
-                    ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
-                    "on" if self.run_crawler else "off",
-                )
-                yield
+                    yield
+                finally:
+                    self.begin_shutdown()
+                    await ctx.capture.close()
+                    if ctx.crawler is not None:
+                        await ctx.crawler.stop()
             finally:
-                if ctx.crawler is not None:
-                    await ctx.crawler.stop()
                 await ctx.renderer.close()
                 await ctx.upstream.close()
         finally:

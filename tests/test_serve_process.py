@@ -102,8 +102,10 @@ def serving(*args: str) -> Iterator[Serve]:
         kill_all(processes)
         if serve.proc.returncode is None:
             serve.proc.wait(10)
-        if serve.proc.stdout is not None:
-            serve.proc.stdout.close()
+        serve._reader.join(10)
+        for stream in (serve.proc.stdout, serve.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def write_config(tmp_path: Path, origin: str, db: Path) -> Path:
@@ -186,3 +188,46 @@ def test_serve_without_crawler_reclaims_expired_leases(tmp_path):
         err = serve.stderr
     assert "released 20 expired leases" in err
     assert "Traceback" not in err, err
+
+
+async def test_a_capture_failing_as_the_renderer_closes_goes_back_to_pending(tmp_path):
+    from snapshotd.capture import CaptureService
+    from snapshotd.config import BrowserSettings, Settings, SiteSettings
+    from snapshotd.render import BrowserPool
+
+    origin = SlowOrigin()
+    with serve_asgi(origin.app) as origin_url:
+        site = SiteSettings(name="shop", origin=origin_url, wait_for_capture_ready=True)
+        browser = BrowserSettings(
+            executable=require_chromium(), render_timeout=60.0, block_resources=()
+        )
+        settings = Settings(browser=browser, sites=(site,))
+        store = SQLiteStore(str(tmp_path / "cut.db"))
+        await store.open()
+        pool = BrowserPool(browser)
+        await pool.start()
+        capture = CaptureService(settings, store, pool)
+        try:
+            for path in ("/rendering", "/claimed"):
+                await store.enqueue("shop", path, 3)
+            rendering = asyncio.ensure_future(capture.capture_now(site, "/rendering"))
+            claimed = await store.claim_path("shop", "/claimed", capture.owner, 60)
+            assert claimed is not None
+            while not origin.renders["/rendering"]:
+                await asyncio.sleep(0.05)
+            capture.stop()
+            await pool.close()  # under the capture: it ends as a failure
+            outcome = await rendering
+            assert outcome is not None and outcome.cut_short and not outcome.stored
+            # Claimed before the stop, run after it: not rendered at all.
+            late = await capture.run(site, claimed)
+            assert late.cut_short
+            assert await capture.capture_now(site, "/rendering") is None
+        finally:
+            await capture.close()
+            await pool.close()
+        for path in ("/rendering", "/claimed"):
+            record = await store.get_path("shop", path)
+            assert (record.state, record.attempts, record.error) == ("pending", 0, None), path
+        await store.close()
+    assert origin.renders["/claimed"] == 0
