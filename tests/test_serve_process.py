@@ -1,4 +1,5 @@
-"""``snapshotd serve`` as a process: SIGTERM with bots waiting on captures; dead leases."""
+"""Stopping: ``snapshotd serve`` under SIGTERM with bots waiting on captures, expired leases
+under ``--no-crawler``, and a capture failing as the renderer closes under it."""
 
 from __future__ import annotations
 
