@@ -5,6 +5,12 @@ upstream) so tests can hand in real small ones; it opens and closes them in the 
 
 With no ``server.api_tokens`` configured, ``create_app`` draws a random token for the API of
 this process; the lifespan logs the console URL holding it once, at start.
+
+Shutdown, in this order: ``begin_shutdown`` (called by the server as soon as it stops, and
+by the lifespan) starts no capture and lets every request waiting on one be answered with
+the origin's page; then captures under way get their grace and the rest are cut short,
+their paths pending again (``CaptureService.close``); then the crawler, the renderer, the
+upstream and the store close.
 """
 
 from __future__ import annotations
@@ -83,6 +89,11 @@ class SnapshotdApp:
         )
         self.api: ASGIApp = create_api(ctx)
 
+    def begin_shutdown(self) -> None:
+        """The server is stopping: start no capture, and answer the requests waiting on one
+        now (fail open), while the server still lets them finish."""
+        self.ctx.capture.stop()
+
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         ctx = self.ctx
@@ -90,24 +101,33 @@ class SnapshotdApp:
         try:
             await ctx.renderer.start()
             try:
-                if self.run_crawler:
-                    from snapshotd.crawler import Crawler
+                await ctx.capture.start()
+                try:
+                    if self.run_crawler:
+                        from snapshotd.crawler import Crawler
 
-                    ctx.crawler = Crawler(
-                        ctx.settings, ctx.store, ctx.capture, metrics=ctx.metrics, rules=ctx.rules
+                        ctx.crawler = Crawler(
+                            ctx.settings,
+                            ctx.store,
+                            ctx.capture,
+                            metrics=ctx.metrics,
+                            rules=ctx.rules,
+                        )
+                        await ctx.crawler.start()
+                    log.info(
+                        "serving sites=%s crawler=%s",
+                        ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
+                        "on" if self.run_crawler else "off",
                     )
-                    await ctx.crawler.start()
-                log.info(
-                    "serving sites=%s crawler=%s",
-                    ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
-                    "on" if self.run_crawler else "off",
-                )
-                if ctx.generated_token is not None:
-                    log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
-                yield
+                    if ctx.generated_token is not None:
+                        log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
+                    yield
+                finally:
+                    self.begin_shutdown()
+                    await ctx.capture.close()
+                    if ctx.crawler is not None:
+                        await ctx.crawler.stop()
             finally:
-                if ctx.crawler is not None:
-                    await ctx.crawler.stop()
                 await ctx.renderer.close()
                 await ctx.upstream.close()
         finally:

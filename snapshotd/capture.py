@@ -6,7 +6,12 @@ Invariants:
 - concurrent proxy misses for one path share a single render (``capture_now``);
 - proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
   when there are several), and at most ``browser.miss_queue`` more wait for one
-  (``start_miss``): past that a miss is refused rather than queued.
+  (``start_miss``): past that a miss is refused rather than queued;
+- between ``start`` and ``close``, leases past their deadline (whoever held them) go back to
+  pending every ``reclaim_every`` seconds;
+- once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
+  the stop (cancelled, or failing while the renderer closes) hands its path back to pending,
+  its claim not counted as an attempt: it is never stored as an error.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.metrics import Metrics
@@ -27,6 +33,8 @@ from snapshotd.store.base import PathRecord, Store, content_hash
 log = logging.getLogger("snapshotd.capture")
 
 LEASE_SECONDS_MARGIN = 60.0
+RECLAIM_SECONDS = 5.0  # how often expired leases are taken back
+STOP_GRACE = 5.0  # how long captures under way may go on once the process stops
 RETRY_LIMIT = 5
 RETRY_BASE = 60.0
 
@@ -39,6 +47,7 @@ class Outcome:
     result: CaptureResult
     stored: bool
     duplicate_of: str | None = None
+    cut_short: bool = False  # by a stop: the path is pending again, nothing was recorded
 
 
 # Called after a successful capture is stored, to follow its links (the crawler sets it).
@@ -62,6 +71,7 @@ class CaptureService:
         metrics: Metrics | None = None,
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
+        reclaim_every: float = RECLAIM_SECONDS,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -78,13 +88,68 @@ class CaptureService:
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
+        self.reclaim_every = reclaim_every
+        self._reclaimer: asyncio.Task[None] | None = None
+        # Set by ``stop``: no capture starts, and whoever waits on one stops waiting.
+        self.stopping = asyncio.Event()
 
     @property
     def lease_seconds(self) -> float:
         return self.settings.browser.render_timeout + LEASE_SECONDS_MARGIN
 
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Take back expired leases now, then every ``reclaim_every`` seconds until closed."""
+        await self._reclaim()
+        self._reclaimer = asyncio.create_task(self._reclaim_loop(), name="lease-reclaim")
+
+    async def _reclaim(self) -> None:
+        released = await self.store.release_expired_leases()
+        if released:
+            log.info("released %d expired leases", released)
+
+    async def _reclaim_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reclaim_every)
+            try:
+                await self._reclaim()
+            except Exception as exc:
+                log.error("releasing expired leases failed: %s", exc)
+
+    def stop(self) -> None:
+        """Start no capture from now on; requests waiting on one stop waiting (and fail
+        open). Calling it again does nothing."""
+        self.stopping.set()
+
+    async def close(self, grace: float = STOP_GRACE) -> None:
+        """Stop; let the captures under way finish for ``grace`` seconds, then cut the rest
+        short and hand every lease this process holds back to pending. Call it before the
+        renderer and the store close; calling it again does nothing more."""
+        self.stop()
+        futures: list[asyncio.Future[Any]] = [*self._inflight.values(), *self._misses.values()]
+        if futures:
+            _done, running = await asyncio.wait(futures, timeout=grace)
+            if running:
+                await self.cancel_all()
+                log.info("cut short %d captures on stop", len(running))
+        try:
+            released = await self.store.release_leases(self.owner)
+            if released:
+                log.info("released %d leases on stop", released)
+        except Exception as exc:
+            log.error("releasing leases on stop failed: %s", exc)
+        if self._reclaimer is not None:
+            self._reclaimer.cancel()
+            await asyncio.gather(self._reclaimer, return_exceptions=True)
+            self._reclaimer = None
+
+    # ------------------------------------------------------------------ captures
+
     async def run(self, site: SiteSettings, record: PathRecord) -> Outcome:
         """Render a claimed path and store the outcome; proxy misses for it wait on this."""
+        if self.stopping.is_set():
+            return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
         future = asyncio.ensure_future(self._run(site, record))
         self._inflight[key] = future
@@ -97,6 +162,8 @@ class CaptureService:
         try:
             result = await self.renderer.capture(url, site)
         except Exception as exc:
+            if self.stopping.is_set():
+                return await self._cut_short(site, record, url, type(exc).__name__)
             # A renderer fault is a failed capture like any other: the path must not stay
             # leased until the lease runs out.
             log.warning("renderer fault site=%s path=%s error=%r", site.name, record.path, exc)
@@ -105,6 +172,9 @@ class CaptureService:
             )
         self.metrics.render_seconds.observe(time.monotonic() - started)
         now = self.clock()
+        if not result.ok and self.stopping.is_set():
+            # The renderer may be closing under it: nothing says the page is to blame.
+            return await self._cut_short(site, record, url, result.error or "failed")
         if not result.ok:
             delay = retry_delay(record.attempts, site.expire_after)
             await self.store.fail(
@@ -152,6 +222,15 @@ class CaptureService:
             await self.store.links_followed(site.name, record.path)
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
 
+    async def _cut_short(
+        self, site: SiteSettings, record: PathRecord, url: str, why: str
+    ) -> Outcome:
+        """A capture the stop cut short: its path goes back to pending, uncounted."""
+        await self.store.release(site.name, record.path, self.owner)
+        log.info("capture cut short by the stop site=%s path=%s (%s)", site.name, record.path, why)
+        result = CaptureResult(url=url, final_url=url, status=0, error="stopped")
+        return Outcome(record, result, stored=False, cut_short=True)
+
     async def cancel_all(self) -> int:
         """Cancel every capture under way (shutdown); their leases stay for the caller."""
         futures: list[asyncio.Future[Outcome] | asyncio.Future[Outcome | None]] = [
@@ -192,11 +271,14 @@ class CaptureService:
     async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
         """Capture a pending path at once, or join the render already under way for it.
 
-        Returns None when another process holds the path; the caller polls the store.
+        Returns None when another process holds the path (the caller polls the store), or
+        when the service is stopping and no render of it is under way here.
         """
         future = self._inflight.get((site.name, path))
         if future is not None:
             return await asyncio.shield(future)
+        if self.stopping.is_set():
+            return None
         record = await self.store.claim_path(site.name, path, self.owner, self.lease_seconds)
         if record is None:
             future = self._inflight.get((site.name, path))

@@ -8,6 +8,7 @@ import csv
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -96,7 +97,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server_header=False,
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        """Tells the application as soon as shutdown starts, before uvicorn waits for the
+        requests under way: bots waiting on a capture are answered (fail open) instead of
+        being cut off when the graceful wait runs out."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            app.begin_shutdown()
+            await super().shutdown(sockets)
+
+    server = Server(config)
     log.info("listening on http://%s:%d", settings.host, settings.port)
     server.run()
     return 0 if server.started else 2

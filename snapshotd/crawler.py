@@ -2,8 +2,8 @@
 
 Invariants:
 - a path is captured only under its lease (``store.claim``); a lease left by a dead worker
-  goes back to pending (``release_expired_leases``, or at once for a dead process on this
-  host), so a crash loses nothing and nothing stored is captured twice;
+  goes back to pending (the capture service's periodic reclaim, or at once for a dead
+  process on this host), so a crash loses nothing and nothing stored is captured twice;
 - at most ``browser.concurrency`` captures run at once; a site with ``crawl_delay`` has one
   capture at a time, started at least ``crawl_delay`` seconds after the previous one ended;
 - every path set pending by the crawler first went through the site's rewrite rules, the
@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from snapshotd.admission import Source, StoreFacts, admit, decide
-from snapshotd.capture import CaptureService, retry_delay
+from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.fetch import Fetcher
 from snapshotd.links import extract_links, normalize_url
@@ -140,7 +140,7 @@ class Crawler:
         once: bool = False,
         seeds: dict[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.time,
-        grace: float = 5.0,
+        grace: float = STOP_GRACE,
         maintenance_every: float = MAINTENANCE_SECONDS,
     ) -> None:
         self.settings = settings
@@ -255,7 +255,6 @@ class Crawler:
             if _owner_is_dead_here(owner):
                 n = await self.store.release_leases(owner)
                 log.info("released %d leases of dead worker %s", n, owner)
-        await self.store.release_expired_leases()
         for site in self.sites.values():
             self._size[site.name] = await self.store.site_size(site.name)
             if site.obey_robots:
@@ -309,9 +308,6 @@ class Crawler:
         return record is not None and snapshot is not None
 
     async def _maintain(self) -> None:
-        released = await self.store.release_expired_leases()
-        if released:
-            log.info("released %d expired leases", released)
         for site in self.sites.values():
             self._size[site.name] = await self.store.site_size(site.name)
             if self.once:
@@ -323,8 +319,6 @@ class Crawler:
         depth = await self.store.queue_depth()
         for priority, n in depth.items():
             self.metrics.queue_depth.labels(str(priority)).set(n)
-        if released:
-            self._notify()
 
     async def _robots(self, site: SiteSettings) -> None:
         assert self.robots is not None
@@ -532,7 +526,7 @@ class Crawler:
         # One claim at a time, so "a site with crawl_delay has one capture at a time" holds.
         async with self._claim_lock:
             names = self._eligible(time.monotonic())
-            if not names:
+            if not names or self.capture.stopping.is_set():
                 return None
             record = await self.store.claim(
                 self.capture.owner, self.capture.lease_seconds, sites=names
@@ -606,6 +600,8 @@ class Crawler:
                     error=f"internal error: {type(exc).__name__}",
                     retry_at=self.clock() + retry_delay(record.attempts, site.expire_after),
                 )
+            return
+        if outcome.cut_short:
             return
         if not outcome.result.ok:
             self.stats.errors += 1
@@ -796,12 +792,16 @@ async def _serve_crawler(
                 return 2
             try:
                 capture = CaptureService(settings, store, renderer)
-                crawler = Crawler(settings, store, capture, once=once, seeds=seeds)
-                await crawler.start()
+                await capture.start()
+                crawler: Crawler | None = None
                 try:
+                    crawler = Crawler(settings, store, capture, once=once, seeds=seeds)
+                    await crawler.start()
                     return int(await body(crawler, stop))
                 finally:
-                    await crawler.stop()
+                    await capture.close()
+                    if crawler is not None:
+                        await crawler.stop()
             finally:
                 await renderer.close()
         finally:

@@ -368,11 +368,23 @@ class Proxy:
     async def _wait_for_capture(
         self, site: SiteSettings, path: str, task: asyncio.Future[Any]
     ) -> Snapshot | None:
-        """The snapshot of a path being captured, within ``miss_wait``; None on failure."""
+        """The snapshot of a path being captured, within ``miss_wait``; None on failure, and
+        at once when the process stops taking captures (shutdown), so the bot gets the
+        origin's page before the server stops."""
+        stopping = self.capture.stopping
+        if stopping.is_set():
+            return None
         deadline = time.monotonic() + self.settings.miss_wait
         # The capture goes on after a timeout: the next bot gets it from the cache.
-        done, _ = await asyncio.wait({task}, timeout=self.settings.miss_wait)
-        if not done:
+        stopped = asyncio.ensure_future(stopping.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, stopped}, timeout=self.settings.miss_wait, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            stopped.cancel()
+        if task not in done:
+            task.add_done_callback(lambda t: _log_late_failure(t, path))
             return None
         if task.cancelled() or task.exception() is not None:
             log.warning(
@@ -385,7 +397,7 @@ class Proxy:
         if outcome is not None:
             return await self.store.get_snapshot(site.name, path) if outcome.stored else None
         # Another process holds the lease: watch the store until it lands or time is up.
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stopping.is_set():
             record = await self.store.get_path(site.name, path)
             if record is None or record.state in ("error", "ignored"):
                 return None
@@ -427,6 +439,12 @@ class Proxy:
         await send(
             {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
         )
+
+
+def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:
+    """One line for a capture no request waits on any more that ended in an exception."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("capture failed path=%s error=%r", path, task.exception())
 
 
 def _with_header(send: Send, name: bytes, value: bytes) -> Send:

@@ -269,7 +269,8 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
     settings = Settings(db=db, browser=browser(), sites=sites)
     pool = BrowserPool(settings.browser)
     await pool.start()
-    capture = CaptureService(settings, store, pool)
+    capture = CaptureService(settings, store, pool, reclaim_every=0.2)
+    await capture.start()
     crawler = Crawler(settings, store, capture, maintenance_every=0.2)
     await crawler.start()
     try:
@@ -287,6 +288,7 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
         assert site.counts()["/a/3"] == 1
         assert (await store.get_path("frozen", "/a/3")).state == "processed"
     finally:
+        await capture.close()
         await crawler.stop()
         await pool.close()
         await store.close()

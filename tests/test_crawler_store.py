@@ -42,6 +42,25 @@ async def test_lease_owners_and_release(store):
     assert not await store.fail("s", "/1", "host:1:a", error="x", retry_at=0)
 
 
+async def test_a_lease_handed_back_by_its_owner_is_not_a_counted_attempt(store):
+    await store.enqueue_many("s", [("/1", 0), ("/2", 0), ("/3", 0)], 1)
+    for path in ("/1", "/2", "/3"):
+        assert (await store.claim_path("s", path, "me", 60)).attempts == 1
+    assert not await store.release("s", "/1", "someone else")
+    assert await store.release("s", "/1", "me")
+    assert not await store.release("s", "/1", "me")  # no longer leased
+    released = await store.get_path("s", "/1")
+    assert (released.state, released.attempts, released.lease_owner) == ("pending", 0, None)
+    assert (await store.get_path("s", "/2")).state == "processing"
+    assert await store.release_leases("me") == 2
+    for path in ("/2", "/3"):
+        assert (await store.get_path("s", path)).attempts == 0, path
+    # A failure still counts: the next claim is the first attempt again, then failed.
+    assert (await store.claim_path("s", "/1", "me", 60)).attempts == 1
+    assert await store.fail("s", "/1", "me", error="timeout", retry_at=0)
+    assert (await store.get_path("s", "/1")).attempts == 1
+
+
 async def test_requeue_expired_by_state(store):
     clock = store.test_clock
     await store.enqueue_many("s", [("/ok", 0), ("/bad", 0)], 1)

@@ -4,7 +4,9 @@ Every engine (SQLite, PostgreSQL) keeps the same invariants:
 
 - a (site, path) pair exists at most once;
 - a path is in exactly one state of ``STATES``; ``processing`` always carries a lease
-  (owner + deadline), and only the lease owner may complete or fail it;
+  (owner + deadline), and only the lease owner may complete, fail or release it;
+- ``attempts`` counts claims since the last stored capture; a lease handed back by its
+  owner (``release``, ``release_leases``) takes its claim off again;
 - the pending path claimed next is the one with the highest priority, oldest ``queued_at``
   first, and claiming is one atomic step, so two workers never claim the same path;
 - a failed recapture never removes the snapshot a path already has.
@@ -176,6 +178,8 @@ class Store(Protocol):
     async def lease_owners(self) -> list[str]: ...
 
     async def release_leases(self, owner: str) -> int: ...
+
+    async def release(self, site: str, path: str, owner: str) -> bool: ...
 
     async def counts(self) -> dict[str, dict[str, int]]: ...
 

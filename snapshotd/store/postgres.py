@@ -657,14 +657,29 @@ class PostgresStore:
         )
 
     async def release_leases(self, owner: str) -> int:
-        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died)."""
+        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died),
+        its claim not counted as an attempt."""
         return _count(
             await self._db.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+                "attempts = GREATEST(attempts - 1, 0) "
                 "WHERE state = 'processing' AND lease_owner = $1",
                 owner,
             )
         )
+
+    async def release(self, site: str, path: str, owner: str) -> bool:
+        """A claimed path goes back to pending (its capture was cut short), its claim not
+        counted as an attempt. False if ``owner`` does not hold its lease."""
+        result = await self._db.execute(
+            "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+            "attempts = GREATEST(attempts - 1, 0) "
+            "WHERE site = $1 AND path = $2 AND state = 'processing' AND lease_owner = $3",
+            site,
+            path,
+            owner,
+        )
+        return _count(result) > 0
 
     async def delete_path(self, site: str, path: str) -> bool:
         status = await self._db.execute(

@@ -615,14 +615,27 @@ class SQLiteStore:
             return [row[0] for row in await c.fetchall() if row[0]]
 
     async def release_leases(self, owner: str) -> int:
-        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died)."""
+        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died),
+        its claim not counted as an attempt."""
         async with self._lock:
             cur = await self._writer.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
-                "WHERE state = 'processing' AND lease_owner = ?",
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+                "attempts = MAX(attempts - 1, 0) WHERE state = 'processing' AND lease_owner = ?",
                 (owner,),
             )
             return cur.rowcount
+
+    async def release(self, site: str, path: str, owner: str) -> bool:
+        """A claimed path goes back to pending (its capture was cut short), its claim not
+        counted as an attempt. False if ``owner`` does not hold its lease."""
+        async with self._lock:
+            cur = await self._writer.execute(
+                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+                "attempts = MAX(attempts - 1, 0) "
+                "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ?",
+                (site, path, owner),
+            )
+            return cur.rowcount > 0
 
     async def delete_path(self, site: str, path: str) -> bool:
         async with self._lock:
