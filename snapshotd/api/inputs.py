@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
 from starlette.requests import ClientDisconnect, Request
 
 from snapshotd.api.base import ApiError
-from snapshotd.store.base import PathRecord
+from snapshotd.config import parse_bool
+from snapshotd.store.base import PathRecord, iso_time
 from snapshotd.urls import KEEP_ALL, BadRequest, IgnoredParams, site_path_from_request
 
 MAX_BODY = 10 * 1024 * 1024
@@ -91,14 +91,13 @@ def check_bool(value: Any, field: str) -> bool:
 
 
 def query_flag(raw: str | None, field: str) -> bool:
-    if raw is None:
+    """A query parameter read as a flag: absent or empty is false."""
+    if raw is None or not raw.strip():
         return False
-    low = raw.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("", "0", "false", "no", "off"):
-        return False
-    raise ApiError(400, f"{field} must be true or false, got {raw!r:.40}", field)
+    try:
+        return parse_bool(raw)
+    except ValueError:
+        raise ApiError(400, f"{field} must be true or false, got {raw!r:.40}", field) from None
 
 
 def no_dot_segments(path: str) -> None:
@@ -154,12 +153,6 @@ def api_param(path: str) -> str:
     return quote(path[1:], safe="/")
 
 
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def record_json(r: PathRecord) -> dict[str, Any]:
     return {
         "site": r.site,
@@ -170,10 +163,10 @@ def record_json(r: PathRecord) -> dict[str, Any]:
         "status": r.status,
         "hops": r.hops,
         "attempts": r.attempts,
-        "created_at": iso(r.created_at),
-        "queued_at": iso(r.queued_at),
-        "captured_at": iso(r.captured_at),
-        "expires_at": iso(r.expires_at),
+        "created_at": iso_time(r.created_at),
+        "queued_at": iso_time(r.queued_at),
+        "captured_at": iso_time(r.captured_at),
+        "expires_at": iso_time(r.expires_at),
         "error": r.error,
         "duplicate_of": r.duplicate_of,
     }

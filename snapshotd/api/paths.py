@@ -27,7 +27,6 @@ from snapshotd.api.inputs import (
     check_bool,
     check_priority,
     is_number,
-    iso,
     normalise_site_path,
     parse_json_object,
     read_body,
@@ -37,7 +36,7 @@ from snapshotd.api.inputs import (
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, PATH, SITE, operation, param
 from snapshotd.config import SiteSettings
 from snapshotd.proxy import accepts_gzip
-from snapshotd.store.base import PRIORITY_API, STATES
+from snapshotd.store.base import PRIORITY_API, STATES, iso_time
 from snapshotd.urls import BadRequest
 
 if TYPE_CHECKING:
@@ -304,7 +303,7 @@ async def get_snapshot(request: Request) -> Response:
         "Content-Security-Policy": "sandbox",
         "X-Content-Type-Options": "nosniff",
         "X-Snapshotd-Status": str(snapshot.status),
-        "X-Snapshotd-Captured-At": iso(snapshot.captured_at) or "",
+        "X-Snapshotd-Captured-At": iso_time(snapshot.captured_at) or "",
         "ETag": snapshot.etag,
         "Vary": "Accept-Encoding",
     }

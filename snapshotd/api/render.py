@@ -23,7 +23,6 @@ from snapshotd.api.base import PREFIX, ApiError, context, send_error
 from snapshotd.api.inputs import URL_SAFE, no_dot_segments
 from snapshotd.api.openapi import operation, param
 from snapshotd.bots import is_static_asset
-from snapshotd.config import SiteSettings
 from snapshotd.urls import BadRequest, site_path_from_request
 
 if TYPE_CHECKING:
@@ -32,15 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("snapshotd.api")
 
 _RENDER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"prerenderToken": []}]
-
-
-def site_for_netloc(ctx: Context, netloc: str) -> SiteSettings | None:
-    """The site a URL's host belongs to: ``host:port`` first, then the bare host name."""
-    netloc = netloc.lower().rsplit("@", 1)[-1]
-    site = ctx.settings.site_for_url_host(netloc)
-    if site is None and not netloc.startswith("["):
-        site = ctx.settings.site_for_url_host(netloc.rsplit(":", 1)[0])
-    return site
 
 
 def _reescape(url: str, encoding: str) -> str:
@@ -108,7 +98,7 @@ async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Se
             send, 400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url"
         )
         return
-    site = site_for_netloc(ctx, parts.netloc)
+    site = ctx.settings.site_for_url(target)
     if site is None:
         log.info("render refused host=%s: no configured site", parts.netloc[:200])
         await send_error(

@@ -27,7 +27,6 @@ from snapshotd.api.inputs import (
 )
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation, param
 from snapshotd.api.paths import queue, site_or_404
-from snapshotd.api.render import site_for_netloc
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API
 from snapshotd.urls import BadRequest, site_path_from_url
@@ -111,7 +110,7 @@ async def post_sitemap(request: Request) -> Response:
         if parts.scheme or parts.netloc:
             if parts.scheme not in ("http", "https") or not hostname:
                 reason = "not an http(s) URL"
-            elif site_for_netloc(ctx, parts.netloc) is not site:
+            elif ctx.settings.site_for_url(url) is not site:
                 reason = "another site's host"
         if reason is None:
             try:
