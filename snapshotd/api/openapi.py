@@ -18,7 +18,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-__all__ = ["AUTH_ERRORS", "NOT_FOUND", "PATH", "SITE", "document", "operation", "param"]
+from snapshotd.api.inputs import MAX_BODY
+
+__all__ = [
+    "AUTH_ERRORS",
+    "NOT_FOUND",
+    "PATH",
+    "SITE",
+    "WRITE_ERRORS",
+    "document",
+    "operation",
+    "param",
+]
 
 E = TypeVar("E")
 
@@ -83,6 +94,8 @@ PATH = param(
 )
 AUTH_ERRORS = {"401": "no token, or a wrong one"}
 NOT_FOUND = {"404": "no such site, path or snapshot"}
+# What a write to a site can be refused for, past its own 400.
+WRITE_ERRORS = {"413": f"body over {MAX_BODY // 2**20} MiB", **AUTH_ERRORS, **NOT_FOUND}
 
 _RECORD = {
     "type": "object",

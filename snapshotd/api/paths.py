@@ -23,7 +23,6 @@ from starlette.responses import JSONResponse, Response
 from snapshotd.admission import StoreFacts, admit, decide
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import (
-    MAX_BODY,
     check_bool,
     check_priority,
     is_number,
@@ -33,7 +32,15 @@ from snapshotd.api.inputs import (
     record_json,
     site_path_from_param,
 )
-from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, PATH, SITE, operation, param
+from snapshotd.api.openapi import (
+    AUTH_ERRORS,
+    NOT_FOUND,
+    PATH,
+    SITE,
+    WRITE_ERRORS,
+    operation,
+    param,
+)
 from snapshotd.config import SiteSettings
 from snapshotd.proxy import accepts_gzip
 from snapshotd.store.base import PRIORITY_API, STATES, iso_time
@@ -56,6 +63,11 @@ def site_or_404(request: Request) -> SiteSettings:
     if site is None:
         raise ApiError(404, f"no site is named {name!r}", "site")
     return site
+
+
+def site_and_path(request: Request) -> tuple[SiteSettings, str]:
+    """The site named by ``{site}`` and the site path named by ``{path}``."""
+    return site_or_404(request), site_path_from_param(request.path_params["path"])
 
 
 async def queue(
@@ -198,9 +210,7 @@ async def list_paths(request: Request) -> Response:
     responses={
         "200": '{"results": [...], "counts": {...}}',
         "400": "a bad field (named)",
-        "413": f"body over {MAX_BODY // 2**20} MiB",
-        **AUTH_ERRORS,
-        **NOT_FOUND,
+        **WRITE_ERRORS,
     },
 )
 async def post_paths(request: Request) -> Response:
@@ -259,8 +269,7 @@ async def post_paths(request: Request) -> Response:
     responses={"200": "Path", "400": "a bad path", **AUTH_ERRORS, **NOT_FOUND},
 )
 async def get_path(request: Request) -> Response:
-    site = site_or_404(request)
-    path = site_path_from_param(request.path_params["path"])
+    site, path = site_and_path(request)
     record = await context(request).store.get_path(site.name, path)
     if record is None:
         raise ApiError(404, f"no path {path!r} in site {site.name!r}", "path")
@@ -278,8 +287,7 @@ async def get_path(request: Request) -> Response:
     },
 )
 async def delete_path(request: Request) -> Response:
-    site = site_or_404(request)
-    path = site_path_from_param(request.path_params["path"])
+    site, path = site_and_path(request)
     if not await context(request).store.delete_path(site.name, path):
         raise ApiError(404, f"no path {path!r} in site {site.name!r}", "path")
     log.info("api delete site=%s path=%s", site.name, path)
@@ -293,8 +301,7 @@ async def delete_path(request: Request) -> Response:
     content="text/html",
 )
 async def get_snapshot(request: Request) -> Response:
-    site = site_or_404(request)
-    path = site_path_from_param(request.path_params["path"])
+    site, path = site_and_path(request)
     snapshot = await context(request).store.get_snapshot(site.name, path)
     if snapshot is None:
         raise ApiError(404, f"no snapshot of {path!r} in site {site.name!r}", "path")

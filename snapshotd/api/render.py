@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("snapshotd.api")
 
-_RENDER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"prerenderToken": []}]
-
 
 def _reescape(url: str, encoding: str) -> str:
     """``url`` with what a browser would have percent-encoded (non-ASCII, spaces) encoded."""
@@ -134,29 +132,30 @@ async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Se
     )
 
 
-render_in_path = operation(
+def _endpoint(summary: str, where: str, bad_url: str) -> RenderEndpoint:
+    """The endpoint for a route naming the URL ``where`` (``path`` or ``query``)."""
+    return operation(
+        summary,
+        params=[param("url", where, "absolute http(s) URL", {"type": "string"}, required=True)],
+        responses={
+            "200": "the snapshot (or the origin's page, BYPASS)",
+            "400": bad_url,
+            "401": "no token, or a wrong one",
+            "403": "the host is not a configured site's",
+        },
+        content="text/html",
+        security=[{"bearer": []}, {"prerenderToken": []}],
+    )(RenderEndpoint())
+
+
+render_in_path = _endpoint(
     "Prerender-compatible: the absolute URL of a configured site's page "
     "(slashes and query included), answered as a bot request for it",
-    params=[param("url", "path", "absolute http(s) URL", {"type": "string"})],
-    responses={
-        "200": "the snapshot (or the origin's page, BYPASS)",
-        "400": "not an http(s) URL",
-        "401": "no token, or a wrong one",
-        "403": "the host is not a configured site's",
-    },
-    content="text/html",
-    security=_RENDER_SECURITY,
-)(RenderEndpoint())
-
-render_in_query = operation(
+    "path",
+    "not an http(s) URL",
+)
+render_in_query = _endpoint(
     "Prerender-compatible, the URL as a query parameter",
-    params=[param("url", "query", "absolute http(s) URL", {"type": "string"}, required=True)],
-    responses={
-        "200": "the snapshot (or the origin's page, BYPASS)",
-        "400": "no url, or not an http(s) URL",
-        "401": "no token, or a wrong one",
-        "403": "the host is not a configured site's",
-    },
-    content="text/html",
-    security=_RENDER_SECURITY,
-)(RenderEndpoint())
+    "query",
+    "no url, or not an http(s) URL",
+)

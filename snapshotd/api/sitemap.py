@@ -18,14 +18,13 @@ from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import (
-    MAX_BODY,
     check_priority,
     is_number,
     normalise_site_path,
     query_flag,
     read_body,
 )
-from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation, param
+from snapshotd.api.openapi import SITE, WRITE_ERRORS, operation, param
 from snapshotd.api.paths import queue, site_or_404
 from snapshotd.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API
@@ -78,9 +77,7 @@ def parse_sitemap_upload(body: bytes) -> list[str]:
     responses={
         "200": '{"found": n, "results": {...}, "skipped": [...]}',
         "400": "not a sitemap, or bad XML",
-        "413": f"body over {MAX_BODY // 2**20} MiB",
-        **AUTH_ERRORS,
-        **NOT_FOUND,
+        **WRITE_ERRORS,
     },
 )
 async def post_sitemap(request: Request) -> Response:
