@@ -24,6 +24,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from snapshotd.api import PREFIX as API_PREFIX
 from snapshotd.capture import CaptureService
 from snapshotd.config import Settings
 from snapshotd.metrics import Metrics
@@ -34,8 +35,6 @@ from snapshotd.store import Store, open_store
 from snapshotd.upstream import Upstream
 
 log = logging.getLogger("snapshotd")
-
-API_PREFIX = "/_snapshotd"
 
 
 def load_site_rules(settings: Settings) -> dict[str, RuleSet]:

@@ -11,12 +11,12 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
 from snapshotd.rewrite import RuleSet
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
+from snapshotd.store.base import iso_time
 
 log = logging.getLogger("snapshotd")
 
@@ -168,12 +168,6 @@ def _eval_site(args: argparse.Namespace) -> SiteSettings | None:
     return site or (sites[0] if sites else None)
 
 
-def _iso(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 REPORT_COLUMNS = (
     "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",
     "duplicate_of", "error",
@@ -187,8 +181,8 @@ def report_row(r: PathRecord) -> dict[str, Any]:
         "state": r.state,
         "priority": r.priority,
         "status": r.status,
-        "captured_at": _iso(r.captured_at),
-        "expires_at": _iso(r.expires_at),
+        "captured_at": iso_time(r.captured_at) or "",
+        "expires_at": iso_time(r.expires_at) or "",
         "hops": r.hops,
         "duplicate_of": r.duplicate_of,
         "error": r.error,

@@ -25,6 +25,7 @@ __all__ = [
     "Settings",
     "SiteSettings",
     "load_settings",
+    "parse_bool",
     "parse_duration",
 ]
 
@@ -172,6 +173,15 @@ class Settings:
                 return s
         return None
 
+    def site_for_url(self, url: str) -> SiteSettings | None:
+        """The site an absolute URL's host belongs to (:meth:`site_for_url_host`): its
+        ``host:port`` first, then its bare host name; any user info is ignored."""
+        netloc = urlsplit(url).netloc.lower().rsplit("@", 1)[-1]
+        site = self.site_for_url_host(netloc)
+        if site is None and not netloc.startswith("["):
+            site = self.site_for_url_host(netloc.rsplit(":", 1)[0])
+        return site
+
 
 # ---------------------------------------------------------------------------- loading
 
@@ -220,6 +230,17 @@ def _kind_of(tp: Any) -> str:
     return {"str": "str", "int": "int", "float": "float", "bool": "bool"}[text]
 
 
+def parse_bool(text: str) -> bool:
+    """``1``, ``true``, ``yes``, ``on`` or ``0``, ``false``, ``no``, ``off``, in any case and
+    with spaces around; ValueError for anything else."""
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
 def _coerce_env(key: str, raw: str, kind: str) -> Any:
     """Environment values are strings; turn them into the key's type."""
     try:
@@ -228,12 +249,7 @@ def _coerce_env(key: str, raw: str, kind: str) -> Any:
         if kind == "float":
             return float(raw)
         if kind == "bool":
-            low = raw.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
+            return parse_bool(raw)
     except ValueError:
         raise ConfigError(f"SNAPSHOTD_{key.upper()}: cannot read {raw!r} as {kind}") from None
     return raw

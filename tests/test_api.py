@@ -17,8 +17,18 @@ from dataclasses import dataclass, replace
 import httpx
 import pytest
 from pytest_httpserver import HTTPServer
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from snapshotd.api import MAX_BODY, MAX_PATHS_PER_CALL, openapi, token_matches
+from snapshotd.api import (
+    MAX_BODY,
+    MAX_PATHS_PER_CALL,
+    ROUTES,
+    create_api,
+    openapi,
+    token_matches,
+)
 from snapshotd.app import SnapshotdApp, console_url, create_app
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
@@ -677,6 +687,19 @@ async def test_openapi_matches_the_routes(env: Env) -> None:
         assert r.status_code not in (404, 405), (method, url, r.status_code)
         for code in map(int, doc["paths"][path][method]["responses"]):
             assert 200 <= code < 600
+
+
+def test_a_route_without_an_openapi_description_is_refused_at_build_time(tmp_path) -> None:
+    app = create_app(make_settings(tmp_path), renderer=RefusingRenderer(), crawler=False)
+
+    async def undocumented(request: Request) -> Response:
+        return Response("")
+
+    extra = Route(f"{API}/undocumented", undocumented)
+    with pytest.raises(ValueError, match=f"{API}/undocumented"):
+        create_api(app.ctx, routes=[*ROUTES, extra])
+    # The same table without it builds.
+    assert create_api(app.ctx, routes=ROUTES) is not None
 
 
 # ---------------------------------------------------------------------------- render endpoint

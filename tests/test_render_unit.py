@@ -66,6 +66,17 @@ def test_site_for_url() -> None:
     assert site_for_url("HTTP://Example.COM:80/", settings).origin == "http://example.com"
 
 
+def test_site_for_url_takes_a_site_only_on_its_origin() -> None:
+    """A capture may reach its site's origin: a URL on one of the site's host names, or on
+    its host with another scheme, is captured as an ad-hoc site of its own origin."""
+    shop = SiteSettings(name="shop", origin="http://127.0.0.1:3000", hosts=("shop.test",))
+    settings = Settings(sites=(shop,))
+    assert settings.site_for_url("http://shop.test/x") is shop
+    assert site_for_url("http://shop.test/x", settings).origin == "http://shop.test"
+    assert site_for_url("https://127.0.0.1:3000/x", settings).name == "adhoc"
+    assert site_for_url("http://user@127.0.0.1:3000/x", settings) is shop
+
+
 # ------------------------------------------------------------------------ the egress guard
 
 

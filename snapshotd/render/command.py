@@ -23,11 +23,12 @@ def _origin(url: str) -> str:
 
 
 def site_for_url(url: str, settings: Settings) -> SiteSettings:
-    """The configured site whose origin is the URL's, else an ad-hoc one for that origin."""
+    """The configured site the URL belongs to when it is on that site's origin (the address
+    a capture for the site may reach), else an ad-hoc one for the URL's origin."""
     origin = _origin(url)
-    for site in settings.sites:
-        if _origin(site.origin) == origin:
-            return site
+    site = settings.site_for_url(url)
+    if site is not None and _origin(site.origin) == origin:
+        return site
     return replace(SiteSettings(), name="adhoc", origin=origin)
 
 

@@ -18,6 +18,7 @@ import gzip
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.utils import formatdate
 from functools import cached_property
 from typing import Protocol
@@ -35,6 +36,14 @@ def encode_capture(html: str) -> tuple[str, bytes, str]:
     digest = content_hash(html)
     body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
     return digest, body, f'"{digest[:24]}"'
+
+
+def iso_time(t: float | None) -> str | None:
+    """A stored time (seconds since the epoch) as ISO-8601 UTC to the second, as
+    ``2024-05-01T12:00:00Z``; None stays None."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class StoreError(Exception):

@@ -1,0 +1,94 @@
+"""The token check in front of every API route: :class:`TokenAuth`, an ASGI middleware.
+
+Invariants:
+- every route but ``healthz`` and the console's static files passes the token check first, so
+  nothing about the store (not even which sites exist) is told to a client without a valid
+  token, whatever address it comes from; with no tokens, every such request is refused (the
+  application hands in the token drawn at start when none is configured);
+- a token is compared with every configured token, each in constant time, without stopping
+  at the first match;
+- a path holding control characters is refused before routing, which would not see them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Sequence
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from snapshotd.api.base import PREFIX, send_error
+from snapshotd.api.console import CONSOLE_FILES
+from snapshotd.api.inputs import CONTROL
+
+log = logging.getLogger("snapshotd.api")
+
+# Paths that hold no data: reachable without a token.
+OPEN_PATHS = frozenset({PREFIX + "/healthz", PREFIX + "/console"})
+
+
+def token_from(scope: Scope, *, prerender: bool) -> str | None:
+    for key, value in scope.get("headers", []):
+        key = key.lower()
+        if key == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+        elif prerender and key == b"x-prerender-token" and value.strip():
+            return value.decode("latin-1").strip()
+    return None
+
+
+def token_matches(given: str, tokens: Sequence[str]) -> bool:
+    """Compare against every configured token, each in constant time, without stopping early."""
+    given_b = given.encode("utf-8", "surrogateescape")
+    ok = False
+    for token in tokens:
+        ok |= hmac.compare_digest(given_b, token.encode("utf-8"))
+    return ok
+
+
+class TokenAuth:
+    """ASGI middleware: a Bearer token for all but the open paths; the render endpoint also
+    takes ``X-Prerender-Token``. With no tokens, every request to a checked path is refused."""
+
+    def __init__(self, app: ASGIApp, tokens: Sequence[str]) -> None:
+        self.app = app
+        self.tokens = tuple(t for t in tokens if t)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if path in OPEN_PATHS or (
+            path.startswith(PREFIX + "/console/")
+            and path.removeprefix(PREFIX + "/console/") in CONSOLE_FILES
+        ):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope, prerender=path.startswith(PREFIX + "/render"))
+        if refusal is not None:
+            status, message = refusal
+            log.info(
+                "refused path=%s client=%s status=%d",
+                path[:200],
+                (scope.get("client") or ("-",))[0],
+                status,
+            )
+            await send_error(send, status, message)
+            return
+        if CONTROL.search(path):
+            # Routing would not see them (a regex '$' matches before a final newline).
+            await send_error(send, 400, "the path holds control characters", "path")
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope, *, prerender: bool) -> tuple[int, str] | None:
+        token = token_from(scope, prerender=prerender)
+        if token is None:
+            return 401, "a token is required: send 'Authorization: Bearer <token>'"
+        if not token_matches(token, self.tokens):
+            return 401, "the token was not accepted"
+        return None

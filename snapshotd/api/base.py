@@ -1,0 +1,70 @@
+"""What every module of the API shares: where it is mounted, its error type and how an error
+is answered, and the one way a handler reaches the application's shared pieces.
+
+Invariants:
+- every client error is answered as ``{"error": message, "field": name}`` (``field`` only
+  when one is to blame), a 401 with ``WWW-Authenticate: Bearer``;
+- handlers hold no state of their own: the shared :class:`~snapshotd.app.Context` and the
+  per-application state live on the Starlette application's ``state``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Send
+
+if TYPE_CHECKING:
+    from snapshotd.app import Context
+
+PREFIX = "/_snapshotd"
+API = PREFIX + "/api/v1"
+
+
+class ApiError(Exception):
+    """A client error: answered as ``{"error": message, "field": field}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+def context(request: Request) -> Context:
+    """The application's shared pieces (settings, store, metrics, rules, proxy, crawler...)."""
+    ctx: Context = request.app.state.ctx
+    return ctx
+
+
+def error_response(status: int, message: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": message}
+    if field:
+        body["field"] = field
+    headers = {"WWW-Authenticate": 'Bearer realm="snapshotd"'} if status == 401 else None
+    return JSONResponse(body, status, headers=headers)
+
+
+async def send_error(send: Send, status: int, message: str, field: str | None = None) -> None:
+    response = error_response(status, message, field)
+    await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> dict[str, Any]:
+    return {"type": "http.disconnect"}
+
+
+async def api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, str(exc), exc.field)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(404, f"no such endpoint: {request.url.path[:200]}")
+    if exc.status_code == 405:
+        return error_response(405, f"{request.method} is not allowed here")
+    return error_response(exc.status_code, str(exc.detail))

@@ -1,0 +1,161 @@
+"""The Prerender-compatible render endpoint: ``/_snapshotd/render/<absolute URL>`` or
+``/_snapshotd/render?url=<absolute URL>``, answered as the proxy answers a bot asking for
+that URL.
+
+Invariants:
+- only a URL on the host of a configured site is answered (403 otherwise), so the endpoint
+  never makes the server fetch an address of a client's choosing;
+- the client's token and Host are not passed on: the request goes on as one for the named
+  URL, with that URL's host;
+- the endpoint is an ASGI app rather than a request handler: the proxy needs the raw call.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from snapshotd.api.base import PREFIX, ApiError, context, send_error
+from snapshotd.api.inputs import URL_SAFE, no_dot_segments
+from snapshotd.api.openapi import operation, param
+from snapshotd.bots import is_static_asset
+from snapshotd.urls import BadRequest, site_path_from_request
+
+if TYPE_CHECKING:
+    from snapshotd.app import Context
+
+log = logging.getLogger("snapshotd.api")
+
+
+def _reescape(url: str, encoding: str) -> str:
+    """``url`` with what a browser would have percent-encoded (non-ASCII, spaces) encoded."""
+    return url if url.isascii() and " " not in url else quote(url, URL_SAFE, encoding)
+
+
+def render_target(scope: Scope) -> str:
+    """The absolute URL a render request names: after ``/render/`` (raw, query included) or
+    in ``?url=``."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    raw_path = raw_path.split("?", 1)[0]  # some servers leave the query on raw_path
+    marker = PREFIX + "/render"
+    rest = raw_path[raw_path.find(marker) + len(marker) :] if marker in raw_path else ""
+    if not rest.strip("/"):
+        values = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "url"]
+        if not values or not values[0]:
+            raise ApiError(
+                400,
+                "url is required: /_snapshotd/render/<absolute URL> or "
+                "/_snapshotd/render?url=<absolute URL>",
+                "url",
+            )
+        return _reescape(values[0], "utf-8")
+    target = rest[1:]
+    if target[:8].lower() in ("http%3a%", "https%3a"):
+        target = _reescape(unquote(target), "utf-8")  # a middleware that encoded the whole URL
+    else:
+        # Raw bytes of the request line, read as latin-1: the same bytes, escaped.
+        target = _reescape(target, "latin-1")
+        if query:
+            target += "?" + query
+    lower = target[:8].lower()
+    # A proxy in front may have merged the '//' after the scheme.
+    if lower.startswith("http:/") and not lower.startswith("http://"):
+        target = "http://" + target[6:]
+    elif lower.startswith("https:/") and not lower.startswith("https://"):
+        target = "https://" + target[7:]
+    return target
+
+
+class RenderEndpoint:
+    """An ASGI app rather than a request handler: the proxy needs the raw ASGI call."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await render_endpoint(context(Request(scope)), scope, receive, send)
+
+
+async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer a Prerender-style request as the proxy answers a bot asking for that URL."""
+    try:
+        target = render_target(scope)
+    except ApiError as exc:
+        await send_error(send, exc.status, str(exc), exc.field)
+        return
+    try:
+        parts = urlsplit(target)
+        hostname = parts.hostname
+    except ValueError as exc:
+        await send_error(send, 400, f"url is not a URL ({exc}): {target[:200]!r}", "url")
+        return
+    if parts.scheme.lower() not in ("http", "https") or not hostname:
+        await send_error(
+            send, 400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url"
+        )
+        return
+    site = ctx.settings.site_for_url(target)
+    if site is None:
+        log.info("render refused host=%s: no configured site", parts.netloc[:200])
+        await send_error(
+            send, 403, f"{parts.hostname!r} is not the host of a configured site", "url"
+        )
+        return
+    raw_path = parts.path or "/"
+    try:
+        path, _escaped = site_path_from_request(raw_path, parts.query, site.ignored_params)
+        no_dot_segments(raw_path)
+    except BadRequest as exc:
+        await send_error(send, exc.status, f"url: {exc}", "url")
+        return
+    dropped = {b"authorization", b"x-prerender-token", b"host", b"content-length"}
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() not in dropped]
+    headers.append((b"host", parts.netloc.encode("latin-1")))
+    target_scope = {
+        **scope,
+        "path": unquote(raw_path),
+        "raw_path": raw_path.encode("latin-1"),
+        "query_string": parts.query.encode("latin-1"),
+        "root_path": "",
+        "headers": headers,
+    }
+    header_map = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+    assert ctx.proxy is not None
+    if "x-snapshotd" in header_map or is_static_asset(raw_path):
+        ctx.metrics.requests.labels("PASS").inc()
+        await ctx.upstream.forward(site.origin, target_scope, receive, send)
+        return
+    await ctx.proxy.snapshot_request(
+        site, path, parts.netloc, header_map, target_scope, receive, send
+    )
+
+
+def _endpoint(summary: str, where: str, bad_url: str) -> RenderEndpoint:
+    """The endpoint for a route naming the URL ``where`` (``path`` or ``query``)."""
+    return operation(
+        summary,
+        params=[param("url", where, "absolute http(s) URL", {"type": "string"}, required=True)],
+        responses={
+            "200": "the snapshot (or the origin's page, BYPASS)",
+            "400": bad_url,
+            "401": "no token, or a wrong one",
+            "403": "the host is not a configured site's",
+        },
+        content="text/html",
+        security=[{"bearer": []}, {"prerenderToken": []}],
+    )(RenderEndpoint())
+
+
+render_in_path = _endpoint(
+    "Prerender-compatible: the absolute URL of a configured site's page "
+    "(slashes and query included), answered as a bot request for it",
+    "path",
+    "not an http(s) URL",
+)
+render_in_query = _endpoint(
+    "Prerender-compatible, the URL as a query parameter",
+    "query",
+    "no url, or not an http(s) URL",
+)
