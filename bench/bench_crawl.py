@@ -33,7 +33,7 @@ from pg_schema import scratch_schema  # noqa: E402
 
 from snapshotd.capture import CaptureService  # noqa: E402
 from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
-from snapshotd.crawler import Crawler  # noqa: E402
+from snapshotd.crawl.engine import Crawler  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.store import Store  # noqa: E402
 from snapshotd.store.postgres import PostgresStore  # noqa: E402

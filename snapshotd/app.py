@@ -1,7 +1,9 @@
 """Wiring: the ASGI application that ``snapshotd serve`` runs.
 
 ``create_app`` takes the frozen settings and, optionally, the I/O pieces (store, renderer,
-upstream) so tests can hand in real small ones; it opens and closes them in the lifespan.
+upstream) so tests can hand in real small ones; the process's pieces are made by
+:func:`snapshotd.services.build_services` and opened and closed by the lifespan through
+:meth:`~snapshotd.services.Services.running`.
 
 With no ``server.api_tokens`` configured, ``create_app`` draws a random token for the API of
 this process; the lifespan logs the console URL holding it once, at start.
@@ -19,45 +21,20 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from snapshotd.api import PREFIX as API_PREFIX
-from snapshotd.capture import CaptureService
+from snapshotd.api import create_api
 from snapshotd.config import Settings
-from snapshotd.metrics import Metrics
 from snapshotd.proxy import Proxy
 from snapshotd.render.base import Renderer
-from snapshotd.rewrite import RuleSet, load_rules
-from snapshotd.store import Store, open_store
+from snapshotd.rewrite import RuleSet
+from snapshotd.services import Services, build_services
+from snapshotd.store import Store
 from snapshotd.upstream import Upstream
 
 log = logging.getLogger("snapshotd")
-
-
-def load_site_rules(settings: Settings) -> dict[str, RuleSet]:
-    """Every site's rules, parsed now so a broken file stops start-up (raises RulesError)."""
-    return {s.name: load_rules(s.rules) if s.rules else RuleSet.empty() for s in settings.sites}
-
-
-@dataclass
-class Context:
-    """The long-lived pieces one application shares between proxy, crawler and API."""
-
-    settings: Settings
-    store: Store
-    renderer: Renderer
-    upstream: Upstream
-    rules: dict[str, RuleSet]
-    metrics: Metrics
-    capture: CaptureService
-    crawler: Any = None
-    proxy: Proxy | None = None
-    # Drawn at start when no token is configured; the API of this process takes only it.
-    generated_token: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def console_url(settings: Settings, token: str) -> str:
@@ -69,23 +46,13 @@ def console_url(settings: Settings, token: str) -> str:
     return f"http://{host}:{settings.port}{API_PREFIX}/console#token={token}"
 
 
-def _default_renderer(settings: Settings) -> Renderer:
-    from snapshotd.render import BrowserPool
-
-    return BrowserPool(settings.browser)
-
-
 class SnapshotdApp:
     """Routes ``/_snapshotd/...`` to the API and everything else to the proxy."""
 
-    def __init__(self, ctx: Context, *, crawler: bool) -> None:
-        from snapshotd.api import create_api
-
+    def __init__(self, ctx: Services) -> None:
+        assert ctx.proxy is not None, "serve's services hold a proxy"
         self.ctx = ctx
-        self.run_crawler = crawler
-        self.proxy = ctx.proxy = Proxy(
-            ctx.settings, ctx.store, ctx.capture, ctx.upstream, ctx.rules, metrics=ctx.metrics
-        )
+        self.proxy: Proxy = ctx.proxy
         self.api: ASGIApp = create_api(ctx)
 
     def begin_shutdown(self) -> None:
@@ -96,41 +63,18 @@ class SnapshotdApp:
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         ctx = self.ctx
-        await ctx.store.open()
-        try:
-            await ctx.renderer.start()
+        async with ctx.running():
             try:
-                await ctx.capture.start()
-                try:
-                    if self.run_crawler:
-                        from snapshotd.crawler import Crawler
-
-                        ctx.crawler = Crawler(
-                            ctx.settings,
-                            ctx.store,
-                            ctx.capture,
-                            metrics=ctx.metrics,
-                            rules=ctx.rules,
-                        )
-                        await ctx.crawler.start()
-                    log.info(
-                        "serving sites=%s crawler=%s",
-                        ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
-                        "on" if self.run_crawler else "off",
-                    )
-                    if ctx.generated_token is not None:
-                        log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
-                    yield
-                finally:
-                    self.begin_shutdown()
-                    await ctx.capture.close()
-                    if ctx.crawler is not None:
-                        await ctx.crawler.stop()
+                log.info(
+                    "serving sites=%s crawler=%s",
+                    ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
+                    "on" if ctx.crawler is not None else "off",
+                )
+                if ctx.generated_token is not None:
+                    log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
+                yield
             finally:
-                await ctx.renderer.close()
-                await ctx.upstream.close()
-        finally:
-            await ctx.store.close()
+                self.begin_shutdown()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -171,17 +115,14 @@ def create_app(
     crawler: bool = True,
     rules: dict[str, RuleSet] | None = None,
 ) -> SnapshotdApp:
-    store = store or open_store(settings.db)
-    renderer = renderer or _default_renderer(settings)
-    metrics = Metrics()
-    ctx = Context(
-        settings=settings,
-        store=store,
-        renderer=renderer,
-        upstream=upstream or Upstream(),
-        rules=rules if rules is not None else load_site_rules(settings),
-        metrics=metrics,
-        capture=CaptureService(settings, store, renderer, metrics=metrics),
-        generated_token=None if settings.api_tokens else secrets.token_urlsafe(32),
+    return SnapshotdApp(
+        build_services(
+            settings,
+            store=store,
+            renderer=renderer,
+            rules=rules,
+            upstream=upstream or Upstream(),
+            crawler=crawler,
+            generated_token=None if settings.api_tokens else secrets.token_urlsafe(32),
+        )
     )
-    return SnapshotdApp(ctx, crawler=crawler)

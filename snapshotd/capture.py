@@ -11,7 +11,15 @@ Invariants:
   pending every ``reclaim_every`` seconds;
 - once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
   the stop (cancelled, or failing while the renderer closes) hands its path back to pending,
-  its claim not counted as an attempt: it is never stored as an error.
+  its claim not counted as an attempt: it is never stored as an error;
+- whose links are followed is decided by the callers, never by what else exists: a capture
+  run for the crawler (``run(..., follow_links=True)``) is stored marked as having its links
+  due, and the crawler follows them from the outcome; a capture started here on its own (a
+  proxy miss, the render endpoint) is stored marked too and handed over, as (site, path), to
+  the ``links`` queue the service was built with, in a process that runs a crawler (the
+  wiring gives the crawler the same queue); built without one, the service stores such
+  captures unmarked. A mark stays until the links are queued, so a capture stored before a
+  crash is followed at the next start.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +58,9 @@ class Outcome:
     cut_short: bool = False  # by a stop: the path is pending again, nothing was recorded
 
 
-# Called after a successful capture is stored, to follow its links (the crawler sets it).
-AfterCapture = Callable[[SiteSettings, PathRecord, CaptureResult, str | None], Awaitable[None]]
+# Captures (site name, path) stored here on their own, whose links the crawler of this
+# process is to follow.
+LinksToFollow = asyncio.Queue[tuple[str, str]]
 
 
 def retry_delay(attempts: int, expire_after: float) -> float:
@@ -72,6 +81,7 @@ class CaptureService:
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
         reclaim_every: float = RECLAIM_SECONDS,
+        links: LinksToFollow | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -79,7 +89,7 @@ class CaptureService:
         self.metrics = metrics or Metrics()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clock = clock
-        self.after_capture: AfterCapture | None = None
+        self.links = links
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
@@ -146,17 +156,22 @@ class CaptureService:
 
     # ------------------------------------------------------------------ captures
 
-    async def run(self, site: SiteSettings, record: PathRecord) -> Outcome:
-        """Render a claimed path and store the outcome; proxy misses for it wait on this."""
+    async def run(
+        self, site: SiteSettings, record: PathRecord, *, follow_links: bool = False
+    ) -> Outcome:
+        """Render a claimed path and store the outcome; proxy misses for it wait on this.
+
+        ``follow_links``: the caller follows the links of what is stored (the crawler), so it
+        is stored marked as having its links due, and not handed to ``links``."""
         if self.stopping.is_set():
             return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
-        future = asyncio.ensure_future(self._run(site, record))
+        future = asyncio.ensure_future(self._run(site, record, follow_links))
         self._inflight[key] = future
         future.add_done_callback(lambda _f: self._inflight.pop(key, None))
         return await asyncio.shield(future)
 
-    async def _run(self, site: SiteSettings, record: PathRecord) -> Outcome:
+    async def _run(self, site: SiteSettings, record: PathRecord, follow_links: bool) -> Outcome:
         url = site.url_for(record.path)
         started = time.monotonic()
         try:
@@ -208,7 +223,7 @@ class CaptureService:
                 final_url=result.final_url,
                 expires_at=now + site.expire_after,
                 duplicate_of=duplicate_of,
-                links_due=self.after_capture is not None,
+                links_due=follow_links or self.links is not None,
             )
         self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
         log.info(
@@ -216,10 +231,8 @@ class CaptureService:
             site.name, record.path, result.status, result.elapsed,
             f" duplicate_of={duplicate_of}" if duplicate_of else "",
         )
-        if stored and self.after_capture is not None:
-            await self.after_capture(site, record, result, duplicate_of)
-            # Not reached if that failed or was cut short: the crawler follows them at start.
-            await self.store.links_followed(site.name, record.path)
+        if stored and not follow_links and self.links is not None:
+            self.links.put_nowait((site.name, record.path))
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
 
     async def _cut_short(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
-from snapshotd.rewrite import RuleSet
+from snapshotd.rewrite import RulesError, RuleSet, load_site_rules
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 from snapshotd.store.base import iso_time
 
@@ -47,15 +47,10 @@ def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
 
 
 def _check_rules(settings: Settings) -> dict[str, RuleSet]:
-    from snapshotd.app import load_site_rules
-    from snapshotd.rewrite import RulesError
-
     try:
         return load_site_rules(settings)
     except RulesError as exc:
         raise UserError(str(exc)) from None
-    except OSError as exc:
-        raise UserError(f"{exc.filename}: {exc.strerror}") from None
 
 
 def _check_chromium(settings: Settings) -> str:
@@ -114,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from snapshotd.crawler import run_worker
+    from snapshotd.crawl.commands import run_worker
 
     settings = _settings(args, need_site=True)
     _check_rules(settings)
@@ -123,7 +118,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from snapshotd.crawler import run_crawl
+    from snapshotd.crawl.commands import run_crawl
 
     if args.max_pages is not None and args.max_pages < 1:
         raise UserError("--max-pages must be at least 1")

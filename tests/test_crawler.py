@@ -18,7 +18,8 @@ import pytest
 
 from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.crawler import Crawler, run_crawl
+from snapshotd.crawl.commands import run_crawl
+from snapshotd.crawl.engine import Crawler
 from snapshotd.render import BrowserPool
 from snapshotd.store import open_store
 from snapshotd.store.sqlite import SQLiteStore

@@ -6,8 +6,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from snapshotd.config import SiteSettings
+from snapshotd.crawl.robots import RobotsCache
 from snapshotd.fetch import Fetcher
-from snapshotd.robots import RobotsCache
 
 
 class Clock:
@@ -82,7 +82,7 @@ async def test_unreachable_robots_allows_until_read():
 async def test_an_endless_robots_txt_is_read_only_as_far_as_the_bound():
     import asyncio
 
-    from snapshotd.robots import MAX_ROBOTS_BYTES
+    from snapshotd.crawl.robots import MAX_ROBOTS_BYTES
     from tests.servers import serve_asgi
 
     sent = {"bytes": 0}

@@ -11,7 +11,8 @@ import pytest
 
 from snapshotd.capture import CaptureService, retry_delay
 from snapshotd.config import Settings, SiteSettings
-from snapshotd.crawler import Crawler, _crawl_seeds, _owner_is_dead_here
+from snapshotd.crawl.commands import _crawl_seeds
+from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
@@ -23,7 +24,7 @@ async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-d
     """A crawler on ``store`` for site "s", rules empty, as it stands after its start."""
     capture = CaptureService(settings, store, renderer)
     crawler = Crawler(settings, store, capture, rules={"s": RuleSet.empty()})
-    crawler._size["s"] = await store.site_size("s")
+    crawler.frontier.size["s"] = await store.site_size("s")
     return crawler
 
 
@@ -72,9 +73,9 @@ async def test_ignored_links_count_against_max_pages(store):
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000", ignore=("/cart",), max_pages=3)
     settings = Settings(sites=(site,))
     crawler = await _crawler(settings, store)
-    assert await crawler._admit(site, "/a", hops=0, priority=1, source="seed") == "queued"
+    assert await crawler.frontier.admit(site, "/a", hops=0, priority=1, source="seed") == "queued"
     outcomes = [
-        await crawler._admit(site, f"/cart?item={i}", hops=1, priority=1, source="link")
+        await crawler.frontier.admit(site, f"/cart?item={i}", hops=1, priority=1, source="link")
         for i in range(10)
     ]
     assert outcomes[:2] == ["ignored", "ignored"]
@@ -88,7 +89,7 @@ async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
     crawler = await _crawler(settings, store)
-    await crawler._admit(site, "/page", hops=0, priority=1, source="seed")
+    await crawler.frontier.admit(site, "/page", hops=0, priority=1, source="seed")
     record = await store.get_path("s", "/page")
     html = '<a href="/linked">x</a><link rel="next" href="/next">'
     for value in ("none", "noindex, nofollow", "snapshotd: NONE"):
@@ -98,11 +99,11 @@ async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
             headers={"X-Robots-Tag": value},
             html=html,
         )
-        await crawler._after_capture(site, record, result, None)
+        await crawler.follower.follow(site, record, result, None)
         assert await store.site_size("s") == 1, value
     # Without the header the links are followed.
     result = CaptureResult(url="", final_url="http://127.0.0.1:3000/page", html=html)
-    await crawler._after_capture(site, record, result, None)
+    await crawler.follower.follow(site, record, result, None)
     assert await store.get_path("s", "/linked") is not None
 
 
@@ -125,21 +126,21 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
             html = '<a href="/linked">x</a><link rel="next" href="/next">'
             return CaptureResult(url=url, final_url=url, html=html)
 
-    first = CaptureService(settings, store, Renderer(), owner="first")  # type: ignore[arg-type]
+    first = await _crawler(settings, store, Renderer())
 
     async def dies(*_args: object) -> None:
         raise RuntimeError("the worker died here")
 
-    first.after_capture = dies
+    first.follower.follow = dies  # type: ignore[method-assign]
     await store.enqueue("s", "/page", 1)
-    record = await store.claim_path("s", "/page", "first", 60)
-    with pytest.raises(RuntimeError):
-        await first.run(site, record)
+    record = await store.claim_path("s", "/page", first.capture.owner, 60)
+    await first._capture(site, record)
+    assert first.stats.errors == 1  # "capture crashed", one log line
     assert (await store.get_path("s", "/page")).state == "processed"
     assert [p for _i, p in await store.links_due("s", captured_before=9e9)] == ["/page"]
 
     crawler = await _crawler(settings, store, Renderer())
-    await crawler._follow_due_links(site)
+    await crawler.follower.follow_due_links(site)
     assert await store.links_due("s", captured_before=9e9) == []
     for path in ("/linked", "/next"):
         linked = await store.get_path("s", path)
@@ -161,7 +162,7 @@ async def test_links_followed_after_a_capture_are_not_due(store):
     capture = crawler.capture
     await store.enqueue("s", "/page", 1)
     record = await store.claim_path("s", "/page", capture.owner, 60)
-    await capture.run(site, record)
+    await crawler._capture(site, record)
     assert await store.links_due("s", captured_before=9e9) == []
     assert (await store.get_path("s", "/linked")).state == "pending"
 
@@ -182,15 +183,15 @@ async def test_a_stored_page_that_cannot_be_followed_does_not_stop_the_start(sto
     crawler = await _crawler(settings, store)
     await _stored(store, "/bad", '<a href="/from-bad">x</a>')
     await _stored(store, "/good", '<a href="/from-good">x</a>')
-    follow = crawler._after_capture
+    follow = crawler.follower.follow
 
     async def fails_for_bad(site, record, result, duplicate_of):  # type: ignore[no-untyped-def]
         if record.path == "/bad":
             raise OSError("disk I/O error")
         await follow(site, record, result, duplicate_of)
 
-    crawler._after_capture = fails_for_bad  # type: ignore[method-assign]
-    await crawler._follow_due_links(site)
+    crawler.follower.follow = fails_for_bad  # type: ignore[method-assign]
+    await crawler.follower.follow_due_links(site)
     assert (await store.get_path("s", "/from-good")).state == "pending"
     assert await store.get_path("s", "/from-bad") is None
     # Still due, for the next start; the failure is one log line.
@@ -207,9 +208,64 @@ async def test_a_canonical_copy_cut_short_queues_its_canonical_at_start(store):
     await _stored(store, "/copy", html, duplicate_of="/main")
     # A copy by content has nothing to follow.
     await _stored(store, "/same", '<a href="/from-same">x</a>', duplicate_of="/copy")
-    await crawler._follow_due_links(site)
+    await crawler.follower.follow_due_links(site)
     assert (await store.get_path("s", "/main")).state == "pending"
     assert await store.get_path("s", "/other") is None  # a copy's own links are not followed
     assert await store.get_path("s", "/from-same") is None
     assert (await store.get_path("s", "/copy")).duplicate_of == "/main"
     assert await store.links_due("s", captured_before=9e9) == []
+
+
+def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_path):
+    """A capture made for a bot's miss is handed to the crawler running in the same process,
+    which queues its links and clears the capture's mark."""
+    import sqlite3
+    import time
+
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from snapshotd.app import create_app
+    from snapshotd.render.base import CaptureResult
+    from tests.servers import serve_asgi
+
+    class Renderer:
+        async def start(self) -> None: ...
+
+        async def close(self) -> None: ...
+
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            html = '<a href="/linked">x</a>' if url.endswith("/page") else "<p>leaf</p>"
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    async def page(request):  # type: ignore[no-untyped-def]
+        return HTMLResponse("<p>the app</p>")
+
+    origin_app = Starlette(routes=[Route("/{path:path}", page)])
+    db = str(tmp_path / "miss.db")
+
+    def rows() -> dict[str, tuple]:
+        conn = sqlite3.connect(db)
+        try:
+            query = "SELECT path, state, hops, links_due FROM paths"
+            return {r[0]: r[1:] for r in conn.execute(query)}
+        finally:
+            conn.close()
+
+    with serve_asgi(origin_app) as origin:
+        site = SiteSettings(name="s", origin=origin, seeds=(), obey_robots=False)
+        settings = Settings(db=db, miss_wait=10.0, sites=(site,))
+        app = create_app(settings, renderer=Renderer(), crawler=True)  # type: ignore[arg-type]
+        with serve_asgi(app) as base:
+            bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+            reply = httpx.get(f"{base}/page", headers={"User-Agent": bot}, trust_env=False)
+            assert reply.headers["x-snapshotd-cache"] == "MISS"
+            assert '<a href="/linked">' in reply.text
+            deadline = time.monotonic() + 30
+            while "/linked" not in rows() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            found = rows()
+    assert found["/linked"][1] == 1, found  # one hop from the page the bot asked for
+    assert found["/page"][2] == 0, found  # its links followed: no longer marked

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from snapshotd.config import Settings, SiteSettings
-from snapshotd.crawler import run_crawl
+from snapshotd.crawl.commands import run_crawl
 from snapshotd.egress import judge
 from snapshotd.fetch import MAX_REDIRECTS, Fetcher, Refused, check_hop, describe
 from snapshotd.render.base import CaptureResult

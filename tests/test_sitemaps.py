@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import pytest
 from pytest_httpserver import HTTPServer
 
-from snapshotd.fetch import Fetcher
-from snapshotd.sitemaps import (
+from snapshotd.crawl.sitemaps import (
     SitemapError,
     decompress,
     fetch_sitemap,
     parse_lastmod,
     parse_sitemap,
 )
+from snapshotd.fetch import Fetcher
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 

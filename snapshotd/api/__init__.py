@@ -11,7 +11,7 @@ Invariants:
 - every route but ``healthz`` and the console's static files passes :class:`TokenAuth` first,
   so nothing about the store (not even which sites exist) is told to a client without a valid
   token, whatever address it comes from; with no token configured, the one token is the one
-  drawn at start (``Context.generated_token``);
+  drawn at start (``Services.generated_token``);
 - a write validates its whole input before it touches the store, and a batch is one
   ``enqueue_many`` transaction: a request is applied entirely or not at all;
 - request bodies are bounded while they are read, not after;
@@ -36,10 +36,10 @@ from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error
 from snapshotd.api.inputs import MAX_BODY
 from snapshotd.api.openapi import document, openapi_json
 from snapshotd.api.paths import MAX_PATHS_PER_CALL
-from snapshotd.sitemaps import MAX_SITEMAP_URLS
+from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS
 
 if TYPE_CHECKING:
-    from snapshotd.app import Context
+    from snapshotd.services import Services
 
 __all__ = [
     "MAX_BODY",
@@ -77,7 +77,7 @@ def openapi() -> dict[str, Any]:
     return document(ROUTES)
 
 
-def create_api(ctx: Context, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
+def create_api(ctx: Services, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
     """The API for ``ctx``: ``routes`` behind the token check. ValueError names a route that
     carries no OpenAPI operation."""
     app = Starlette(

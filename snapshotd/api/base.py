@@ -4,7 +4,7 @@ is answered, and the one way a handler reaches the application's shared pieces.
 Invariants:
 - every client error is answered as ``{"error": message, "field": name}`` (``field`` only
   when one is to blame), a 401 with ``WWW-Authenticate: Bearer``;
-- handlers hold no state of their own: the shared :class:`~snapshotd.app.Context` and the
+- handlers hold no state of their own: the shared :class:`~snapshotd.services.Services` and the
   per-application state live on the Starlette application's ``state``.
 """
 
@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Send
 
 if TYPE_CHECKING:
-    from snapshotd.app import Context
+    from snapshotd.services import Services
 
 PREFIX = "/_snapshotd"
 API = PREFIX + "/api/v1"
@@ -33,9 +33,9 @@ class ApiError(Exception):
         self.field = field
 
 
-def context(request: Request) -> Context:
+def context(request: Request) -> Services:
     """The application's shared pieces (settings, store, metrics, rules, proxy, crawler...)."""
-    ctx: Context = request.app.state.ctx
+    ctx: Services = request.app.state.ctx
     return ctx
 
 

@@ -47,7 +47,7 @@ from snapshotd.store.base import PRIORITY_API, STATES, iso_time
 from snapshotd.urls import BadRequest
 
 if TYPE_CHECKING:
-    from snapshotd.app import Context
+    from snapshotd.services import Services
 
 log = logging.getLogger("snapshotd.api")
 
@@ -71,7 +71,7 @@ def site_and_path(request: Request) -> tuple[SiteSettings, str]:
 
 
 async def queue(
-    ctx: Context,
+    ctx: Services,
     site: SiteSettings,
     paths: Sequence[str],
     priority: int,

@@ -26,7 +26,7 @@ from snapshotd.bots import is_static_asset
 from snapshotd.urls import BadRequest, site_path_from_request
 
 if TYPE_CHECKING:
-    from snapshotd.app import Context
+    from snapshotd.services import Services
 
 log = logging.getLogger("snapshotd.api")
 
@@ -78,7 +78,7 @@ class RenderEndpoint:
         await render_endpoint(context(Request(scope)), scope, receive, send)
 
 
-async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Send) -> None:
+async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: Send) -> None:
     """Answer a Prerender-style request as the proxy answers a bot asking for that URL."""
     try:
         target = render_target(scope)
@@ -122,7 +122,7 @@ async def render_endpoint(ctx: Context, scope: Scope, receive: Receive, send: Se
         "headers": headers,
     }
     header_map = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-    assert ctx.proxy is not None
+    assert ctx.proxy is not None and ctx.upstream is not None  # serve builds both
     if "x-snapshotd" in header_map or is_static_asset(raw_path):
         ctx.metrics.requests.labels("PASS").inc()
         await ctx.upstream.forward(site.origin, target_scope, receive, send)

@@ -2,6 +2,6 @@
 
 from .decision import Decision
 from .errors import RulesError
-from .ruleset import RuleSet, load_rules, parse_rules
+from .ruleset import RuleSet, load_rules, load_site_rules, parse_rules
 
-__all__ = ["Decision", "RuleSet", "RulesError", "load_rules", "parse_rules"]
+__all__ = ["Decision", "RuleSet", "RulesError", "load_rules", "load_site_rules", "parse_rules"]

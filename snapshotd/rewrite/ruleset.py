@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Mapping
+from typing import TYPE_CHECKING
 
 from . import apache, seo4ajax
 from .common import MAX_URL_LENGTH
 from .decision import Decision
 from .errors import RulesError
+
+if TYPE_CHECKING:
+    from snapshotd.config import Settings
 
 _APACHE_LINE = re.compile(r"rewrite[a-z]*(\s|$)", re.IGNORECASE)
 
@@ -130,3 +134,8 @@ def load_rules(path: str) -> RuleSet:
     except UnicodeDecodeError:
         raise RulesError(path, 0, "rules file is not UTF-8 text") from None
     return parse_rules(text, filename=path)
+
+
+def load_site_rules(settings: Settings) -> dict[str, RuleSet]:
+    """Every site's rules, parsed now so a broken file stops start-up (raises RulesError)."""
+    return {s.name: load_rules(s.rules) if s.rules else RuleSet.empty() for s in settings.sites}

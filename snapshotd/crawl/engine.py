@@ -1,0 +1,372 @@
+"""The crawler: claim a pending path, capture it, follow its links; keep every page fresh.
+
+The :class:`Crawler` holds the lifecycle, the workers, the claims and the maintenance; it
+admits URLs through its :class:`~snapshotd.crawl.frontier.Frontier` and follows stored
+captures through its :class:`~snapshotd.crawl.follow.Follower`.
+
+Invariants:
+- a path is captured only under its lease (``store.claim``); a lease left by a dead worker
+  goes back to pending (the capture service's periodic reclaim, or at once for a dead
+  process on this host), so a crash loses nothing and nothing stored is captured twice;
+- at most ``browser.concurrency`` captures run at once; a site with ``crawl_delay`` has one
+  capture at a time, started at least ``crawl_delay`` seconds after the previous one ended;
+- the crawler follows the links of every capture it runs (stored marked by
+  ``capture.run(..., follow_links=True)``) as part of that capture, and of every capture the
+  capture service hands over through its ``links`` queue (the proxy misses of this process);
+  what a stop or a crash left marked is followed at the next start;
+- ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
+  pending or being captured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
+from snapshotd.config import Settings, SiteSettings
+from snapshotd.crawl.follow import Follower
+from snapshotd.crawl.frontier import CrawlStats, Frontier
+from snapshotd.fetch import Fetcher
+from snapshotd.metrics import Metrics
+from snapshotd.rewrite import RuleSet, load_site_rules
+from snapshotd.store.base import PathRecord, Store
+
+__all__ = ["CrawlStats", "Crawler"]
+
+log = logging.getLogger("snapshotd.crawler")
+
+POLL_SECONDS = 1.0  # how soon paths queued by another process (proxy, API) are seen when idle
+MAINTENANCE_SECONDS = 10.0
+
+
+def _owner_is_dead_here(owner: str) -> bool:
+    """Whether a lease owner (``host:pid:id``) is a process of this host that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
+
+
+class Crawler:
+    """Claims and captures pending paths of every configured site until stopped.
+
+    ``once``: the ``snapshotd crawl`` mode, which ends by itself (``finished`` is set) when
+    nothing is pending or being captured, and does not requeue expired paths after start.
+    ``rules`` defaults to loading each site's rules file; ``http`` (for robots.txt and
+    sitemaps, under the address policy of each site) defaults to a :class:`Fetcher` made at
+    start and closed by :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        capture: CaptureService,
+        *,
+        metrics: Metrics | None = None,
+        rules: dict[str, RuleSet] | None = None,
+        http: Fetcher | None = None,
+        once: bool = False,
+        seeds: dict[str, Sequence[str]] | None = None,
+        clock: Callable[[], float] = time.time,
+        grace: float = STOP_GRACE,
+        maintenance_every: float = MAINTENANCE_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.capture = capture
+        self.metrics = metrics or capture.metrics
+        self.rules = rules if rules is not None else load_site_rules(settings)
+        self.once = once
+        self.seeds = seeds if seeds is not None else {s.name: s.seeds for s in settings.sites}
+        self.clock = clock
+        self.grace = grace
+        self.maintenance_every = maintenance_every
+        self.sites = {s.name: s for s in settings.sites}
+        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http)
+        self.follower = Follower(self.frontier, store, clock=clock)
+        self.finished = asyncio.Event()
+        self._stopping = False
+        self._stopped = False
+        self._booted = False  # seeds and sitemaps all queued
+        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._active = 0
+        self._claim_lock = asyncio.Lock()
+        self._busy: dict[str, int] = {name: 0 for name in self.sites}
+        self._next_start: dict[str, float] = {name: 0.0 for name in self.sites}
+        self._generation = 0
+        self._wake = asyncio.Event()
+
+    @property
+    def stats(self) -> CrawlStats:
+        """What this crawler did since it started."""
+        return self.frontier.stats
+
+    @property
+    def active(self) -> int:
+        """Captures under way in this crawler."""
+        return self._active
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start in the background: robots.txt and seeds, then the workers and sitemaps."""
+        self.frontier.stats = CrawlStats(started=time.monotonic())
+        await self.frontier.open()
+        self._tasks.append(asyncio.create_task(self._main(), name="crawler"))
+
+    async def stop(self) -> None:
+        """Stop claiming; let captures under way finish for ``grace`` seconds, then cancel
+        them and give their paths back to the queue. Calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping = True
+        self._notify()
+        if self._workers:
+            _done, running = await asyncio.wait(self._workers, timeout=self.grace)
+            if running:
+                await self.capture.cancel_all()
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._workers.clear()
+        with contextlib.suppress(Exception):
+            released = await self.store.release_leases(self.capture.owner)
+            if released:
+                log.info("released %d leases on stop", released)
+        await self.frontier.close()
+
+    async def _main(self) -> None:
+        try:
+            await self._boot()
+        except Exception as exc:
+            log.error("crawler start-up failed: %s", exc)
+            self.finished.set()
+            return
+        self._workers = [
+            asyncio.create_task(self._worker(), name=f"crawler-worker-{n}")
+            for n in range(self.settings.browser.concurrency)
+        ]
+        if self.capture.links is not None:
+            self._tasks.append(asyncio.create_task(self._follow_handed_over(), name="links"))
+        log.info(
+            "crawler started sites=%s workers=%d%s",
+            ",".join(self.sites),
+            len(self._workers),
+            " once" if self.once else "",
+        )
+        # Sitemaps can list many thousands of URLs: the seeds are being captured meanwhile.
+        for site in self.sites.values():
+            try:
+                await self.frontier.sitemaps(site)
+            except Exception as exc:
+                log.error("sitemaps failed site=%s: %s", site.name, exc)
+        self._booted = True
+        self._notify()
+        while not self._stopping:
+            await asyncio.sleep(self.maintenance_every)
+            try:
+                await self._maintain()
+            except Exception as exc:
+                log.error("crawler maintenance failed: %s", exc)
+
+    async def _boot(self) -> None:
+        for owner in await self.store.lease_owners():
+            if _owner_is_dead_here(owner):
+                n = await self.store.release_leases(owner)
+                log.info("released %d leases of dead worker %s", n, owner)
+        for site in self.sites.values():
+            await self.frontier.count(site)
+            if site.obey_robots:
+                await self.frontier.refresh_robots(site)
+            await self.frontier.seed(site, self.seeds.get(site.name, ()))
+            await self.follower.follow_due_links(site)
+            await self._requeue_expired(site)
+        self._notify()
+
+    async def _follow_handed_over(self) -> None:
+        """Follow the captures the capture service made on its own (proxy misses)."""
+        assert self.capture.links is not None
+        while True:
+            name, path = await self.capture.links.get()
+            site = self.sites.get(name)
+            if site is None:
+                continue
+            try:
+                await self.follower.follow_stored(site, path)
+            except Exception as exc:
+                # Left marked: the next start tries again.
+                log.warning("could not follow stored links site=%s path=%s: %s", name, path, exc)
+
+    async def _maintain(self) -> None:
+        for site in self.sites.values():
+            await self.frontier.count(site)
+            if self.once:
+                continue
+            if site.obey_robots:
+                await self.frontier.refresh_robots(site)
+            await self.frontier.sitemaps(site)
+            await self._requeue_expired(site)
+        depth = await self.store.queue_depth()
+        for priority, n in depth.items():
+            self.metrics.queue_depth.labels(str(priority)).set(n)
+
+    async def _requeue_expired(self, site: SiteSettings) -> None:
+        # Failed captures come back when their backoff is over even without capture_expired.
+        states = ("processed", "error") if site.capture_expired else ("error",)
+        total = 0
+        while True:
+            n = await self.store.requeue_expired(site.name, states=states)
+            total += n
+            if n < 1000:
+                break
+        if total:
+            log.info("requeued %d expired paths site=%s", total, site.name)
+            self._notify()
+
+    # ------------------------------------------------------------------ workers
+
+    def wake(self) -> None:
+        """Look for pending paths now: this process has just queued some."""
+        self._notify()
+
+    def _notify(self) -> None:
+        self._generation += 1
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    def _eligible(self, now: float) -> list[str]:
+        return [
+            name
+            for name, site in self.sites.items()
+            if site.crawl_delay <= 0 or (self._busy[name] == 0 and self._next_start[name] <= now)
+        ]
+
+    async def _claim(self) -> tuple[SiteSettings, PathRecord] | None:
+        # One claim at a time, so "a site with crawl_delay has one capture at a time" holds.
+        async with self._claim_lock:
+            names = self._eligible(time.monotonic())
+            if not names or self.capture.stopping.is_set():
+                return None
+            record = await self.store.claim(
+                self.capture.owner, self.capture.lease_seconds, sites=names
+            )
+            if record is None:
+                return None
+            self._busy[record.site] += 1
+            self._active += 1
+            return self.sites[record.site], record
+
+    def _release(self, site: SiteSettings) -> None:
+        self._busy[site.name] -= 1
+        self._active -= 1
+        self._next_start[site.name] = time.monotonic() + site.crawl_delay
+
+    async def _idle_wait(self, generation: int) -> None:
+        if generation != self._generation:
+            return
+        timeout = POLL_SECONDS
+        now = time.monotonic()
+        delayed = [
+            t - now for name, t in self._next_start.items() if self._busy[name] == 0 and t > now
+        ]
+        if delayed:
+            timeout = max(min(timeout, *delayed), 0.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _worker(self) -> None:
+        while not self._stopping:
+            generation = self._generation
+            try:
+                claimed = await self._claim()
+            except Exception as exc:
+                log.error("claim failed: %s", exc)
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            if claimed is None:
+                if self.once and await self._all_done():
+                    self.finished.set()
+                    self._notify()
+                    return
+                await self._idle_wait(generation)
+                continue
+            site, record = claimed
+            try:
+                await self._capture(site, record)
+            finally:
+                self._release(site)
+                self._notify()
+
+    async def _capture(self, site: SiteSettings, record: PathRecord) -> None:
+        """Capture a path this crawler claimed, follow what it points to, count it."""
+        try:
+            outcome = await self.capture.run(site, record, follow_links=True)
+            if outcome.stored:
+                await self.follower.follow_outcome(site, outcome)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.stats.errors += 1
+            log.error(
+                "capture crashed site=%s path=%s error=%s: %s",
+                site.name,
+                record.path,
+                type(exc).__name__,
+                exc,
+            )
+            with contextlib.suppress(Exception):
+                await self.store.fail(
+                    site.name,
+                    record.path,
+                    self.capture.owner,
+                    error=f"internal error: {type(exc).__name__}",
+                    retry_at=self.clock() + retry_delay(record.attempts, site.expire_after),
+                )
+            return
+        if outcome.cut_short:
+            return
+        if not outcome.result.ok:
+            self.stats.errors += 1
+        elif outcome.stored:
+            self.stats.captured += 1
+            copy = self.follower.took_as_copy(site, record.path)
+            if outcome.duplicate_of or copy:
+                self.stats.duplicates += 1
+
+    async def _all_done(self) -> bool:
+        if self._active or not self._booted:
+            return False
+        counts = await self.store.counts()
+        for name in self.sites:
+            site_counts = counts.get(name, {})
+            if site_counts.get("pending", 0) or site_counts.get("processing", 0):
+                return False
+        return not self._active

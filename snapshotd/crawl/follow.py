@@ -1,0 +1,163 @@
+"""Following a stored capture: its redirect, its canonical link, its links, all sent to the
+frontier's admission (:meth:`~snapshotd.crawl.frontier.Frontier.admit`).
+
+Which captures are followed, and by whom (see :mod:`snapshotd.capture`): the crawler follows
+the captures it runs itself from their outcome (:meth:`Follower.follow_outcome`), and the
+captures the capture service hands over (proxy misses of this process) from the store
+(:meth:`Follower.follow_stored`), like those left marked by a worker that stopped or died
+(:meth:`Follower.follow_due_links`, one pass at start).
+
+Invariants:
+- links are followed only from a stored 2xx capture that is not a duplicate; a stored 3xx
+  queues its target instead, at the same hops (it stands for the same page);
+- a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
+  ``crawl_links``, queues nothing;
+- with ``use_canonical``, a page whose canonical link is another path of the site is marked a
+  copy of it and queues the canonical, not its own links;
+- a capture's mark (``links_due``) is cleared only once all it points to went through
+  admission: a failure or a stop in between leaves it for the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from snapshotd.capture import Outcome
+from snapshotd.config import SiteSettings
+from snapshotd.crawl.frontier import Frontier
+from snapshotd.links import extract_links, normalize_url
+from snapshotd.render.base import CaptureResult
+from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
+
+log = logging.getLogger("snapshotd.crawler")
+
+
+def _robots_tag_nofollow(value: str) -> bool:
+    """Whether an ``X-Robots-Tag`` value says ``nofollow`` (or ``none``, which implies it),
+    for every crawler or under a ``name:`` prefix."""
+    for part in value.lower().split(","):
+        token = part.rsplit(":", 1)[-1].strip()
+        if token in ("nofollow", "none"):
+            return True
+    return False
+
+
+class Follower:
+    """Sends what stored captures point to through ``frontier``."""
+
+    def __init__(self, frontier: Frontier, store: Store, *, clock: Callable[[], float]) -> None:
+        self.frontier = frontier
+        self.store = store
+        self.clock = clock
+        self._canonical_copies: set[tuple[str, str]] = set()
+
+    def took_as_copy(self, site: SiteSettings, path: str) -> bool:
+        """Whether following ``path`` marked it a copy of its canonical (asked once)."""
+        key = (site.name, path)
+        copy = key in self._canonical_copies
+        self._canonical_copies.discard(key)
+        return copy
+
+    async def follow_outcome(self, site: SiteSettings, outcome: Outcome) -> None:
+        """Follow a capture just stored for the crawler, then clear its mark."""
+        await self.follow(site, outcome.record, outcome.result, outcome.duplicate_of)
+        await self.store.links_followed(site.name, outcome.record.path)
+
+    async def follow_due_links(self, site: SiteSettings) -> None:
+        """Follow the links of captures stored without them having been followed: the worker
+        that stored them stopped or died in between. One pass over what was stored before this
+        start; a live worker's newer captures are its own to follow."""
+        started = self.clock()
+        followed = last = 0
+        while batch := await self.store.links_due(site.name, after=last, captured_before=started):
+            last = batch[-1][0]
+            for _id, path in batch:
+                try:
+                    followed += await self.follow_stored(site, path)
+                except Exception as exc:
+                    # Left marked: the next start tries again.
+                    log.warning(
+                        "could not follow stored links site=%s path=%s: %s", site.name, path, exc
+                    )
+        if followed:
+            log.info("followed the links of %d stored captures site=%s", followed, site.name)
+
+    async def follow_stored(self, site: SiteSettings, path: str) -> bool:
+        """Follow a capture from what the store holds of it, then clear its mark. Answers
+        whether there was a capture to follow."""
+        record = await self.store.get_path(site.name, path)
+        snapshot = await self.store.get_snapshot(site.name, path)
+        if record is not None and snapshot is not None:
+            url = site.url_for(path)
+            result = CaptureResult(
+                url=url,
+                final_url=snapshot.final_url or url,
+                status=snapshot.status,
+                headers=snapshot.headers,
+                html=snapshot.html,
+            )
+            duplicate_of = record.duplicate_of
+            if duplicate_of is not None:
+                # A copy by its canonical link is followed again, which queues the canonical;
+                # only a copy by content has nothing to follow.
+                canonical = extract_links(result.html, result.final_url).canonical
+                if canonical and site.path_of(canonical) == duplicate_of:
+                    duplicate_of = None
+            await self.follow(site, record, result, duplicate_of)
+        await self.store.links_followed(site.name, path)
+        return record is not None and snapshot is not None
+
+    async def follow(
+        self,
+        site: SiteSettings,
+        record: PathRecord,
+        result: CaptureResult,
+        duplicate_of: str | None,
+    ) -> None:
+        """Follow what a stored capture points to: its redirect, canonical, links."""
+        admit = self.frontier.admit
+        page_url = result.final_url or site.url_for(record.path)
+        hops = record.hops + 1
+        if 300 <= result.status < 400:
+            location = result.headers.get("Location") or result.headers.get("location")
+            if location and site.crawl_links:
+                target = normalize_url(location, page_url)
+                if target:
+                    # The target stands for the same page, one redirect away: same depth.
+                    await admit(
+                        site, target, hops=record.hops, priority=PRIORITY_LINK, source="redirect"
+                    )
+            return
+        if not 200 <= result.status < 300 or duplicate_of is not None:
+            return
+        page = extract_links(result.html, page_url)
+        nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
+        own = {record.path, site.path_of(page_url)}
+        links = list(page.links)
+        if page.canonical:
+            canonical = site.path_of(page.canonical)
+            if canonical is not None and canonical not in own:
+                if site.use_canonical:
+                    await self.store.set_duplicate(site.name, record.path, canonical)
+                    self._canonical_copies.add((site.name, record.path))
+                    log.info(
+                        "duplicate site=%s path=%s canonical=%s", site.name, record.path, canonical
+                    )
+                    if site.crawl_links and not nofollow:
+                        await admit(
+                            site,
+                            canonical,
+                            hops=record.hops,
+                            priority=PRIORITY_LINK,
+                            source="canonical",
+                        )
+                    return
+                links.append(page.canonical)
+        if nofollow or not site.crawl_links:
+            return
+        for url in links:
+            path = site.path_of(url)
+            if path is None or path in own:
+                continue
+            await admit(site, url, hops=hops, priority=PRIORITY_LINK, source="link")

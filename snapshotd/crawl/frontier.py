@@ -1,0 +1,229 @@
+"""The crawl frontier: a URL of a site becomes an admitted, queued path.
+
+:meth:`Frontier.admit` is the crawler's one way into the queue; the seeds and sitemaps feed it
+here, the links, canonicals and redirects of stored captures from :mod:`snapshotd.crawl.follow`.
+The frontier also holds what admission needs to know: robots.txt as last read, each site's
+count of pages, the crawl's counters.
+
+Invariants:
+- every path set pending by the crawler first went through the site's rewrite rules, the
+  ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order (:mod:`snapshotd.admission`
+  decides, ``admit`` applies);
+- a site's count is read from the store at start and at each maintenance, and grows by each
+  path added here in between, so ``max_pages`` holds without a query per link;
+- a site's sitemaps are read again only when they are due (``sitemaps:<site>`` in the store's
+  meta): ``expire_after`` after a good read, at most ``SITEMAP_RETRY`` seconds after a failed
+  one;
+- robots.txt and sitemaps are fetched through one :class:`~snapshotd.fetch.Fetcher`, under the
+  address policy of each site; a Fetcher made here is closed by :meth:`Frontier.close`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from snapshotd.admission import Source, StoreFacts, admit, decide
+from snapshotd.config import SiteSettings
+from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
+from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
+from snapshotd.fetch import Fetcher
+from snapshotd.links import normalize_url
+from snapshotd.rewrite import RuleSet
+from snapshotd.store.base import PRIORITY_LINK, Store
+
+log = logging.getLogger("snapshotd.crawler")
+
+SITEMAP_RETRY = 300.0
+
+
+@dataclass
+class CrawlStats:
+    """What this crawler did since it started."""
+
+    captured: int = 0
+    duplicates: int = 0
+    errors: int = 0
+    ignored: int = 0
+    queued: int = 0
+    started: float = 0.0
+
+    @property
+    def done(self) -> int:
+        return self.captured + self.errors
+
+
+class _CrawlFacts(StoreFacts):
+    """Admission's facts as the frontier has them: its own count of each site's pages, and
+    robots.txt as last read."""
+
+    def __init__(self, frontier: Frontier, site: SiteSettings) -> None:
+        super().__init__(frontier.store, site.name)
+        self.frontier, self.site_settings = frontier, site
+
+    async def size(self) -> int:
+        return self.frontier.size.get(self.site, 0)
+
+    def robots_allow(self, path: str) -> bool:
+        robots = self.frontier.robots
+        return robots is None or robots.allowed(self.site_settings, path)
+
+
+class Frontier:
+    """Admits URLs of the configured sites into the queue; ``wake`` is called whenever a
+    path is set pending, so idle workers look at once."""
+
+    def __init__(
+        self,
+        store: Store,
+        rules: dict[str, RuleSet],
+        *,
+        clock: Callable[[], float],
+        wake: Callable[[], None],
+        http: Fetcher | None = None,
+    ) -> None:
+        self.store = store
+        self.rules = rules
+        self.clock = clock
+        self.wake = wake
+        self._own_http = http is None
+        self.http = http
+        self.robots: RobotsCache | None = None
+        self.size: dict[str, int] = {}
+        self.stats = CrawlStats()
+
+    async def open(self) -> None:
+        """Make the Fetcher if none was given, and the robots.txt cache on it."""
+        if self.http is None:
+            self.http = Fetcher(headers={"User-Agent": ROBOTS_USER_AGENT, "X-Snapshotd": "1"})
+        self.robots = RobotsCache(self.http, clock=self.clock)
+
+    async def close(self) -> None:
+        if self._own_http and self.http is not None:
+            await self.http.aclose()
+            self.http = None
+
+    async def count(self, site: SiteSettings) -> None:
+        """Read the site's count of pages from the store again."""
+        self.size[site.name] = await self.store.site_size(site.name)
+
+    async def refresh_robots(self, site: SiteSettings) -> None:
+        assert self.robots is not None
+        await self.robots.refresh(site)
+
+    async def seed(self, site: SiteSettings, seeds: Sequence[str]) -> None:
+        for seed in seeds:
+            await self.admit(site, seed, hops=0, priority=PRIORITY_LINK, source="seed")
+
+    # ------------------------------------------------------------------ sitemaps
+
+    async def sitemaps(self, site: SiteSettings) -> None:
+        """Read the site's sitemaps if they are due, admitting every URL they list."""
+        if not site.sitemaps:
+            return
+        key = f"sitemaps:{site.name}"
+        now = self.clock()
+        raw = await self.store.get_meta(key)
+        if raw:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                if float(json.loads(raw)["next_fetch"]) > now:
+                    return
+        assert self.http is not None
+        errors = 0
+        for ref in site.sitemaps:
+            url = normalize_url(ref, site.origin.rstrip("/") + "/")
+            if url is None:
+                continue
+            queued = 0
+
+            async def admit(entries: tuple[SitemapEntry, ...]) -> None:
+                nonlocal queued
+                for entry in entries:
+                    outcome = await self.admit(
+                        site,
+                        entry.loc,
+                        hops=0,
+                        priority=PRIORITY_LINK,
+                        source="sitemap",
+                        lastmod=entry.lastmod,
+                    )
+                    queued += outcome in ("queued", "requeued")
+
+            fetched = await fetch_sitemap(
+                self.http,
+                url,
+                admit,
+                origin=site.origin,
+                same_site=lambda u: site.path_of(u) is not None,
+            )
+            for error in fetched.errors:
+                log.warning("sitemap site=%s %s", site.name, error)
+            errors += fetched.failed
+            log.info(
+                "sitemap read site=%s url=%s files=%d urls=%d queued=%d",
+                site.name,
+                url,
+                fetched.files,
+                fetched.urls,
+                queued,
+            )
+        wait = min(SITEMAP_RETRY, site.expire_after) if errors else site.expire_after
+        await self.store.set_meta(key, json.dumps({"fetched_at": now, "next_fetch": now + wait}))
+
+    # ------------------------------------------------------------------ admission
+
+    async def admit(
+        self,
+        site: SiteSettings,
+        url: str,
+        *,
+        hops: int,
+        priority: int,
+        source: Source,
+        lastmod: float | None = None,
+    ) -> str:
+        """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.admission`).
+        Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external."""
+        path = site.path_of(url)
+        if path is None:
+            return "external"
+        decision = await admit(
+            decide(
+                site,
+                self.rules.get(site.name),
+                path,
+                source=source,
+                now=self.clock(),
+                priority=priority,
+                host=site.request_host,
+                hops=hops,
+                lastmod=lastmod,
+            ),
+            _CrawlFacts(self, site),
+        )
+        path = decision.path
+        if decision.kind == "refused":
+            log.debug("skipped site=%s path=%s reason=%s", site.name, path, decision.reason)
+            return "skipped"
+        if decision.kind == "known":
+            return decision.reason
+        if decision.kind == "ignored":
+            if await self.store.add_ignored(site.name, path, hops=hops, reason="ignored"):
+                self.stats.ignored += 1
+                self.size[site.name] = self.size.get(site.name, 0) + 1
+                log.debug("ignored site=%s path=%s from=%s", site.name, path, source)
+                return "ignored"
+            return "known"
+        outcome = await self.store.enqueue(
+            site.name, path, decision.priority, hops=hops, force=decision.force
+        )
+        if outcome == "queued":
+            self.size[site.name] = self.size.get(site.name, 0) + 1
+        if outcome in ("queued", "requeued", "reprioritised"):
+            self.stats.queued += outcome == "queued"
+            log.debug("%s site=%s path=%s hops=%d from=%s", outcome, site.name, path, hops, source)
+            self.wake()
+        return outcome

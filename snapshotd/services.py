@@ -1,0 +1,135 @@
+"""The long-lived pieces of one process, made once and opened and closed in one order.
+
+``serve`` (:mod:`snapshotd.app`), ``worker`` and ``crawl`` (:mod:`snapshotd.crawl.commands`)
+all build their :class:`Services` with :func:`build_services` and run inside
+:meth:`Services.running`.
+
+Invariants:
+- every piece is made once, from the frozen settings, before anything opens: the default
+  renderer (a :class:`~snapshotd.render.BrowserPool`) and the sites' rules only here, the
+  proxy before the API that serves its render endpoint, so nothing is patched in afterwards;
+- ``running`` opens the store, then the renderer, then the capture service (which takes back
+  expired leases), then the crawler; it closes the capture service first (no capture starts;
+  those under way get their grace, the rest are cut short and every lease of this process is
+  handed back), then the crawler, the renderer, the upstream and the store. A piece whose
+  opening failed is not closed; everything opened before it is;
+- in a process that runs a crawler, the capture service is built with the queue through which
+  it hands the crawler the captures it makes on its own (proxy misses, the render endpoint),
+  so their links are followed too (:mod:`snapshotd.capture`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from snapshotd.capture import CaptureService, LinksToFollow
+from snapshotd.config import Settings
+from snapshotd.crawl.engine import Crawler
+from snapshotd.metrics import Metrics
+from snapshotd.proxy import Proxy
+from snapshotd.render.base import Renderer
+from snapshotd.rewrite import RuleSet, load_site_rules
+from snapshotd.store import Store, open_store
+from snapshotd.upstream import Upstream
+
+
+class BrowserStartError(Exception):
+    """The renderer could not start."""
+
+
+@dataclass(frozen=True)
+class Services:
+    """The long-lived pieces one process shares between proxy, crawler and API."""
+
+    settings: Settings
+    store: Store
+    renderer: Renderer
+    rules: dict[str, RuleSet]
+    metrics: Metrics
+    capture: CaptureService
+    upstream: Upstream | None = None  # serve only
+    proxy: Proxy | None = None  # serve only
+    crawler: Crawler | None = None
+    # Drawn at start when no token is configured; the API of this process takes only it.
+    generated_token: str | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Services]:
+        """Open every piece, yield, close them (the order is the module's invariant).
+        BrowserStartError when the renderer does not start."""
+        await self.store.open()
+        try:
+            try:
+                await self.renderer.start()
+            except Exception as exc:
+                raise BrowserStartError(str(exc)) from exc
+            try:
+                await self.capture.start()
+                try:
+                    if self.crawler is not None:
+                        await self.crawler.start()
+                    yield self
+                finally:
+                    await self.capture.close()
+                    if self.crawler is not None:
+                        await self.crawler.stop()
+            finally:
+                await self.renderer.close()
+                if self.upstream is not None:
+                    await self.upstream.close()
+        finally:
+            await self.store.close()
+
+
+def default_renderer(settings: Settings) -> Renderer:
+    """The browser pool of ``settings`` (Playwright is imported only when one is made)."""
+    from snapshotd.render import BrowserPool
+
+    return BrowserPool(settings.browser)
+
+
+def build_services(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    renderer: Renderer | None = None,
+    rules: dict[str, RuleSet] | None = None,
+    upstream: Upstream | None = None,
+    crawler: bool = False,
+    once: bool = False,
+    seeds: dict[str, Sequence[str]] | None = None,
+    generated_token: str | None = None,
+) -> Services:
+    """Make the pieces of one process: the proxy when an ``upstream`` is given (``serve``),
+    a crawler when asked (``once`` and ``seeds`` are its own, see
+    :class:`~snapshotd.crawl.engine.Crawler`). Raises RulesError for a broken rules file."""
+    store = store or open_store(settings.db)
+    renderer = renderer or default_renderer(settings)
+    rules = rules if rules is not None else load_site_rules(settings)
+    metrics = Metrics()
+    links: LinksToFollow | None = asyncio.Queue() if crawler else None
+    capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
+    proxy = None
+    if upstream is not None:
+        proxy = Proxy(settings, store, capture, upstream, rules, metrics=metrics)
+    return Services(
+        settings=settings,
+        store=store,
+        renderer=renderer,
+        rules=rules,
+        metrics=metrics,
+        capture=capture,
+        upstream=upstream,
+        proxy=proxy,
+        crawler=(
+            Crawler(
+                settings, store, capture, metrics=metrics, rules=rules, once=once, seeds=seeds
+            )
+            if crawler
+            else None
+        ),
+        generated_token=generated_token,
+    )

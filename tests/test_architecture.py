@@ -1,0 +1,136 @@
+"""The shape of the package: modules a reader can hold in mind, and imports that flow one way.
+
+Every import counts, those inside functions included (a function-level import only hides a
+circle, it does not remove it); imports under ``if TYPE_CHECKING:`` do not run and are left
+out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "snapshotd"
+MAX_LINES = 700
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``name`` imports when it runs."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def add(target: str) -> None:
+        # ``from snapshotd.a import b`` may name the module a.b or a name in a.
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    add(alias.name)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = name.split(".")
+                    base = base if is_package else base[:-1]
+                    base = base[: len(base) - (child.level - 1)]
+                    module = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    module = child.module or ""
+                for alias in child.names:
+                    add(f"{module}.{alias.name}")
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (strongly connected components of more than one)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_no_module_is_longer_than_a_reader_holds_in_mind() -> None:
+    long = {
+        name: n
+        for name, path in _modules().items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_no_import_circle_not_even_through_function_level_imports() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_function_level_imports_count(tmp_path) -> None:
+    (tmp_path / "m.py").write_text("def f():\n    from snapshotd import app\n")
+    (tmp_path / "t.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from snapshotd import app\n"
+    )
+    modules = {"snapshotd.app": tmp_path / "app.py"}
+    assert _imports("snapshotd.m", tmp_path / "m.py", modules) == {"snapshotd.app"}
+    assert _imports("snapshotd.t", tmp_path / "t.py", modules) == set()
