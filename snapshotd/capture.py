@@ -12,14 +12,14 @@ Invariants:
 - once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
   the stop (cancelled, or failing while the renderer closes) hands its path back to pending,
   its claim not counted as an attempt: it is never stored as an error;
-- whose links are followed is decided by the callers, never by what else exists: a capture
-  run for the crawler (``run(..., follow_links=True)``) is stored marked as having its links
-  due, and the crawler follows them from the outcome; a capture started here on its own (a
-  proxy miss, the render endpoint) is stored marked too and handed over, as (site, path), to
-  the ``links`` queue the service was built with, in a process that runs a crawler (the
-  wiring gives the crawler the same queue); built without one, the service stores such
-  captures unmarked. A mark stays until the links are queued, so a capture stored before a
-  crash is followed at the next start.
+- whose links are followed is decided at construction and by each call, never by what else
+  exists: a capture run for the crawler (``run(..., follow_links=True)``) is stored marked as
+  having its links due, and the crawler follows them from the outcome; a capture started here
+  on its own (a proxy miss, the render endpoint) is stored marked too and handed over, as
+  (site, path), to the ``links`` queue the service was built with, which the crawler built on
+  this service drains (:mod:`snapshotd.services` gives one to processes that run a crawler);
+  built without one, the service stores such captures unmarked. A mark stays until the links
+  are queued, so a capture stored before a crash is followed at the next start.
 """
 
 from __future__ import annotations

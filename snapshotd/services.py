@@ -30,6 +30,7 @@ from snapshotd.config import Settings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.metrics import Metrics
 from snapshotd.proxy import Proxy
+from snapshotd.render import BrowserPool
 from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet, load_site_rules
 from snapshotd.store import Store, open_store
@@ -85,9 +86,7 @@ class Services:
 
 
 def default_renderer(settings: Settings) -> Renderer:
-    """The browser pool of ``settings`` (Playwright is imported only when one is made)."""
-    from snapshotd.render import BrowserPool
-
+    """The browser pool of ``settings``."""
     return BrowserPool(settings.browser)
 
 
