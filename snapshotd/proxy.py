@@ -30,7 +30,8 @@ from snapshotd.store.base import (
     captured_check,
 )
 from snapshotd.upstream import Upstream
-from snapshotd.urls import BadRequest, site_path_from_request, valid_host
+from snapshotd.upstream import send_text as _send_simple
+from snapshotd.urls import BadRequest, check_origin_form, site_path_from_request, valid_host
 
 log = logging.getLogger("snapshotd.proxy")
 
@@ -42,6 +43,9 @@ _STATUS_TEXT = {
     414: "URI Too Long",
     421: "Misdirected Request",
 }
+
+# The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
+ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 
 def accepts_gzip(value: str) -> bool:
@@ -71,17 +75,6 @@ def _etag_matches(if_none_match: str, etag: str) -> bool:
         return True
     tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
     return etag in tags
-
-
-async def _send_simple(send: Send, status: int, text: str, extra: list | None = None) -> None:
-    body = text.encode("utf-8")
-    headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode()),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class SnapshotCache:
@@ -158,6 +151,21 @@ class Proxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        method = scope["method"]
+        # The target's form is decided here, once, for every path outside /_snapshotd/.
+        try:
+            check_origin_form(raw_path)
+        except BadRequest as exc:
+            if method == "OPTIONS" and raw_path == "*" and not query:
+                headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            self.metrics.requests.labels("ERROR").inc()
+            await _send_simple(send, 400, f"Bad Request: {exc}\n")
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if host and not valid_host(host):
@@ -169,10 +177,6 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
             return
-        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        query = scope.get("query_string", b"").decode("latin-1")
-
-        method = scope["method"]
         if (
             method not in ("GET", "HEAD")
             or "x-snapshotd" in headers
