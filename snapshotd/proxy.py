@@ -4,6 +4,12 @@ A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD,
 static asset, not ignored, not one of our own renders) answered from the store, or it is
 passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
 be had in time, the origin's own response goes out, marked ``BYPASS``.
+
+Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
+share one store read and one ``Snapshot`` object, the in-process cache holds at most
+``max_bytes`` of ``Snapshot.footprint``, and a body goes out in pieces of ``CHUNK`` bytes
+(decompressed piece by piece when large), so the server's flow control holds back each slow
+client after a piece rather than after the whole body.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -44,6 +51,8 @@ _STATUS_TEXT = {
     421: "Misdirected Request",
 }
 
+# The largest body message sent for a snapshot.
+CHUNK = 64 * 2**10
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
@@ -81,7 +90,9 @@ class SnapshotCache:
     """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
 
     Writes made here evict their key at once; writes by other processes (a separate worker,
-    another replica) show within ``ttl``. Bounded by entries and by stored bytes.
+    another replica) show within ``ttl``. Bounded by entries and by ``max_bytes`` of
+    ``Snapshot.footprint``. A snapshot over an eighth of that is held only weakly: it is
+    shared within ``ttl`` while some response is still sending it, and costs nothing more.
     """
 
     def __init__(
@@ -89,32 +100,39 @@ class SnapshotCache:
     ) -> None:
         self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
         self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
+        self._large: dict[tuple[str, str], tuple[float, weakref.ref[Snapshot]]] = {}
         self._bytes = 0
 
     def get(self, key: tuple[str, str]) -> Snapshot | None:
-        item = self._items.get(key)
-        if item is None:
+        snapshot: Snapshot | None
+        if (item := self._items.get(key)) is not None:
+            stamp, snapshot = item
+        elif (large := self._large.get(key)) is not None:
+            stamp, snapshot = large[0], large[1]()
+        else:
             return None
-        if time.monotonic() - item[0] > self.ttl:
+        if snapshot is None or time.monotonic() - stamp > self.ttl:
             self.evict(key)
             return None
-        return item[1]
+        return snapshot
 
     def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
         self.evict(key)
-        size = len(snapshot.body_gz)
+        size = snapshot.footprint
         if size > self.max_bytes // 8:
+            self._large[key] = (time.monotonic(), weakref.ref(snapshot))
             return
         self._items[key] = (time.monotonic(), snapshot)
         self._bytes += size
         while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
             _, (_, old) = self._items.popitem(last=False)
-            self._bytes -= len(old.body_gz)
+            self._bytes -= old.footprint
 
     def evict(self, key: tuple[str, str]) -> None:
+        self._large.pop(key, None)
         item = self._items.pop(key, None)
         if item is not None:
-            self._bytes -= len(item[1].body_gz)
+            self._bytes -= item[1].footprint
 
 
 class Proxy:
@@ -138,15 +156,32 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
         self.cache = SnapshotCache()
+        self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
 
     async def _snapshot(self, site: str, path: str) -> Snapshot | None:
+        """The snapshot from the cache, else from the store: one read for concurrent asks."""
         key = (site, path)
         snapshot = self.cache.get(key)
-        if snapshot is None:
-            snapshot = await self.store.get_snapshot(site, path)
-            if snapshot is not None:
-                self.cache.put(key, snapshot)
+        if snapshot is not None:
+            return snapshot
+        read = self._reads.get(key)
+        if read is None:
+            read = self._reads[key] = asyncio.ensure_future(self._read(key))
+            read.add_done_callback(lambda done: self._read_done(key, done))
+        # Shielded: a request that goes away does not cancel the read the others wait for.
+        return await asyncio.shield(read)
+
+    async def _read(self, key: tuple[str, str]) -> Snapshot | None:
+        snapshot = await self.store.get_snapshot(*key)
+        if snapshot is not None:
+            self.cache.put(key, snapshot)
         return snapshot
+
+    def _read_done(self, key: tuple[str, str], read: asyncio.Future[Snapshot | None]) -> None:
+        if self._reads.get(key) is read:
+            del self._reads[key]
+        if not read.cancelled():
+            read.exception()  # each waiter has it; retrieved so none is reported as lost
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -343,16 +378,26 @@ class Proxy:
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
             return
-        if accepts_gzip(headers.get("accept-encoding", "")):
-            body = snapshot.body_gz
+        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
+        if gzipped:
             out.append((b"content-encoding", b"gzip"))
-        else:
-            body = snapshot.body
-        out.append((b"content-length", str(len(body)).encode()))
+        length = len(snapshot.body_gz) if gzipped else snapshot.size
+        out.append((b"content-length", str(length).encode()))
         await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
-        await send(
-            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
-        )
+        if scope["method"] == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await _send_pieces(send, snapshot.chunks(CHUNK, gzipped=gzipped))
+
+
+async def _send_pieces(send: Send, pieces: Iterable[bytes]) -> None:
+    """A response body, one message per piece: each waits while the client is slow."""
+    last = b""
+    for i, piece in enumerate(pieces):
+        if i:
+            await send({"type": "http.response.body", "body": last, "more_body": True})
+        last = piece
+    await send({"type": "http.response.body", "body": last})
 
 
 def _with_header(send: Send, name: bytes, value: bytes) -> Send:
