@@ -879,7 +879,13 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
                 f"//{sentinel}/z",
             )
         }
+        authority_form = [
+            _raw_request(base, f"{method} {sentinel} HTTP/1.1\r\nHost: {sentinel}\r\n"
+                         "Connection: close\r\n\r\n".encode())
+            for method in ("CONNECT", "GET")
+        ]
     assert sentinel_hits == []
+    assert [_answer(raw)[0] for raw in authority_form] == [400, 400]
     for target, raw in answers.items():
         status, _headers, body = _answer(raw)
         assert status in (200, 400), (target, raw[:300])
