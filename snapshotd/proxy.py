@@ -19,7 +19,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -120,13 +120,22 @@ class SnapshotCache:
         self.evict(key)
         size = snapshot.footprint
         if size > self.max_bytes // 8:
-            self._large[key] = (time.monotonic(), weakref.ref(snapshot))
+            self._large[key] = (time.monotonic(), weakref.ref(snapshot, self._forget(key)))
             return
         self._items[key] = (time.monotonic(), snapshot)
         self._bytes += size
         while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
             _, (_, old) = self._items.popitem(last=False)
             self._bytes -= old.footprint
+
+    def _forget(self, key: tuple[str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
+        """Drops a weak entry once no response holds its snapshot any more."""
+
+        def gone(ref: weakref.ref[Snapshot]) -> None:
+            if (entry := self._large.get(key)) is not None and entry[1] is ref:
+                del self._large[key]
+
+        return gone
 
     def evict(self, key: tuple[str, str]) -> None:
         self._large.pop(key, None)
@@ -383,19 +392,17 @@ class Proxy:
             out.append((b"content-encoding", b"gzip"))
         length = len(snapshot.body_gz) if gzipped else snapshot.size
         out.append((b"content-length", str(length).encode()))
+        pieces = iter(() if scope["method"] == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped))
+        # A damaged body fails here, before the answer starts, so it still fails open.
+        first = next(pieces, b"")
         await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
-        if scope["method"] == "HEAD":
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await _send_pieces(send, snapshot.chunks(CHUNK, gzipped=gzipped))
+        await _send_pieces(send, first, pieces)
 
 
-async def _send_pieces(send: Send, pieces: Iterable[bytes]) -> None:
+async def _send_pieces(send: Send, last: bytes, rest: Iterator[bytes]) -> None:
     """A response body, one message per piece: each waits while the client is slow."""
-    last = b""
-    for i, piece in enumerate(pieces):
-        if i:
-            await send({"type": "http.response.body", "body": last, "more_body": True})
+    for piece in rest:
+        await send({"type": "http.response.body", "body": last, "more_body": True})
         last = piece
     await send({"type": "http.response.body", "body": last})
 

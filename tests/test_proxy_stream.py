@@ -202,6 +202,12 @@ def test_the_cache_bound_counts_the_html_it_keeps_decompressed() -> None:
         assert snapshot.body == html  # kept decompressed once served
     held = sum(len(s.body_gz) + len(s.__dict__.get("body", b"")) for s in kept)
     assert kept and held <= cache.max_bytes
+    # One over an eighth of the bound is shared only while something else holds it.
+    large = Snapshot(site="s", path="/large", body_gz=os.urandom(cache.max_bytes // 4), status=200)
+    cache.put(("s", "/large"), large)
+    assert cache.get(("s", "/large")) is large
+    del large
+    assert cache.get(("s", "/large")) is None
 
 
 SERVER = """
