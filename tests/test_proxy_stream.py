@@ -188,6 +188,30 @@ def test_a_large_snapshot_being_sent_is_shared_with_the_next_request(tmp_path) -
     assert reads_while_sending == 1
 
 
+def test_a_damaged_snapshot_body_fails_open_to_the_origin(tmp_path) -> None:
+    import sqlite3
+
+    db = str(tmp_path / "s.db")
+    body_gz = store_page(db, "/small", "<html><body><p>stored</p></body></html>")
+    conn = sqlite3.connect(db)
+    with conn:
+        # The deflate data is garbage; the gzip header and trailer are kept.
+        damaged = body_gz[:12] + b"\xff" * 40 + body_gz[-8:]
+        conn.execute("UPDATE snapshots SET body_gz = ?", (damaged,))
+    conn.close()
+    with serve_asgi(origin_app) as origin:
+        settings = Settings(db=db, sites=(SiteSettings(origin=origin),))
+        app = create_app(settings, renderer=NoRender(), crawler=False)
+        with serve_asgi(app) as base:
+            r = httpx.get(
+                base + "/small",
+                headers={"User-Agent": BOT, "Accept-Encoding": "identity"},
+                trust_env=False,
+            )
+    assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "BYPASS"
+    assert r.text == "origin"
+
+
 def test_the_cache_bound_counts_the_html_it_keeps_decompressed() -> None:
     cache = SnapshotCache(max_bytes=2**20)
     html = ("<p>" + "a sturdy thing " * 4000 + "</p>").encode()  # 60 KB, gzip under 1 KB
