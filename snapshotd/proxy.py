@@ -9,6 +9,12 @@ Floods are bounded: a miss for a path the store does not know adds it only withi
 ``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
 is free (``CaptureService.start_miss``); otherwise the bot gets ``BYPASS`` at once and
 nothing is queued or stored. Every refusal is counted; the log gets a line now and then.
+
+Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
+share one store read and one ``Snapshot`` object, the in-process cache holds at most
+``max_bytes`` of ``Snapshot.footprint``, and a body goes out in pieces of ``CHUNK`` bytes
+(decompressed piece by piece when large), so the server's flow control holds back each slow
+client after a piece rather than after the whole body.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ import asyncio
 import logging
 import math
 import time
+import weakref
 from collections import OrderedDict, deque
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -35,7 +42,8 @@ from snapshotd.store.base import (
     Store,
 )
 from snapshotd.upstream import Upstream
-from snapshotd.urls import BadRequest, site_path_from_request, valid_host
+from snapshotd.upstream import send_text as _send_simple
+from snapshotd.urls import BadRequest, check_origin_form, site_path_from_request, valid_host
 
 log = logging.getLogger("snapshotd.proxy")
 
@@ -47,6 +55,11 @@ _STATUS_TEXT = {
     414: "URI Too Long",
     421: "Misdirected Request",
 }
+
+# The largest body message sent for a snapshot.
+CHUNK = 64 * 2**10
+# The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
+ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 
 def accepts_gzip(value: str) -> bool:
@@ -78,22 +91,13 @@ def _etag_matches(if_none_match: str, etag: str) -> bool:
     return etag in tags
 
 
-async def _send_simple(send: Send, status: int, text: str, extra: list | None = None) -> None:
-    body = text.encode("utf-8")
-    headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode()),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 class SnapshotCache:
     """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
 
     Writes made here evict their key at once; writes by other processes (a separate worker,
-    another replica) show within ``ttl``. Bounded by entries and by stored bytes.
+    another replica) show within ``ttl``. Bounded by entries and by ``max_bytes`` of
+    ``Snapshot.footprint``. A snapshot over an eighth of that is held only weakly: it is
+    shared within ``ttl`` while some response is still sending it, and costs nothing more.
     """
 
     def __init__(
@@ -101,32 +105,48 @@ class SnapshotCache:
     ) -> None:
         self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
         self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
+        self._large: dict[tuple[str, str], tuple[float, weakref.ref[Snapshot]]] = {}
         self._bytes = 0
 
     def get(self, key: tuple[str, str]) -> Snapshot | None:
-        item = self._items.get(key)
-        if item is None:
+        snapshot: Snapshot | None
+        if (item := self._items.get(key)) is not None:
+            stamp, snapshot = item
+        elif (large := self._large.get(key)) is not None:
+            stamp, snapshot = large[0], large[1]()
+        else:
             return None
-        if time.monotonic() - item[0] > self.ttl:
+        if snapshot is None or time.monotonic() - stamp > self.ttl:
             self.evict(key)
             return None
-        return item[1]
+        return snapshot
 
     def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
         self.evict(key)
-        size = len(snapshot.body_gz)
+        size = snapshot.footprint
         if size > self.max_bytes // 8:
+            self._large[key] = (time.monotonic(), weakref.ref(snapshot, self._forget(key)))
             return
         self._items[key] = (time.monotonic(), snapshot)
         self._bytes += size
         while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
             _, (_, old) = self._items.popitem(last=False)
-            self._bytes -= len(old.body_gz)
+            self._bytes -= old.footprint
+
+    def _forget(self, key: tuple[str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
+        """Drops a weak entry once no response holds its snapshot any more."""
+
+        def gone(ref: weakref.ref[Snapshot]) -> None:
+            if (entry := self._large.get(key)) is not None and entry[1] is ref:
+                del self._large[key]
+
+        return gone
 
     def evict(self, key: tuple[str, str]) -> None:
+        self._large.pop(key, None)
         item = self._items.pop(key, None)
         if item is not None:
-            self._bytes -= len(item[1].body_gz)
+            self._bytes -= item[1].footprint
 
 
 class NewPaths:
@@ -222,18 +242,50 @@ class Proxy:
         self.cache = SnapshotCache()
         self.new_paths = NewPaths(store)
         self.refusal_log = RefusalLog()
+        self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
 
     async def _snapshot(self, site: str, path: str) -> Snapshot | None:
+        """The snapshot from the cache, else from the store: one read for concurrent asks."""
         key = (site, path)
         snapshot = self.cache.get(key)
-        if snapshot is None:
-            snapshot = await self.store.get_snapshot(site, path)
-            if snapshot is not None:
-                self.cache.put(key, snapshot)
+        if snapshot is not None:
+            return snapshot
+        read = self._reads.get(key)
+        if read is None:
+            read = self._reads[key] = asyncio.ensure_future(self._read(key))
+            read.add_done_callback(lambda done: self._read_done(key, done))
+        # Shielded: a request that goes away does not cancel the read the others wait for.
+        return await asyncio.shield(read)
+
+    async def _read(self, key: tuple[str, str]) -> Snapshot | None:
+        snapshot = await self.store.get_snapshot(*key)
+        if snapshot is not None:
+            self.cache.put(key, snapshot)
         return snapshot
+
+    def _read_done(self, key: tuple[str, str], read: asyncio.Future[Snapshot | None]) -> None:
+        if self._reads.get(key) is read:
+            del self._reads[key]
+        if not read.cancelled():
+            read.exception()  # each waiter has it; retrieved so none is reported as lost
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        method = scope["method"]
+        # The target's form is decided here, once, for every path outside /_snapshotd/.
+        try:
+            check_origin_form(raw_path)
+        except BadRequest as exc:
+            if method == "OPTIONS" and raw_path == "*" and not query:
+                headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            self.metrics.requests.labels("ERROR").inc()
+            await _send_simple(send, 400, f"Bad Request: {exc}\n")
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
@@ -246,10 +298,6 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
             return
-        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        query = scope.get("query_string", b"").decode("latin-1")
-
-        method = scope["method"]
         if (
             method not in ("GET", "HEAD")
             or "x-snapshotd" in headers
@@ -429,16 +477,24 @@ class Proxy:
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
             return
-        if accepts_gzip(headers.get("accept-encoding", "")):
-            body = snapshot.body_gz
+        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
+        if gzipped:
             out.append((b"content-encoding", b"gzip"))
-        else:
-            body = snapshot.body
-        out.append((b"content-length", str(len(body)).encode()))
+        length = len(snapshot.body_gz) if gzipped else snapshot.size
+        out.append((b"content-length", str(length).encode()))
+        pieces = iter(() if scope["method"] == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped))
+        # A damaged body fails here, before the answer starts, so it still fails open.
+        first = next(pieces, b"")
         await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
-        await send(
-            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
-        )
+        await _send_pieces(send, first, pieces)
+
+
+async def _send_pieces(send: Send, last: bytes, rest: Iterator[bytes]) -> None:
+    """A response body, one message per piece: each waits while the client is slow."""
+    for piece in rest:
+        await send({"type": "http.response.body", "body": last, "more_body": True})
+        last = piece
+    await send({"type": "http.response.body", "body": last})
 
 
 def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:

@@ -3,12 +3,17 @@
 aiohttp's client parses responses in C: on a 40 KB page it forwards about five times the
 requests per second of httpx on the same core (bench/bench_proxy.py), which matters here
 because every person's request goes through this path.
+
+The outgoing URL is built from parts: the scheme and authority of the site's origin, then
+the request's path and query. Only an origin-form target (a path starting with ``/``) is
+forwarded; any other gets 400, so no request target can name another host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -16,6 +21,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 from starlette.types import Receive, Scope, Send
 from yarl import URL
+
+from snapshotd.urls import BadRequest, check_origin_form
 
 log = logging.getLogger("snapshotd.upstream")
 
@@ -54,6 +61,35 @@ _NOT_FORWARDED = frozenset(
 # What the server refuses to send in a header (uvicorn's own checks).
 _BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+async def send_text(
+    send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A complete answer with a short ``text/plain`` body."""
+    body = text.encode("utf-8")
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@functools.lru_cache(maxsize=256)
+def _origin_parts(origin: str) -> tuple[str, str]:
+    """The scheme and the (encoded) authority of an origin URL."""
+    url = URL(origin)
+    return url.scheme, url.raw_authority
+
+
+def origin_url(origin: str, raw_path: str, query: str) -> URL:
+    """The URL on ``origin`` of an origin-form target, its path and query byte for byte."""
+    scheme, authority = _origin_parts(origin)
+    return URL.build(
+        scheme=scheme, authority=authority, path=raw_path, query_string=query, encoded=True
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -149,10 +185,14 @@ class Upstream:
 
     async def forward(self, origin: str, scope: Scope, receive: Receive, send: Send) -> int:
         """Proxy one request to ``origin``; returns the status sent."""
-        raw_path = scope.get("raw_path") or scope["path"].encode()
-        target = raw_path.decode("latin-1")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        try:
+            check_origin_form(raw_path)
+        except BadRequest as exc:
+            log.warning("not forwarded: %s, got %r", exc, raw_path[:200])
+            await send_text(send, 400, f"Bad Request: {exc}\n")
+            return 400
+        url = origin_url(origin, raw_path, scope.get("query_string", b"").decode("latin-1"))
         client_host = (scope.get("client") or ("", 0))[0]
         original_host = b""
         prior_xff = b""
@@ -209,8 +249,7 @@ class Upstream:
         try:
             response = await self.session.request(
                 method,
-                # Encoded already: the path goes to the origin byte for byte.
-                URL(origin.rstrip("/") + target, encoded=True),
+                url,
                 headers=out,
                 data=body() if has_body else None,
                 allow_redirects=False,

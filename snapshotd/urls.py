@@ -22,6 +22,7 @@ __all__ = [
     "BadRequest",
     "KEEP_ALL",
     "IgnoredParams",
+    "check_origin_form",
     "site_path_from_request",
     "site_path_from_url",
     "split_site_path",
@@ -97,6 +98,14 @@ class BadRequest(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+def check_origin_form(raw_path: str) -> None:
+    """Raise :class:`BadRequest` unless a request target's path is in origin form, that is
+    starts with ``/`` (ASGI hands the query over apart). Nothing else is ever forwarded:
+    not ``*`` nor ``*@host/x``, nor an absolute URL or an authority a server left whole."""
+    if not raw_path.startswith("/"):
+        raise BadRequest("the request target must be a path starting with '/'")
 
 
 def valid_host(host: str) -> bool:

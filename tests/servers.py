@@ -13,10 +13,14 @@ import uvicorn
 
 
 @contextmanager
-def serve_asgi(app: Any, *, host: str = "127.0.0.1", lifespan: str = "on") -> Iterator[str]:
-    """Run ``app`` in a thread with its own event loop; yields its base URL."""
+def serve_asgi(
+    app: Any, *, host: str = "127.0.0.1", lifespan: str = "on", http: str = "auto"
+) -> Iterator[str]:
+    """Run ``app`` in a thread with its own event loop; yields its base URL. ``http`` picks
+    uvicorn's HTTP parser (``httptools``, ``h11``; ``auto`` is httptools when installed)."""
     config = uvicorn.Config(
-        app, host=host, port=0, lifespan=lifespan, log_level="warning", access_log=False
+        app, host=host, port=0, lifespan=lifespan, http=http, log_level="warning",
+        access_log=False,
     )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

@@ -790,3 +790,155 @@ def test_an_origin_answering_while_the_upload_goes_on_gets_all_of_it(tmp_path) -
             while chunk := s.recv(65536):
                 received += chunk
     assert b"end" in received
+
+
+class Sentinel:
+    """A server that counts every request it gets (one that must never be reached, or an
+    origin to watch) and answers with its name."""
+
+    def __init__(self, name: bytes = b"sentinel") -> None:
+        self.name = name
+        self.hits: list[str] = []
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        self.hits.append(f"{scope['method']} {scope['path']}")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": self.name + b" reached"})
+
+
+@contextlib.contextmanager
+def _guarded_proxy(tmp_path, *, http: str = "auto"):  # type: ignore[no-untyped-def]
+    """snapshotd in front of a counting origin on 127.0.0.1, with a sentinel on 127.0.0.2:
+    yields (snapshotd URL, sentinel host:port, origin hits, sentinel hits)."""
+    origin = Sentinel(b"origin")
+    sentinel = Sentinel()
+    with serve_asgi(sentinel, host="127.0.0.2") as sentinel_url, serve_asgi(
+        origin
+    ) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url), http=http) as base:
+        yield base, sentinel_url.removeprefix("http://"), origin.hits, sentinel.hits
+
+
+def _answer(raw: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split(b" ", 2)[1]), headers, body
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_a_target_that_is_not_a_path_is_400_and_reaches_no_server(tmp_path, http: str) -> None:
+    with _guarded_proxy(tmp_path, http=http) as (base, sentinel, origin_hits, sentinel_hits):
+        targets = [f"*@{sentinel}/x", f"*@{sentinel}", "*", "*/x", "**", "*?x", "*/_snapshotd/x"]
+        answers = []
+        for target in targets:
+            for agent in (PERSON, BOT):
+                start = (
+                    f"{{}} {target} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {agent}\r\n"
+                    "Connection: close\r\n"
+                )
+                answers.append(_raw_request(base, start.format("GET").encode() + b"\r\n"))
+                post = start.format("POST").encode() + b"Content-Length: 5\r\n\r\nhello"
+                answers.append(_raw_request(base, post))
+            delete = f"DELETE {target} HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+            answers.append(_raw_request(base, delete.encode()))
+    assert sentinel_hits == [] and origin_hits == []
+    for raw in answers:
+        status, headers, body = _answer(raw)
+        assert status == 400, raw[:300]
+        assert headers[b"content-type"].startswith(b"text/plain")
+        assert body.count(b"\n") == 1 and b"Traceback" not in body, body
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_options_asterisk_is_answered_here(tmp_path, http: str) -> None:
+    with _guarded_proxy(tmp_path, http=http) as (base, _sentinel, origin_hits, sentinel_hits):
+        raw = _raw_request(base, b"OPTIONS * HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+    status, headers, body = _answer(raw)
+    assert status == 200, raw[:300]
+    assert {m.strip() for m in headers[b"allow"].split(b",")} >= {b"GET", b"HEAD", b"OPTIONS"}
+    assert body == b"" and origin_hits == [] and sentinel_hits == []
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: str) -> None:
+    with _guarded_proxy(tmp_path, http=http) as (base, sentinel, origin_hits, sentinel_hits):
+        answers = {
+            target: _raw_request(
+                base,
+                f"GET {target} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {PERSON}\r\n"
+                "Connection: close\r\n\r\n".encode(),
+            )
+            for target in (
+                f"http://{sentinel}/x",
+                f"http://{sentinel}/_snapshotd/healthz",
+                f"HTTP://{sentinel}/y?q=1",
+                f"//{sentinel}/z",
+            )
+        }
+        authority_form = [
+            _raw_request(base, f"{method} {sentinel} HTTP/1.1\r\nHost: {sentinel}\r\n"
+                         "Connection: close\r\n\r\n".encode())
+            for method in ("CONNECT", "GET")
+        ]
+    assert sentinel_hits == []
+    assert [_answer(raw)[0] for raw in authority_form] == [400, 400]
+    for target, raw in answers.items():
+        status, _headers, body = _answer(raw)
+        assert status in (200, 400), (target, raw[:300])
+        assert b"Traceback" not in body and b"sentinel" not in body
+    # A path that starts with '//' is a path: the site's origin gets it as such.
+    assert f"GET //{sentinel}/z" in origin_hits
+    # httptools hands the app the path of an absolute-form target (the origin gets that
+    # path); h11 hands over the whole URL, which is refused.
+    expected = ["GET /x", "GET /y"] if http == "httptools" else []
+    assert sorted(h for h in origin_hits if "//" not in h) == expected
+    healthz = _answer(answers[f"http://{sentinel}/_snapshotd/healthz"])[0]
+    assert healthz == (200 if http == "httptools" else 400)
+
+
+def test_upstream_refuses_a_target_that_is_not_a_path(tmp_path) -> None:
+    from snapshotd.upstream import Upstream
+
+    sentinel = Sentinel()
+    origin = Sentinel(b"origin")
+    with serve_asgi(sentinel, host="127.0.0.2") as sentinel_url, serve_asgi(
+        origin
+    ) as origin_url:
+        hostport = sentinel_url.removeprefix("http://")
+
+        async def forward(raw_path: bytes) -> list[dict]:
+            sent: list[dict] = []
+            requests = [{"type": "http.request", "body": b"", "more_body": False}]
+
+            async def receive() -> dict:
+                if requests:
+                    return requests.pop()
+                await asyncio.Event().wait()  # as a server does until the client leaves
+                raise AssertionError("unreachable")
+
+            async def send(message) -> None:  # type: ignore[no-untyped-def]
+                sent.append(message)
+
+            scope = {
+                "type": "http", "method": "GET", "scheme": "http", "path": raw_path.decode(),
+                "raw_path": raw_path, "query_string": b"", "root_path": "",
+                "headers": [(b"host", b"a.test")], "client": ("127.0.0.1", 1),
+            }
+            upstream = Upstream()
+            try:
+                status = await upstream.forward(origin_url, scope, receive, send)
+            finally:
+                await upstream.close()
+            assert status == sent[0]["status"]
+            return sent
+
+        refused = asyncio.run(forward(f"*@{hostport}/x".encode()))
+        passed = asyncio.run(forward(b"/fine"))
+    assert refused[0]["status"] == 400 and sentinel.hits == []
+    assert b"".join(m.get("body", b"") for m in refused[1:]).count(b"\n") == 1
+    assert passed[0]["status"] == 200 and origin.hits == ["GET /fine"]

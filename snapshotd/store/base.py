@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+import zlib
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -73,9 +74,18 @@ class PathRecord:
     id: int = 0
 
 
+# A snapshot's HTML up to this size is kept once decompressed; a larger one never is.
+KEEP_DECOMPRESSED = 2**20
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """A stored capture. ``body_gz`` is the HTML, gzip-compressed (as stored and as served)."""
+    """A stored capture. ``body_gz`` is the HTML, gzip-compressed (as stored and as served).
+
+    Served through :meth:`chunks`, a snapshot holds at most ``footprint`` bytes: its gzip
+    body, plus its HTML when that is at most ``KEEP_DECOMPRESSED`` bytes (decompressed once,
+    then kept). Larger HTML is decompressed piece by piece as it is sent, and not kept.
+    """
 
     site: str
     path: str
@@ -93,6 +103,42 @@ class Snapshot:
     def body(self) -> bytes:
         """The HTML as UTF-8 bytes (decompressed once, then kept)."""
         return gzip.decompress(self.body_gz)
+
+    @cached_property
+    def size(self) -> int:
+        """The HTML's length in bytes, read from the gzip trailer (modulo 2**32, as gzip
+        records it) without decompressing."""
+        return int.from_bytes(self.body_gz[-4:], "little")
+
+    @property
+    def footprint(self) -> int:
+        """The most bytes this snapshot holds when served through :meth:`chunks`."""
+        return len(self.body_gz) + (self.size if self.size <= KEEP_DECOMPRESSED else 0)
+
+    def chunks(self, size: int, *, gzipped: bool = False) -> Iterator[bytes]:
+        """The gzip body (``gzipped``) or the HTML, in pieces of at most ``size`` bytes.
+
+        Raises ``zlib.error`` or ``EOFError`` part-way when the gzip body is damaged."""
+        if gzipped or self.size <= KEEP_DECOMPRESSED:
+            whole = self.body_gz if gzipped else self.body
+            for start in range(0, len(whole), size):
+                yield whole[start : start + size] if len(whole) > size else whole
+            return
+        inflater = zlib.decompressobj(wbits=31)  # a gzip member
+        source = memoryview(self.body_gz)
+        for start in range(0, len(source), size):
+            data: bytes | memoryview = source[start : start + size]
+            while True:
+                piece = inflater.decompress(data, size)
+                if piece:
+                    yield piece
+                data = inflater.unconsumed_tail
+                if not data and len(piece) < size:
+                    break
+            if inflater.eof:
+                break
+        if not inflater.eof:
+            raise EOFError("the gzip body of the snapshot is cut short")
 
     @property
     def html(self) -> str:
