@@ -31,9 +31,9 @@ freshness test for snapshots, records and retry delays alike.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from snapshotd.config import SiteSettings
 from snapshotd.rewrite import RuleSet
@@ -84,38 +84,38 @@ def is_due(expires_at: float | None, now: float) -> bool:
 # ---------------------------------------------------------------------------- questions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Captured:
     """The rules' ``NF`` question: has this path of the site ever been captured? -> bool"""
 
     path: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Known:
     """The store's record of this path of the site. -> PathRecord | None"""
 
     path: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stored:
     """The snapshot of this path of the site. -> Snapshot | None"""
 
     path: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Size:
     """How many paths the site has, in any state. -> int"""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NewLately:
     """How many new paths bots added to the site in the last minute. -> int"""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RobotsAllow:
     """Whether the site's robots.txt lets the crawler fetch this path. -> bool"""
 
@@ -128,8 +128,7 @@ Question = Captured | Known | Stored | Size | NewLately | RobotsAllow
 # ---------------------------------------------------------------------------- decisions
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """What becomes of a path.
 
     ``kind`` is one of:
@@ -337,19 +336,21 @@ async def admit(gen: Generator[Question, Any, Decision], facts: Facts) -> Decisi
     try:
         question = next(gen)
         while True:
-            match question:
-                case Captured(path):
-                    answer: Any = await facts.captured(path)
-                case Known(path):
-                    answer = await facts.record(path)
-                case Stored(path):
-                    answer = await facts.snapshot(path)
-                case Size():
-                    answer = await facts.size()
-                case NewLately():
-                    answer = await facts.new_lately()
-                case RobotsAllow(path):
-                    answer = facts.robots_allow(path)
-            question = gen.send(answer)
+            question = gen.send(await _ANSWER[type(question)](facts, question))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+async def _robots_allow(facts: Facts, question: Any) -> bool:
+    return facts.robots_allow(question.path)
+
+
+# How each question is answered: a lookup by its type (on the path of every bot request).
+_ANSWER: dict[type, Callable[[Facts, Any], Awaitable[Any]]] = {
+    Captured: lambda facts, q: facts.captured(q.path),
+    Known: lambda facts, q: facts.record(q.path),
+    Stored: lambda facts, q: facts.snapshot(q.path),
+    Size: lambda facts, q: facts.size(),
+    NewLately: lambda facts, q: facts.new_lately(),
+    RobotsAllow: _robots_allow,
+}
