@@ -38,7 +38,8 @@ def _setup_logging(verbose: bool = False) -> None:
 
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
-        key: getattr(args, key, None) for key in ("host", "port", "db", "origin", "miss_wait")
+        key: getattr(args, key, None)
+        for key in ("host", "port", "db", "origin", "hosts", "miss_wait")
     }
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
@@ -249,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--db", help="SQLite path (default snapshotd.db)")
         if origin:
             p.add_argument("--origin", help="the site's origin URL, e.g. http://127.0.0.1:3000")
+            p.add_argument(
+                "--hosts",
+                metavar="H[,H...]",
+                help="the site's public host names (Host headers, render URLs); also "
+                "SNAPSHOTD_HOSTS",
+            )
 
     p = sub.add_parser("serve", help="run the proxy, API, console and crawler")
     common(p, origin=True)

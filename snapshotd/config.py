@@ -17,7 +17,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from snapshotd.links import normalize_url
-from snapshotd.urls import TRACKING_WORD, BadRequest, IgnoredParams, site_path_from_url
+from snapshotd.urls import (
+    TRACKING_WORD,
+    BadRequest,
+    IgnoredParams,
+    site_path_from_url,
+    valid_host,
+)
 
 __all__ = [
     "BrowserSettings",
@@ -279,6 +285,17 @@ def _section(
     return values
 
 
+def _hosts(value: str | None) -> list[str] | None:
+    """``--hosts`` / ``SNAPSHOTD_HOSTS``: host names separated by commas or spaces."""
+    if value is None:
+        return None
+    hosts = [h for h in re.split(r"[\s,]+", value.strip()) if h]
+    for host in hosts:
+        if not valid_host(host):
+            raise ConfigError(f"--hosts: {host!r} is not a host name (like shop.example.com)")
+    return hosts
+
+
 def _origin(key: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -341,7 +358,8 @@ def load_settings(
     """Merge the TOML file, ``SNAPSHOTD_*`` variables and flag ``overrides`` (highest wins).
 
     ``overrides`` keys are server keys (``host``, ``port``, ``db``, ``miss_wait``,
-    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``.
+    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``, and
+    ``hosts`` (comma-separated), that site's ``hosts``.
     ``None`` values are ignored.
     """
     env = os.environ if env is None else env
@@ -403,15 +421,22 @@ def load_settings(
 
     site_list: list[SiteSettings] = []
     origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")
+    hosts = _hosts(overrides.get("hosts") or env.get("SNAPSHOTD_HOSTS"))
+    if hosts is not None and not origin and len(sites) != 1:
+        raise ConfigError("--hosts names the hosts of one site: give --origin URL with it")
     if origin:
         base = dict(sites[0]) if len(sites) == 1 and isinstance(sites[0], Mapping) else {}
         base["origin"] = origin
         base.setdefault("name", "default")
+        if hosts is not None:
+            base["hosts"] = hosts
         site_list.append(_site(f"{where}: site[0]" if base else "--origin", base, base_dir))
     else:
         for i, raw in enumerate(sites):
             if not isinstance(raw, Mapping):
                 raise ConfigError(f"{where}: site[{i}] must be a table")
+            if hosts is not None:
+                raw = {**raw, "hosts": hosts}
             site_list.append(_site(f"{where}: site[{i}]", raw, base_dir))
     names = [s.name for s in site_list]
     for name in names:
