@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
 from snapshotd.urls import (
     TRACKING_WORD,
@@ -104,6 +105,7 @@ class SiteSettings:
     wait_for_capture_ready: bool = False
     bots_add: tuple[str, ...] = ()
     bots_remove: tuple[str, ...] = ()
+    bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -198,7 +200,11 @@ _SERVER_KINDS = {
     "api_tokens": "list",
     "miss_wait": "float",
 }
-_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {"bots_add", "bots_remove"} | {"bots"}
+_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
+    "bots_add",
+    "bots_remove",
+    "bots_categories",
+} | {"bots"}
 
 
 def _check_type(key: str, value: Any, kind: str) -> Any:
@@ -314,10 +320,21 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     for key, value in raw.items():
         name = f"{where}.{key}"
         if key == "bots":
-            if not isinstance(value, Mapping) or set(value) - {"add", "remove"}:
-                raise ConfigError(f"{name}: expected {{ add = [...], remove = [...] }}")
+            if not isinstance(value, Mapping) or set(value) - {"add", "remove", "categories"}:
+                raise ConfigError(
+                    f"{name}: expected {{ add = [...], remove = [...], categories = [...] }}"
+                )
             values["bots_add"] = _check_type(f"{name}.add", value.get("add", []), "list")
             values["bots_remove"] = _check_type(f"{name}.remove", value.get("remove", []), "list")
+            if "categories" in value:
+                categories = _check_type(f"{name}.categories", value["categories"], "list")
+                for category in categories:
+                    if category not in BOT_CATEGORIES:
+                        raise ConfigError(
+                            f"{name}.categories: unknown category {category!r} "
+                            f"(one of {', '.join(BOT_CATEGORIES)})"
+                        )
+                values["bots_categories"] = categories
         elif key == "expire_after":
             values[key] = parse_duration(value, key=name)
         elif key == "origin":

@@ -244,7 +244,10 @@ class Proxy:
         self.upstream = upstream
         self.rules = rules
         self.metrics = metrics or capture.metrics
-        self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
+        self.bots = {
+            s.name: BotMatcher(s.bots_add, s.bots_remove, s.bots_categories)
+            for s in settings.sites
+        }
         self.cache = SnapshotCache()
         self.new_paths = NewPaths(store)
         self.refusal_log = RefusalLog()

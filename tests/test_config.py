@@ -164,3 +164,22 @@ def test_bad_hosts_stop_start_up_with_one_line(tmp_path):
     )
     with pytest.raises(ConfigError, match="hosts of one site"):
         load_settings(cfg, env={"SNAPSHOTD_HOSTS": "a.test"})
+
+
+def test_bot_categories_are_a_site_setting(tmp_path):
+    cfg = tmp_path / "bots.toml"
+    cfg.write_text(
+        '[[site]]\nname = "s"\norigin = "http://127.0.0.1:3000"\n'
+        'bots = { categories = ["search", "ai"], remove = ["slack"] }\n'
+    )
+    site = load_settings(cfg, env={}).sites[0]
+    assert site.bots_categories == ("search", "ai") and site.bots_remove == ("slack",)
+    assert load_settings(overrides={"origin": "http://127.0.0.1:1"}, env={}).sites[
+        0
+    ].bots_categories == ("search", "social", "ai", "seo")
+    cfg.write_text(
+        '[[site]]\nname = "s"\norigin = "http://127.0.0.1:3000"\n'
+        'bots = { categories = ["spam"] }\n'
+    )
+    with pytest.raises(ConfigError, match="unknown category 'spam'"):
+        load_settings(cfg, env={})

@@ -275,3 +275,17 @@ def test_a_hashbang_page_is_one_row_however_a_bot_escapes_it(tmp_path) -> None:
         assert env.bot("/~b").headers["x-snapshotd-cache"] == "HIT"
         assert env.rows() == ["/#!/caf%C3%A9", "/~b"]
         assert len(env.renderer.urls) == 2
+
+
+def test_in_app_browsers_get_the_app_and_categories_are_the_sites(tmp_path) -> None:
+    snapchat = (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, "
+        "like Gecko) Mobile/15E148 Snapchat/12.71.0.37 (like Safari/8617.1.17.10.9, panda)"
+    )
+    gptbot = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2)"
+    with flood_env(tmp_path, bots_categories=("search", "social")) as env:
+        for ua in (snapchat, gptbot):
+            r = env.client.get("/a", headers={"User-Agent": ua})
+            assert "origin page" in r.text and "x-snapshotd-cache" not in r.headers, ua
+        assert env.bot("/a").headers["x-snapshotd-cache"] == "MISS"
+        assert env.rows() == ["/a"]
