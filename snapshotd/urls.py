@@ -178,15 +178,21 @@ def _without_dot_segments(path: str) -> str:
     return "/" + "/".join(out)
 
 
-def _normal_fragment(fragment: str) -> str:
-    """A ``#!`` fragment in its one form; raises :class:`BadRequest` for control characters."""
-    text = normalise_escapes(fragment)
+def _decoded(text: str, what: str) -> str:
+    """``text`` percent-decoded as UTF-8; raises :class:`BadRequest` for control characters."""
     try:
         decoded = unquote_to_bytes(text).decode("utf-8")
     except UnicodeDecodeError:
-        raise BadRequest("the #! fragment is not UTF-8 once decoded") from None
+        raise BadRequest(f"{what} is not UTF-8 once decoded") from None
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in decoded):
-        raise BadRequest("the #! fragment holds control characters")
+        raise BadRequest(f"{what} holds control characters")
+    return decoded
+
+
+def _normal_fragment(fragment: str) -> str:
+    """A ``#!`` fragment in its one form; raises :class:`BadRequest` for control characters."""
+    text = normalise_escapes(fragment)
+    _decoded(text, "the #! fragment")
     return text
 
 
@@ -194,13 +200,7 @@ def _decode_fragment(value: str) -> str:
     """The ``_escaped_fragment_`` value back to the fragment it stands for."""
     if _BAD_ESCAPE.search(value):
         raise BadRequest("_escaped_fragment_ holds a '%' that is not a percent-escape")
-    try:
-        text = unquote_to_bytes(value).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("_escaped_fragment_ is not UTF-8 once decoded") from None
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise BadRequest("_escaped_fragment_ holds control characters")
-    return text
+    return _decoded(value, "_escaped_fragment_")
 
 
 def has_escaped_fragment(query: str) -> bool:

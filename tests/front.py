@@ -66,16 +66,18 @@ def _running(argv: list[str], port: int, workdir: Path) -> Iterator[None]:
                 time.sleep(0.05)
         yield
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+        stop(proc)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a server this test started (by its pid), reading what it printed."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 @contextmanager
