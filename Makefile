@@ -26,7 +26,14 @@ tests/prerender_node/node_modules/.package-lock.json: tests/prerender_node/packa
 		npm ci --prefix tests/prerender_node --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the prerender-node test will be skipped"; fi
 
-test: chromium tests/prerender_node/node_modules/.package-lock.json
+# Real browsers' User-Agent strings for the bot detection test (npm's user-agents data).
+tests/browser_agents/node_modules/.package-lock.json: tests/browser_agents/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/browser_agents --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the browser corpus test will be skipped"; fi
+
+test: chromium tests/prerender_node/node_modules/.package-lock.json \
+		tests/browser_agents/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q
 

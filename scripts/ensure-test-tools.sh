@@ -1,10 +1,15 @@
 #!/bin/sh
-# Tools some tests compare against: Apache httpd with mod_rewrite (the rules engine's ground
-# truth). Installed when root on Debian; without it those tests use their recorded table.
-if [ -x /usr/sbin/apache2 ]; then exit 0; fi
+# Tools some tests run: Apache httpd with mod_rewrite and mod_proxy (the rules engine's ground
+# truth, and the front-server recipes) and nginx (the front-server recipes). Installed when
+# root on Debian; without them those tests use their recorded table or are skipped.
+missing=""
+[ -x /usr/sbin/apache2 ] || missing="$missing apache2"
+[ -x /usr/sbin/nginx ] || missing="$missing nginx"
+if [ -z "$missing" ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "snapshotd: installing apache2 for the rules comparison tests" >&2
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2 >/dev/null) \
-    || echo "snapshotd: apache2 could not be installed; its live comparison will be skipped" >&2
+  echo "snapshotd: installing$missing for the tests that run them" >&2
+  # shellcheck disable=SC2086
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
+    || echo "snapshotd: $missing could not be installed; their tests will be skipped" >&2
 fi
 exit 0

@@ -1,62 +1,163 @@
-"""Which requests come from bots, and which paths are static assets."""
+"""Which requests come from bots, and which paths are static assets.
+
+Bots are recognised by the crawler-user-agents data set (a maintained list of User-Agent
+patterns, each tagged with the kind of bot), grouped into the categories a site switches on
+(:data:`BOT_CATEGORIES`), plus a site's own ``add`` substrings less its ``remove`` ones.
+Invariants:
+- a pattern is the data set's own regular expression, matched case-sensitively as the data
+  set specifies; ``add`` and ``remove`` are case-insensitive substrings;
+- an in-app browser (an app's marker after a full browser User-Agent) is never taken for the
+  app's link-preview bot;
+- each answer is remembered per User-Agent string (4,096 at most), so a bot's repeated
+  requests cost a dictionary look-up.
+"""
 
 from __future__ import annotations
 
+import json
 import re
+import re._constants as sre_constants
+import re._parser as sre_parser
 from collections.abc import Iterable
+from functools import cache
+from importlib.resources import files
 
-__all__ = ["DEFAULT_BOTS", "BotMatcher", "is_static_asset"]
+__all__ = ["BOT_CATEGORIES", "DEFAULT_BOT_CATEGORIES", "BotMatcher", "is_static_asset"]
 
-# Case-insensitive substrings of User-Agent headers. Grouped by who sends them.
-DEFAULT_BOTS: tuple[str, ...] = (
-    # search engines
-    "googlebot", "google-inspectiontool", "googleother", "adsbot-google", "mediapartners-google",
-    "storebot-google", "apis-google", "feedfetcher-google", "google-site-verification",
-    "bingbot", "bingpreview", "msnbot", "adidxbot", "yandex", "baiduspider", "duckduckbot",
-    "slurp", "sogou", "exabot", "seznambot", "petalbot", "applebot", "qwantbot", "qwantify",
-    "yeti/", "mojeekbot", "coccocbot", "ia_archiver", "naver",
-    # AI crawlers and assistants
-    "gptbot", "chatgpt-user", "oai-searchbot", "claudebot", "claude-web", "claude-user",
-    "claude-searchbot", "anthropic-ai", "perplexitybot", "perplexity-user", "ccbot",
-    "amazonbot", "bytespider", "cohere-ai", "youbot", "diffbot", "duckassistbot",
-    "meta-externalagent", "mistralai-user",
-    # link previews and social networks
-    "facebookexternalhit", "facebookcatalog", "facebot", "twitterbot", "linkedinbot",
-    "pinterest", "slackbot", "slack-imgproxy", "discordbot", "telegrambot", "whatsapp",
-    "skypeuripreview", "redditbot", "embedly", "quora link preview", "outbrain", "vkshare",
-    "tumblr", "bitlybot", "flipboard", "iframely", "snapchat", "viber", "mastodon",
-    "bluesky", "nuzzel", "w3c_validator", "developers.google.com/+/web/snippet",
-    # SEO tools
-    "ahrefsbot", "ahrefssiteaudit", "semrushbot", "siteauditbot", "mj12bot", "dotbot",
-    "rogerbot", "screaming frog", "sitebulb", "deepcrawl", "oncrawl", "serpstatbot",
-    "dataforseobot", "barkrowler", "blexbot", "seokicks", "chrome-lighthouse",
+# The categories a site switches on, and the data set's tags each one takes in; a tag not
+# named here is "other" (monitoring, feed readers, HTTP libraries, archivers, scanners, ...).
+BOT_CATEGORIES: tuple[str, ...] = ("search", "social", "ai", "seo", "other")
+DEFAULT_BOT_CATEGORIES: tuple[str, ...] = ("search", "social", "ai", "seo")
+_TAG_CATEGORY = {
+    "search-engine": "search",
+    "social-preview": "social",
+    "ai-crawler": "ai",
+    "seo": "seo",
+}
+
+# In-app browsers carrying the name of an app that also has a link-preview bot.
+_IN_APP = re.compile(
+    r"Tumblr/(?:iPhone|iPad|Android)|\[Pinterest/|NAVER\(inapp|Snapchat/\d|\[FB(?:AN|_IAB)/"
+    r"|Instagram \d"
 )
 
-# File extensions that are still pages, not assets.
-_PAGE_EXTENSIONS = {"html", "htm", "php", "asp", "aspx", "jsp"}
-_EXTENSION = re.compile(r"\.([A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*)$")
+
+@cache
+def crawler_patterns() -> tuple[tuple[str, frozenset[str]], ...]:
+    """The data set's patterns, each with the categories its tags put it in."""
+    path = files("crawleruseragents") / "crawler-user-agents.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    return tuple(
+        (e["pattern"], frozenset(_TAG_CATEGORY.get(t, "other") for t in e.get("tags") or ["-"]))
+        for e in entries
+    )
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+@cache
+def _required_literal(pattern: str) -> str | None:
+    """The longest run of plain characters every match of ``pattern`` holds (None when it
+    has none of 3 characters or more, or sets flags of its own)."""
+    if "(?" in pattern:
+        return None
+    try:
+        items = list(sre_parser.parse(pattern))
+    except re.error:
+        return None
+    best: list[str] = []
+    run: list[str] = []
+    for op, value in items:
+        if op is sre_constants.LITERAL:
+            run.append(chr(value))
+            continue
+        best, run = max(best, run, key=len), []
+    best = max(best, run, key=len)
+    return "".join(best) if len(best) >= 3 else None
+
+
+class _PatternIndex:
+    """Many regular expressions, searched at about the cost of one: each pattern is filed
+    under the first three characters of a literal its matches hold, and only the patterns
+    whose literal stands in the User-Agent are tried."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._by_gram: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+        rest: list[str] = []
+        for pattern in patterns:
+            literal = _required_literal(pattern)
+            if literal is None:
+                rest.append(pattern)
+            else:
+                entry = (literal, _compiled(pattern))
+                self._by_gram.setdefault(literal[:3], []).append(entry)
+        self._rest = re.compile("|".join(f"(?:{p})" for p in rest)) if rest else None
+
+    def search(self, text: str) -> bool:
+        by_gram = self._by_gram
+        for i in range(len(text) - 2):
+            found = by_gram.get(text[i : i + 3])
+            if found:
+                for literal, regex in found:
+                    if text.startswith(literal, i) and regex.search(text):
+                        return True
+        return bool(self._rest and self._rest.search(text))
 
 
 class BotMatcher:
-    """Matches a User-Agent against the default list plus ``add`` less ``remove``."""
+    """Matches a User-Agent against the data set's patterns of the ``categories`` switched
+    on, plus ``add`` (substrings), less every pattern or added text holding one of
+    ``remove`` (in any case)."""
 
-    def __init__(self, add: Iterable[str] = (), remove: Iterable[str] = ()) -> None:
-        removed = {r.lower() for r in remove}
-        tokens = [t for t in (*DEFAULT_BOTS, *(a.lower() for a in add)) if t not in removed]
-        self.tokens = tuple(dict.fromkeys(tokens))
-        self._re = re.compile("|".join(re.escape(t) for t in self.tokens)) if self.tokens else None
+    def __init__(
+        self,
+        add: Iterable[str] = (),
+        remove: Iterable[str] = (),
+        categories: Iterable[str] = DEFAULT_BOT_CATEGORIES,
+    ) -> None:
+        removed = [r.lower() for r in remove if r]
+        wanted = set(categories)
+        unknown = wanted - set(BOT_CATEGORIES)
+        if unknown:
+            raise ValueError(f"unknown bot category {sorted(unknown)[0]!r}")
 
+        def kept(text: str) -> bool:
+            return not any(r in text.lower() for r in removed)
+
+        self.patterns = tuple(
+            p for p, cats in crawler_patterns() if cats & wanted and kept(p)
+        )
+        self.tokens = tuple(dict.fromkeys(a.lower() for a in add if a and kept(a)))
+        self._index = _PatternIndex(self.patterns)
+        self._added = (
+            re.compile("|".join(re.escape(t) for t in self.tokens)) if self.tokens else None
+        )
         self._seen: dict[str, bool] = {}
 
     def __call__(self, user_agent: str) -> bool:
         # Bots send the same few User-Agent strings over and over: remember the answers.
         known = self._seen.get(user_agent)
         if known is None:
-            known = bool(self._re and user_agent and self._re.search(user_agent.lower()))
+            known = self._match(user_agent)
             if len(self._seen) >= 4096:
                 self._seen.clear()
             self._seen[user_agent] = known
         return known
+
+    def _match(self, user_agent: str) -> bool:
+        if not user_agent:
+            return False
+        if self._added is not None and self._added.search(user_agent.lower()):
+            return True
+        return not _IN_APP.search(user_agent) and self._index.search(user_agent)
+
+
+# File extensions that are still pages, not assets.
+_PAGE_EXTENSIONS = {"html", "htm", "php", "asp", "aspx", "jsp"}
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*)$")
 
 
 def is_static_asset(path: str) -> bool:

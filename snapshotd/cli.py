@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
+from snapshotd.recipes import RECIPES, fill_recipe
 from snapshotd.rewrite import RulesError, RuleSet, load_site_rules
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 from snapshotd.store.base import iso_time
@@ -38,7 +39,8 @@ def _setup_logging(verbose: bool = False) -> None:
 
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
-        key: getattr(args, key, None) for key in ("host", "port", "db", "origin", "miss_wait")
+        key: getattr(args, key, None)
+        for key in ("host", "port", "db", "origin", "hosts", "miss_wait")
     }
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
@@ -169,6 +171,18 @@ REPORT_COLUMNS = (
 )
 
 
+def cmd_recipe(args: argparse.Namespace) -> int:
+    settings = _settings(args, need_site=True)
+    site = settings.site(args.site) if args.site else settings.sites[0]
+    if site is None:
+        raise UserError(f"no site is named {args.site!r}")
+    try:
+        print(fill_recipe(args.server, settings, site, args.listen), end="")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
 def report_row(r: PathRecord) -> dict[str, Any]:
     return {
         "site": r.site,
@@ -249,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--db", help="SQLite path (default snapshotd.db)")
         if origin:
             p.add_argument("--origin", help="the site's origin URL, e.g. http://127.0.0.1:3000")
+            p.add_argument(
+                "--hosts",
+                metavar="H[,H...]",
+                help="the site's public host names (Host headers, render URLs); also "
+                "SNAPSHOTD_HOSTS",
+            )
 
     p = sub.add_parser("serve", help="run the proxy, API, console and crawler")
     common(p, origin=True)
@@ -285,6 +305,15 @@ def build_parser() -> argparse.ArgumentParser:
     re_.add_argument("--site", metavar="NAME", help="the site of --config to take them from")
     re_.add_argument("url", nargs="+")
     p.set_defaults(func=cmd_rules)
+
+    p = sub.add_parser("recipe", help="print a front server's configuration for a site")
+    p.add_argument("server", choices=RECIPES)
+    common(p, origin=True)
+    p.add_argument("--host", help="snapshotd's address as the front server reaches it")
+    p.add_argument("--port", type=int)
+    p.add_argument("--site", metavar="NAME", help="the site of --config (default: the first)")
+    p.add_argument("--listen", metavar="ADDR", help="the front server's listen address")
+    p.set_defaults(func=cmd_recipe)
 
     p = sub.add_parser("status", help="counts of paths per state, per site")
     p.add_argument("--db")

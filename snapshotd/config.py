@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
-from snapshotd.urls import TRACKING_WORD, BadRequest, IgnoredParams, site_path_from_url
+from snapshotd.urls import (
+    TRACKING_WORD,
+    BadRequest,
+    IgnoredParams,
+    site_path_from_url,
+    valid_host,
+)
 
 __all__ = [
     "BrowserSettings",
@@ -98,6 +105,7 @@ class SiteSettings:
     wait_for_capture_ready: bool = False
     bots_add: tuple[str, ...] = ()
     bots_remove: tuple[str, ...] = ()
+    bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -192,7 +200,11 @@ _SERVER_KINDS = {
     "api_tokens": "list",
     "miss_wait": "float",
 }
-_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {"bots_add", "bots_remove"} | {"bots"}
+_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
+    "bots_add",
+    "bots_remove",
+    "bots_categories",
+} | {"bots"}
 
 
 def _check_type(key: str, value: Any, kind: str) -> Any:
@@ -279,6 +291,17 @@ def _section(
     return values
 
 
+def _hosts(value: str | None) -> list[str] | None:
+    """``--hosts`` / ``SNAPSHOTD_HOSTS``: host names separated by commas or spaces."""
+    if value is None:
+        return None
+    hosts = [h for h in re.split(r"[\s,]+", value.strip()) if h]
+    for host in hosts:
+        if not valid_host(host):
+            raise ConfigError(f"--hosts: {host!r} is not a host name (like shop.example.com)")
+    return hosts
+
+
 def _origin(key: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -297,10 +320,21 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     for key, value in raw.items():
         name = f"{where}.{key}"
         if key == "bots":
-            if not isinstance(value, Mapping) or set(value) - {"add", "remove"}:
-                raise ConfigError(f"{name}: expected {{ add = [...], remove = [...] }}")
+            if not isinstance(value, Mapping) or set(value) - {"add", "remove", "categories"}:
+                raise ConfigError(
+                    f"{name}: expected {{ add = [...], remove = [...], categories = [...] }}"
+                )
             values["bots_add"] = _check_type(f"{name}.add", value.get("add", []), "list")
             values["bots_remove"] = _check_type(f"{name}.remove", value.get("remove", []), "list")
+            if "categories" in value:
+                categories = _check_type(f"{name}.categories", value["categories"], "list")
+                for category in categories:
+                    if category not in BOT_CATEGORIES:
+                        raise ConfigError(
+                            f"{name}.categories: unknown category {category!r} "
+                            f"(one of {', '.join(BOT_CATEGORIES)})"
+                        )
+                values["bots_categories"] = categories
         elif key == "expire_after":
             values[key] = parse_duration(value, key=name)
         elif key == "origin":
@@ -341,7 +375,8 @@ def load_settings(
     """Merge the TOML file, ``SNAPSHOTD_*`` variables and flag ``overrides`` (highest wins).
 
     ``overrides`` keys are server keys (``host``, ``port``, ``db``, ``miss_wait``,
-    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``.
+    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``, and
+    ``hosts`` (comma-separated), that site's ``hosts``.
     ``None`` values are ignored.
     """
     env = os.environ if env is None else env
@@ -403,15 +438,22 @@ def load_settings(
 
     site_list: list[SiteSettings] = []
     origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")
+    hosts = _hosts(overrides.get("hosts") or env.get("SNAPSHOTD_HOSTS"))
+    if hosts is not None and not origin and len(sites) != 1:
+        raise ConfigError("--hosts names the hosts of one site: give --origin URL with it")
     if origin:
         base = dict(sites[0]) if len(sites) == 1 and isinstance(sites[0], Mapping) else {}
         base["origin"] = origin
         base.setdefault("name", "default")
+        if hosts is not None:
+            base["hosts"] = hosts
         site_list.append(_site(f"{where}: site[0]" if base else "--origin", base, base_dir))
     else:
         for i, raw in enumerate(sites):
             if not isinstance(raw, Mapping):
                 raise ConfigError(f"{where}: site[{i}] must be a table")
+            if hosts is not None:
+                raw = {**raw, "hosts": hosts}
             site_list.append(_site(f"{where}: site[{i}]", raw, base_dir))
     names = [s.name for s in site_list]
     for name in names:

@@ -43,7 +43,13 @@ from snapshotd.store.base import (
 )
 from snapshotd.upstream import Upstream
 from snapshotd.upstream import send_text as _send_simple
-from snapshotd.urls import BadRequest, check_origin_form, site_path_from_request, valid_host
+from snapshotd.urls import (
+    BadRequest,
+    check_origin_form,
+    has_escaped_fragment,
+    site_path_from_request,
+    valid_host,
+)
 
 log = logging.getLogger("snapshotd.proxy")
 
@@ -238,7 +244,10 @@ class Proxy:
         self.upstream = upstream
         self.rules = rules
         self.metrics = metrics or capture.metrics
-        self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
+        self.bots = {
+            s.name: BotMatcher(s.bots_add, s.bots_remove, s.bots_categories)
+            for s in settings.sites
+        }
         self.cache = SnapshotCache()
         self.new_paths = NewPaths(store)
         self.refusal_log = RefusalLog()
@@ -306,11 +315,14 @@ class Proxy:
             await self._pass(site, scope, receive, send)
             return
         is_bot = self.bots[site.name](headers.get("user-agent", ""))
-        if not is_bot and "_escaped_fragment_" not in query:
+        if not is_bot and not has_escaped_fragment(query):
             await self._pass(site, scope, receive, send)
             return
         try:
-            path, _escaped = site_path_from_request(raw_path, query, site.ignored_params)
+            # The target's bytes, read as latin-1 above, are written as escapes of those bytes.
+            path, _escaped = site_path_from_request(
+                raw_path, query, site.ignored_params, encoding="latin-1"
+            )
         except BadRequest as exc:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")

@@ -6,13 +6,16 @@ URL path, then ``?query`` when there is one, then ``#!fragment`` for hashbang pa
 
 :func:`site_path_from_request` is the one place a request target becomes a site path; every
 other way in (:func:`site_path_from_url`, the API, the crawler, the render endpoint, ``rules
-eval``) goes through it. It takes the site's ignored query parameters (:class:`IgnoredParams`,
-tracking parameters by default) out of the query, keeping the others' order and bytes.
+eval``) goes through it, so one page has one site path whichever way it is named. It takes the
+site's ignored query parameters (:class:`IgnoredParams`, tracking parameters by default) out
+of the query, keeping the others' order, and writes percent-encoding in one form
+(:func:`normalise_escapes`) and the path without dot segments.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterable
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
@@ -23,6 +26,9 @@ __all__ = [
     "KEEP_ALL",
     "IgnoredParams",
     "check_origin_form",
+    "has_escaped_fragment",
+    "hashbang",
+    "normalise_escapes",
     "site_path_from_request",
     "site_path_from_url",
     "split_site_path",
@@ -34,6 +40,9 @@ MAX_QUERY = 8192
 
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ESCAPE_OR_UNSAFE = re.compile(r"%[0-9A-Fa-f]{2}|[^\x21-\x7e]+|%")
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+ESCAPED_FRAGMENT = "_escaped_fragment_"
 _HOST = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
@@ -128,51 +137,130 @@ def _check_component(name: str, raw: str, limit: int) -> None:
         raise BadRequest(f"{name} holds encoded control characters")
 
 
+def normalise_escapes(text: str, encoding: str = "utf-8") -> str:
+    """``text`` with its percent-encoding in one form (RFC 3986, 6.2.2): escapes of
+    unreserved characters decoded (``%7e`` is ``~``), other escapes in upper-case hex, and
+    spaces, control and non-ASCII characters and a ``%`` that starts no escape encoded
+    (non-ASCII characters as ``encoding`` writes them). Raises :class:`BadRequest` for text
+    ``encoding`` cannot write (a lone surrogate)."""
+
+    def one(m: re.Match[str]) -> str:
+        token = m.group()
+        if token[0] == "%" and len(token) == 3:
+            char = chr(int(token[1:], 16))
+            return char if char in _UNRESERVED else token.upper()
+        return "".join(f"%{b:02X}" for b in token.encode(encoding))
+
+    try:
+        return _ESCAPE_OR_UNSAFE.sub(one, text)
+    except UnicodeEncodeError:
+        raise BadRequest(f"holds characters {encoding} cannot write") from None
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986's remove_dot_segments: ``/a/./b/../c`` is ``/a/c``; ``..`` stops at the root."""
+    if "/." not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif segment == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _decoded(text: str, what: str) -> str:
+    """``text`` percent-decoded as UTF-8; raises :class:`BadRequest` for control characters."""
+    try:
+        decoded = unquote_to_bytes(text).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest(f"{what} is not UTF-8 once decoded") from None
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in decoded):
+        raise BadRequest(f"{what} holds control characters")
+    return decoded
+
+
+def _normal_fragment(fragment: str) -> str:
+    """A ``#!`` fragment in its one form; raises :class:`BadRequest` for control characters."""
+    text = normalise_escapes(fragment)
+    _decoded(text, "the #! fragment")
+    return text
+
+
 def _decode_fragment(value: str) -> str:
     """The ``_escaped_fragment_`` value back to the fragment it stands for."""
     if _BAD_ESCAPE.search(value):
         raise BadRequest("_escaped_fragment_ holds a '%' that is not a percent-escape")
-    try:
-        text = unquote_to_bytes(value).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("_escaped_fragment_ is not UTF-8 once decoded") from None
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise BadRequest("_escaped_fragment_ holds control characters")
-    return text
+    return _decoded(value, "_escaped_fragment_")
+
+
+def has_escaped_fragment(query: str) -> bool:
+    """Whether a query holds a parameter named exactly ``_escaped_fragment_`` (its name
+    percent-decoded): ``q=_escaped_fragment_`` or ``x_escaped_fragment_=1`` do not."""
+    if ESCAPED_FRAGMENT not in query and "%" not in query:
+        return False
+    return any(
+        unquote(part.partition("=")[0]) == ESCAPED_FRAGMENT for part in query.split("&")
+    )
 
 
 def site_path_from_request(
-    raw_path: str, query: str, ignore: IgnoredParams = TRACKING
+    raw_path: str,
+    query: str,
+    ignore: IgnoredParams = TRACKING,
+    fragment: str | None = None,
+    encoding: str = "utf-8",
 ) -> tuple[str, bool]:
     """``(site path, escaped)`` for a request target; raises :class:`BadRequest`.
 
-    ``escaped`` is true when the query carried ``_escaped_fragment_``, which is mapped to
-    ``#!`` as the AJAX crawling scheme specifies: the parameter is removed from the query and
-    its unescaped value becomes the fragment; an empty value stands for the path itself.
-    Parameters ``ignore`` names are removed too. When anything is removed, empty parameters
-    (``&&``) go with it; the others keep their order and their bytes.
+    ``escaped`` is true when the query carried a parameter named ``_escaped_fragment_``,
+    which is mapped to ``#!`` as the AJAX crawling scheme specifies: the parameter is removed
+    from the query and its unescaped value becomes the fragment; an empty value stands for
+    the path itself. Otherwise ``fragment`` (the part after ``#!`` of a URL, if any) is the
+    fragment. Parameters ``ignore`` names are removed too. When anything is removed, empty
+    parameters (``&&``) go with it; the others keep their order. Path, query and fragment
+    then have their percent-encoding in one form (:func:`normalise_escapes`; non-ASCII
+    characters of the path and query are bytes read as ``encoding``), and the path has no
+    dot segments, so ``/a/./caf%c3%a9`` and ``/a/café`` are both ``/a/caf%C3%A9``.
     """
     if not raw_path.startswith("/"):
         raise BadRequest("the path must start with '/'")
+    if not raw_path.isascii() or not query.isascii():
+        raw_path = normalise_escapes(raw_path, encoding)
+        query = normalise_escapes(query, encoding)
     _check_component("the path", raw_path, MAX_PATH)
     _check_component("the query", query, MAX_QUERY)
-    fragment = None
-    if "_escaped_fragment_" in query or (ignore and query):
+    path = _without_dot_segments(normalise_escapes(raw_path))
+    query = normalise_escapes(query)
+    escaped = None
+    if has_escaped_fragment(query) or (ignore and query):
         kept, removed = [], False
         for part in query.split("&"):
             name, _eq, value = part.partition("=")
-            if name == "_escaped_fragment_" and fragment is None:
-                fragment, removed = _decode_fragment(value), True
+            if name == ESCAPED_FRAGMENT and escaped is None:
+                escaped, removed = _decode_fragment(value), True
             elif part and ignore(name):
                 removed = True
             elif part:
                 kept.append(part)
         if removed:
             query = "&".join(kept)
-    path = raw_path + (f"?{query}" if query else "")
+    if query:
+        path += f"?{query}"
+    if escaped is not None:
+        fragment = escaped
     if fragment:
-        path += "#!" + fragment
-    return path, fragment is not None
+        path += "#!" + _normal_fragment(fragment)
+    return path, escaped is not None
 
 
 def split_site_path(site_path: str) -> tuple[str, str, str | None]:
@@ -190,7 +278,10 @@ def site_path_from_url(url: str, ignore: IgnoredParams = TRACKING) -> str | None
     parts = urlsplit(url)
     if parts.scheme and parts.scheme not in ("http", "https"):
         return None
-    path, escaped = site_path_from_request(parts.path or "/", parts.query, ignore)
-    if not escaped and parts.fragment.startswith("!"):
-        path += "#!" + parts.fragment[1:]
-    return path
+    fragment = hashbang(parts.fragment)
+    return site_path_from_request(parts.path or "/", parts.query, ignore, fragment)[0]
+
+
+def hashbang(fragment: str) -> str | None:
+    """The page a URL's fragment names: the part after ``#!``; None for a plain ``#frag``."""
+    return fragment[1:] if fragment.startswith("!") else None

@@ -444,6 +444,23 @@ async def test_path_segment_decoding(env: Env) -> None:
         assert again.json()["path"] == path
 
 
+async def test_a_path_stored_in_an_older_form_stays_readable_and_deletable(env: Env) -> None:
+    c = env.client
+    # an older version stored the hashbang page as the proxy once spelled it
+    await env.store.enqueue("shop", "/#!/caf\u00e9", 2)
+    listed = (await c.get(f"{API}/sites/shop/paths", headers=AUTH)).json()["paths"]
+    ref = next(p["ref"] for p in listed if p["path"] == "/#!/caf\u00e9")
+    r = await c.get(f"{API}/sites/shop/paths/{ref}", headers=AUTH)
+    assert r.status_code == 200 and r.json()["path"] == "/#!/caf\u00e9"
+    # its normal form is another path, which the proxy and the crawler now use
+    await env.store.enqueue("shop", "/#!/caf%C3%A9", 2)
+    r = await c.get(f"{API}/sites/shop/paths/%23%21%2Fcaf%25C3%25A9", headers=AUTH)
+    assert r.json()["path"] == "/#!/caf%C3%A9"
+    r = await c.delete(f"{API}/sites/shop/paths/{ref}", headers=AUTH)
+    assert r.status_code == 200 and r.json()["deleted"] == "/#!/caf\u00e9"
+    assert await env.store.get_path("shop", "/#!/caf%C3%A9") is not None
+
+
 @pytest.mark.parametrize(
     "segment",
     [

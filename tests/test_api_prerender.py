@@ -22,6 +22,7 @@ from examples.spa.app import create_app as create_spa
 from snapshotd.app import create_app
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from tests.chromium import require_chromium
+from tests.front import stop
 from tests.servers import serve_asgi
 
 pytestmark = pytest.mark.browser
@@ -66,15 +67,6 @@ def start_express(node: str, render_url: str, token: str) -> tuple[subprocess.Po
         _, err = proc.communicate(timeout=5)
         raise RuntimeError(f"express did not start: {err.strip()[-500:]}")
     return proc, f"http://127.0.0.1:{json.loads(line)['port']}"
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
 
 
 @pytest.fixture(scope="module")

@@ -136,3 +136,24 @@ def test_rules_eval_takes_ignore_params_from_a_site_of_the_config(tmp_path, caps
     assert main(["rules", "eval", "--rules", str(rules), "--config", str(config),
                  "--site", "nope", url]) == 2
     assert "no site is named 'nope'" in capsys.readouterr().err
+
+
+def test_recipe_prints_the_tested_recipe_for_the_site(tmp_path, capsys):
+    from tests.front import recipe
+
+    argv = ["--origin", "http://127.0.0.1:3000", "--hosts", "shop.test,www.shop.test"]
+    assert main(["recipe", "nginx", *argv, "--port", "8081", "--listen", "8000"]) == 0
+    assert capsys.readouterr().out == recipe(
+        "nginx.conf", LISTEN="8000", SERVER_NAME="shop.test www.shop.test",
+        APP="127.0.0.1:3000", SNAPSHOTD="127.0.0.1:8081",
+    )
+    assert main(["recipe", "apache", *argv, "--host", "0.0.0.0"]) == 0
+    assert capsys.readouterr().out == recipe(
+        "apache.conf", LISTEN="*:80", SERVER_NAME="shop.test", APP="127.0.0.1:3000",
+        SNAPSHOTD="127.0.0.1:8080",
+    )
+    # a site without hosts, or an https origin: one line, exit 2
+    assert main(["recipe", "nginx", "--origin", "http://127.0.0.1:3000"]) == 2
+    assert "give --hosts" in capsys.readouterr().err
+    assert main(["recipe", "nginx", "--origin", "https://127.0.0.1:3000", "--hosts", "a.b"]) == 2
+    assert "over http" in capsys.readouterr().err

@@ -135,3 +135,51 @@ def test_flood_settings(tmp_path):
     assert a.new_paths_per_minute == 5 and not a.ignored_params("utm_source")
     assert b.ignored_params("utm_source") and b.ignored_params("sid") and b.ignored_params("x_y")
     assert c.ignored_params("sid") and not c.ignored_params("utm_source")
+
+
+def test_hosts_flag_and_variable_name_the_sites_hosts(tmp_path):
+    origin = {"origin": "http://127.0.0.1:3000"}
+    s = load_settings(overrides={**origin, "hosts": "Shop.test, www.shop.test:8443"}, env={})
+    assert s.sites[0].hosts == ("shop.test", "www.shop.test:8443")
+    env = {"SNAPSHOTD_ORIGIN": origin["origin"], "SNAPSHOTD_HOSTS": "a.test b.test"}
+    s = load_settings(env=env)
+    assert s.sites[0].hosts == ("a.test", "b.test")
+    # the flag wins over the variable, and over the file's single site
+    cfg = tmp_path / "one.toml"
+    cfg.write_text(
+        '[[site]]\nname = "shop"\norigin = "http://127.0.0.1:3000"\nhosts = ["x.test"]\n'
+    )
+    s = load_settings(cfg, overrides={"hosts": "y.test"}, env={"SNAPSHOTD_HOSTS": "z.test"})
+    assert s.sites[0].name == "shop" and s.sites[0].hosts == ("y.test",)
+    assert s.site_for_url("http://y.test/a") is s.sites[0]
+
+
+def test_bad_hosts_stop_start_up_with_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="'a/b' is not a host name"):
+        load_settings(overrides={"origin": "http://127.0.0.1:3000", "hosts": "a/b"}, env={})
+    cfg = tmp_path / "two.toml"
+    cfg.write_text(
+        '[[site]]\nname = "a"\norigin = "http://127.0.0.1:1"\n'
+        '[[site]]\nname = "b"\norigin = "http://127.0.0.1:2"\n'
+    )
+    with pytest.raises(ConfigError, match="hosts of one site"):
+        load_settings(cfg, env={"SNAPSHOTD_HOSTS": "a.test"})
+
+
+def test_bot_categories_are_a_site_setting(tmp_path):
+    cfg = tmp_path / "bots.toml"
+    cfg.write_text(
+        '[[site]]\nname = "s"\norigin = "http://127.0.0.1:3000"\n'
+        'bots = { categories = ["search", "ai"], remove = ["slack"] }\n'
+    )
+    site = load_settings(cfg, env={}).sites[0]
+    assert site.bots_categories == ("search", "ai") and site.bots_remove == ("slack",)
+    assert load_settings(overrides={"origin": "http://127.0.0.1:1"}, env={}).sites[
+        0
+    ].bots_categories == ("search", "social", "ai", "seo")
+    cfg.write_text(
+        '[[site]]\nname = "s"\norigin = "http://127.0.0.1:3000"\n'
+        'bots = { categories = ["spam"] }\n'
+    )
+    with pytest.raises(ConfigError, match="unknown category 'spam'"):
+        load_settings(cfg, env={})

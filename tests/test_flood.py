@@ -147,9 +147,9 @@ def test_tracking_variants_of_a_page_are_one_row_and_one_render(tmp_path) -> Non
 
 def test_other_parameters_keep_their_order_and_bytes_around_stripped_ones(tmp_path) -> None:
     with flood_env(tmp_path) as env:
-        assert env.bot("/p?b=2&utm_medium=x&a=%41+1").headers["x-snapshotd-cache"] == "MISS"
-        assert env.rows() == ["/p?b=2&a=%41+1"]
-        assert env.renderer.urls[0].endswith("/p?b=2&a=%41+1")
+        assert env.bot("/p?b=2&utm_medium=x&a=%2F+1").headers["x-snapshotd-cache"] == "MISS"
+        assert env.rows() == ["/p?b=2&a=%2F+1"]
+        assert env.renderer.urls[0].endswith("/p?b=2&a=%2F+1")
 
 
 def test_random_queries_stop_at_max_pages_and_bypass_at_once(tmp_path) -> None:
@@ -250,3 +250,42 @@ def test_a_known_pending_path_is_captured_during_a_flood_of_unknown_ones(tmp_pat
         # in both slots, and what the flood may hold at once (1 miss slot + 8 waiting).
         print(f"\nknown path: render {position - before + 1} after it was queued")
         assert position - before <= 1 + 8 + 2
+
+
+def test_a_person_whose_query_merely_mentions_escaped_fragment_is_passed_through(
+    tmp_path,
+) -> None:
+    person = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0"}
+    with flood_env(tmp_path) as env:
+        for target in ("/items?q=_escaped_fragment_", "/items?x_escaped_fragment_=1"):
+            r = env.client.get(target, headers=person)
+            assert r.status_code == 200 and "origin page" in r.text
+            assert "x-snapshotd-cache" not in r.headers
+        assert env.rows() == [] and env.renderer.urls == []
+
+
+def test_a_hashbang_page_is_one_row_however_a_bot_escapes_it(tmp_path) -> None:
+    with flood_env(tmp_path) as env:
+        first = env.client.get("/?_escaped_fragment_=/caf%C3%A9")
+        assert first.headers["x-snapshotd-cache"] == "MISS"
+        # Google's escaping of the fragment a browser holds (/caf%C3%A9), and hex case
+        for same in ("/?_escaped_fragment_=/caf%25C3%25A9", "/?_escaped_fragment_=/caf%25c3%25a9"):
+            assert env.client.get(same).headers["x-snapshotd-cache"] == "HIT"
+        assert env.bot("/a/../%7Eb").headers["x-snapshotd-cache"] == "MISS"
+        assert env.bot("/~b").headers["x-snapshotd-cache"] == "HIT"
+        assert env.rows() == ["/#!/caf%C3%A9", "/~b"]
+        assert len(env.renderer.urls) == 2
+
+
+def test_in_app_browsers_get_the_app_and_categories_are_the_sites(tmp_path) -> None:
+    snapchat = (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, "
+        "like Gecko) Mobile/15E148 Snapchat/12.71.0.37 (like Safari/8617.1.17.10.9, panda)"
+    )
+    gptbot = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2)"
+    with flood_env(tmp_path, bots_categories=("search", "social")) as env:
+        for ua in (snapchat, gptbot):
+            r = env.client.get("/a", headers={"User-Agent": ua})
+            assert "origin page" in r.text and "x-snapshotd-cache" not in r.headers, ua
+        assert env.bot("/a").headers["x-snapshotd-cache"] == "MISS"
+        assert env.rows() == ["/a"]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 import pytest
 
+from snapshotd.config import SiteSettings
 from snapshotd.urls import (
     KEEP_ALL,
     TRACKING,
     BadRequest,
     IgnoredParams,
+    has_escaped_fragment,
     site_path_from_request,
     site_path_from_url,
     split_site_path,
@@ -43,7 +46,7 @@ def escaped_fragment_url(site_path: str) -> str:
         ("/", "_escaped_fragment_=key1=value1%26key2=value2", ("/#!key1=value1&key2=value2", True)),
         ("/p", "myquery&_escaped_fragment_=%2Fcatalog%2F145", ("/p?myquery#!/catalog/145", True)),
         ("/p", "_escaped_fragment_=/faq&b=2", ("/p?b=2#!/faq", True)),
-        ("/p", "_escaped_fragment_=a%2Bb%20c", ("/p#!a+b c", True)),
+        ("/p", "_escaped_fragment_=a%2Bb%20c", ("/p#!a+b%20c", True)),
         ("/page", "_escaped_fragment_=", ("/page", True)),  # meta fragment: the path itself
         ("/caf%C3%A9", "", ("/caf%C3%A9", False)),
     ],
@@ -76,7 +79,7 @@ def test_bad_requests(raw_path, query, status):
 
 @pytest.mark.parametrize(
     "site_path",
-    ["/", "/a?b=1", "/#!/faq", "/p?q=1#!key1=value1&key2=value2", "/#!a b+c%d"],
+    ["/", "/a?b=1", "/#!/faq", "/p?q=1#!key1=value1&key2=value2", "/#!a%20b+c%25d"],
 )
 def test_escaped_fragment_round_trip(site_path):
     ugly = escaped_fragment_url(site_path)
@@ -125,7 +128,7 @@ SHOP = IgnoredParams(("@tracking", "sessionid", "sort_*"))
     [
         ("/about", "utm_source=x", TRACKING, "/about"),
         ("/about", "utm_source=x&utm_medium=y&fbclid=z&gclid=1&msclkid=2", TRACKING, "/about"),
-        ("/p", "b=2&utm_medium=x&a=%41+1", TRACKING, "/p?b=2&a=%41+1"),  # bytes kept
+        ("/p", "b=2&utm_medium=x&a=%2F+1", TRACKING, "/p?b=2&a=%2F+1"),  # bytes kept
         ("/p", "z=1&_ga=2&a=3&_gl=4&m", TRACKING, "/p?z=1&a=3&m"),  # order kept
         ("/p", "a=1&&b=2", TRACKING, "/p?a=1&&b=2"),  # nothing dropped, nothing changed
         ("/p", "a=1&&utm_id=3&", TRACKING, "/p?a=1"),  # dropped: empty ones go too
@@ -161,3 +164,81 @@ def test_site_path_from_url_goes_through_the_same_mapping(url, expected):
 def test_a_bad_target_in_a_url_is_a_bad_request():
     with pytest.raises(BadRequest):
         site_path_from_url("http://h/a%zz")
+
+
+# --- One page, one site path: every way of naming a page gives the same one ------------------
+
+SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        # hex case, escapes of unreserved characters
+        ("/caf%c3%a9", "/caf%C3%A9"),
+        ("/%7euser/%7Ea", "/~user/~a"),
+        ("/a%2Db%2e%5F%41", "/a-b._A"),
+        ("/a%2fb", "/a%2Fb"),  # an encoded '/' stays encoded
+        ("/p?q=%7e&r=%2f", "/p?q=~&r=%2F"),
+        # dot segments
+        ("/a/./b/../c", "/a/c"),
+        ("/a/b/..", "/a/"),
+        ("/../../x", "/x"),
+        ("/a/%2E%2E/b", "/b"),
+        ("/a/.hidden/..x", "/a/.hidden/..x"),
+        # non-ASCII and spaces in a #! fragment, however it is written
+        ("/#!/café", "/#!/caf%C3%A9"),
+        ("/#!/caf%C3%A9", "/#!/caf%C3%A9"),
+        ("/#!/caf%c3%a9", "/#!/caf%C3%A9"),
+        ("/#!/x y", "/#!/x%20y"),
+        ("/#!/%7ex", "/#!/~x"),
+        ("/?_escaped_fragment_=/caf%C3%A9", "/#!/caf%C3%A9"),
+        ("/?_escaped_fragment_=/caf%25C3%25A9", "/#!/caf%C3%A9"),  # Google's escaping
+        ("/?_escaped_fragment_=/x%20y", "/#!/x%20y"),
+        ("/?_escaped_fragment_=100%25", "/#!100%25"),
+        ("/?%5Fescaped_fragment_=/a", "/#!/a"),
+        # only a parameter named exactly _escaped_fragment_ is the scheme's
+        ("/items?q=_escaped_fragment_", "/items?q=_escaped_fragment_"),
+        ("/items?x_escaped_fragment_=1", "/items?x_escaped_fragment_=1"),
+        # the tracking parameters still go
+        ("/a/./b?utm_source=x&k=%7e", "/a/b?k=~"),
+    ],
+)
+def test_one_site_path_for_each_page(named: str, expected: str) -> None:
+    from snapshotd.api.inputs import normalise_site_path
+
+    path, _, query = named.partition("#")[0].partition("?")
+    fragment = named.partition("#")[2]
+    url = "http://127.0.0.1:3000" + named
+    # a link, a sitemap entry, a canonical (the crawler)
+    assert SITE.path_of(url) == expected
+    # a path given to the API (which refuses dot segments with 400)
+    if not any(seg in (".", "..") for seg in unquote(path).split("/")):
+        assert normalise_site_path(named, TRACKING) == expected
+    # an absolute URL (rules eval, the render endpoint)
+    assert site_path_from_url(url) == expected
+    if not fragment and named.isascii():
+        # a request target (the proxy)
+        assert site_path_from_request(path, query)[0] == expected
+
+
+def test_a_request_target_with_raw_bytes_is_one_with_their_escapes() -> None:
+    raw = "/caf\u00c3\u00a9"  # the bytes C3 A9 of a request line, read as latin-1
+    assert site_path_from_request(raw, "", encoding="latin-1")[0] == "/caf%C3%A9"
+
+
+@pytest.mark.parametrize(
+    ("query", "escaped"),
+    [
+        ("_escaped_fragment_=", True),
+        ("a=1&_escaped_fragment_=/x", True),
+        ("%5Fescaped_fragment_=/x", True),
+        ("q=_escaped_fragment_", False),
+        ("x_escaped_fragment_=1", False),
+        ("_escaped_fragment_x=1", False),
+        ("", False),
+    ],
+)
+def test_only_the_parameter_named_escaped_fragment_counts(query: str, escaped: bool) -> None:
+    assert has_escaped_fragment(query) is escaped
+    assert site_path_from_request("/p", query)[1] is escaped

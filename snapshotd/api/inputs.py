@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from snapshotd.api.base import ApiError
 from snapshotd.config import parse_bool
 from snapshotd.store.base import PathRecord, iso_time
-from snapshotd.urls import KEEP_ALL, BadRequest, IgnoredParams, site_path_from_request
+from snapshotd.urls import KEEP_ALL, BadRequest, IgnoredParams, hashbang, site_path_from_request
 
 MAX_BODY = 10 * 1024 * 1024
 
@@ -122,14 +122,9 @@ def normalise_site_path(value: str, ignore: IgnoredParams) -> str:
     except UnicodeEncodeError:
         raise BadRequest("holds a lone surrogate, which is not text") from None
     rest, _hash, fragment = value.partition("#")  # the fragment starts at the first '#'
-    bang = fragment.startswith("!")
-    fragment = fragment[1:]
     raw_path, _, query = rest.partition("?")
     no_dot_segments(raw_path)
-    path, _escaped = site_path_from_request(raw_path, query, ignore)
-    if bang:
-        path = path.split("#!", 1)[0] + "#!" + fragment
-    return path
+    return site_path_from_request(raw_path, query, ignore, hashbang(fragment))[0]
 
 
 def site_path_from_param(param: str) -> str:

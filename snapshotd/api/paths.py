@@ -65,9 +65,15 @@ def site_or_404(request: Request) -> SiteSettings:
     return site
 
 
-def site_and_path(request: Request) -> tuple[SiteSettings, str]:
-    """The site named by ``{site}`` and the site path named by ``{path}``."""
-    return site_or_404(request), site_path_from_param(request.path_params["path"])
+async def site_and_path(request: Request) -> tuple[SiteSettings, str]:
+    """The site named by ``{site}`` and the site path named by ``{path}``: the path exactly
+    as named when the store holds it (a path an older version stored in another form, such
+    as ``/#!/café``, is its own ``ref``), else its normal form."""
+    site, param = site_or_404(request), request.path_params["path"]
+    path = site_path_from_param(param)
+    if "/" + param != path and await context(request).store.get_path(site.name, "/" + param):
+        return site, "/" + param
+    return site, path
 
 
 async def queue(
@@ -269,7 +275,7 @@ async def post_paths(request: Request) -> Response:
     responses={"200": "Path", "400": "a bad path", **AUTH_ERRORS, **NOT_FOUND},
 )
 async def get_path(request: Request) -> Response:
-    site, path = site_and_path(request)
+    site, path = await site_and_path(request)
     record = await context(request).store.get_path(site.name, path)
     if record is None:
         raise ApiError(404, f"no path {path!r} in site {site.name!r}", "path")
@@ -287,7 +293,7 @@ async def get_path(request: Request) -> Response:
     },
 )
 async def delete_path(request: Request) -> Response:
-    site, path = site_and_path(request)
+    site, path = await site_and_path(request)
     if not await context(request).store.delete_path(site.name, path):
         raise ApiError(404, f"no path {path!r} in site {site.name!r}", "path")
     log.info("api delete site=%s path=%s", site.name, path)
@@ -301,7 +307,7 @@ async def delete_path(request: Request) -> Response:
     content="text/html",
 )
 async def get_snapshot(request: Request) -> Response:
-    site, path = site_and_path(request)
+    site, path = await site_and_path(request)
     snapshot = await context(request).store.get_snapshot(site.name, path)
     if snapshot is None:
         raise ApiError(404, f"no snapshot of {path!r} in site {site.name!r}", "path")

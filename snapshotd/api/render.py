@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -23,12 +24,15 @@ from snapshotd.api.base import PREFIX, ApiError, context, send_error
 from snapshotd.api.inputs import URL_SAFE, no_dot_segments
 from snapshotd.api.openapi import operation, param
 from snapshotd.bots import is_static_asset
-from snapshotd.urls import BadRequest, site_path_from_request
+from snapshotd.urls import BadRequest, hashbang, site_path_from_request
 
 if TYPE_CHECKING:
     from snapshotd.services import Services
 
 log = logging.getLogger("snapshotd.api")
+
+
+_FRONT_ESCAPED = re.compile(r"%3[Ff]|%25[0-9A-Fa-f]{2}")
 
 
 def _reescape(url: str, encoding: str) -> str:
@@ -57,6 +61,10 @@ def render_target(scope: Scope) -> str:
     target = rest[1:]
     if target[:8].lower() in ("http%3a%", "https%3a"):
         target = _reescape(unquote(target), "utf-8")  # a middleware that encoded the whole URL
+    elif not query and "?" not in target and _FRONT_ESCAPED.search(target):
+        # A front server that escaped the URL it was given whole, query and all (nginx's
+        # ``rewrite .* /$scheme://$host$request_uri? break``: '?' as %3F, '%' as %25).
+        target = _reescape(unquote(target, "latin-1"), "latin-1")
     else:
         # Raw bytes of the request line, read as latin-1: the same bytes, escaped.
         target = _reescape(target, "latin-1")
@@ -105,7 +113,9 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
         return
     raw_path = parts.path or "/"
     try:
-        path, _escaped = site_path_from_request(raw_path, parts.query, site.ignored_params)
+        path, _escaped = site_path_from_request(
+            raw_path, parts.query, site.ignored_params, hashbang(parts.fragment)
+        )
         no_dot_segments(raw_path)
     except BadRequest as exc:
         await send_error(send, exc.status, f"url: {exc}", "url")

@@ -1,0 +1,48 @@
+"""Front-server recipes (``nginx.conf``, ``apache.conf``; also in docs/integrations/) and
+``snapshotd recipe``, which prints one with its ``{{SLOT}}`` slots filled for a site.
+
+Invariant: the text printed is the shipped file, only its slots replaced, so what
+tests/test_integrations.py runs is what a user gets.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from urllib.parse import urlsplit
+
+from snapshotd.config import Settings, SiteSettings
+
+__all__ = ["RECIPES", "fill_recipe", "recipe_text"]
+
+RECIPES = ("nginx", "apache")
+DEFAULT_LISTEN = {"nginx": "80", "apache": "*:80"}
+
+
+def recipe_text(name: str) -> str:
+    return (files(__name__) / f"{name}.conf").read_text(encoding="utf-8")
+
+
+def fill_recipe(
+    name: str, settings: Settings, site: SiteSettings, listen: str | None = None
+) -> str:
+    """The recipe for ``site`` behind this snapshotd; raises ValueError for what it cannot
+    be written for (an https origin, no ``hosts``)."""
+    origin = urlsplit(site.origin)
+    if origin.scheme != "http":
+        raise ValueError(f"the recipes reach the app over http; {site.origin} is not")
+    if not site.hosts:
+        raise ValueError(f"site {site.name!r} names no hosts: give --hosts shop.example.com")
+    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(settings.host, settings.host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    values = {
+        "LISTEN": listen or DEFAULT_LISTEN[name],
+        # nginx takes every name; Apache's ServerName takes one.
+        "SERVER_NAME": " ".join(site.hosts) if name == "nginx" else site.hosts[0],
+        "APP": origin.netloc,
+        "SNAPSHOTD": f"{host}:{settings.port}",
+    }
+    text = recipe_text(name)
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", value)
+    return text
