@@ -112,7 +112,7 @@ class SiteSettings:
         return self.origin.rstrip("/") + path
 
     def is_ignored(self, path: str) -> bool:
-        return any(fragment and fragment in path for fragment in self.ignore)
+        return bool(self.ignore) and any(f and f in path for f in self.ignore)
 
     @property
     def request_host(self) -> str:

@@ -126,6 +126,8 @@ def _check_component(name: str, raw: str, limit: int) -> None:
         raise BadRequest(f"{name} is longer than {limit} characters", 414)
     if _CONTROL.search(raw):
         raise BadRequest(f"{name} holds control characters or spaces")
+    if "%" not in raw:
+        return  # nothing is encoded, so nothing decodes to what the checks above refused
     if _BAD_ESCAPE.search(raw):
         raise BadRequest(f"{name} holds a '%' that is not a percent-escape")
     decoded = unquote_to_bytes(raw)
