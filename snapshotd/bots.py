@@ -59,6 +59,15 @@ class BotMatcher:
         return known
 
 
+    def family(self, user_agent: str) -> str | None:
+        """The bot's name as its User-Agent spells the token it matched (``Googlebot``,
+        ``bingbot``, ``GPTBot``), or None for no bot."""
+        if not (self._re and user_agent):
+            return None
+        found = self._re.search(user_agent.lower())
+        return user_agent[found.start() : found.end()] if found else None
+
+
 def is_static_asset(path: str) -> bool:
     """True for ``/app.js``, ``/img/a.PNG``; false for ``/``, ``/a``, ``/a.html``, ``/v1.2/``."""
     last = path.rsplit("/", 1)[-1]

@@ -19,7 +19,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -160,6 +160,24 @@ def _summary(stats: CrawlStats, out: TextIO) -> None:
     out.flush()
 
 
+def _nothing_due(counts: dict[str, dict[str, int]], sites: Iterable[str], out: TextIO) -> None:
+    """Why a crawl captured nothing when every path it found was already captured: one line
+    per site saying its pages are fresh (and how many failed ones wait for their retry)."""
+    for name in sites:
+        held = counts.get(name, {})
+        fresh, failed = held.get("processed", 0), held.get("error", 0)
+        if not fresh and not failed:
+            continue
+        if failed:
+            out.write(
+                f"nothing to capture in {name}: {fresh} pages are fresh and {failed} failed "
+                "ones wait for their retry time\n"
+            )
+        else:
+            out.write(f"nothing to capture: all {fresh} pages of {name} are fresh\n")
+    out.flush()
+
+
 async def _serve_crawler(
     settings: Settings,
     *,
@@ -259,6 +277,8 @@ async def run_crawl(
         if stats.captured:
             return 0
         counts = await crawler.store.counts()
+        if not stats.done:
+            _nothing_due(counts, crawler.sites, out)
         held = sum(counts.get(name, {}).get("processed", 0) for name in crawler.sites)
         return 0 if held and not stats.errors else 1
 
