@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
+from snapshotd.store.counters import COUNTERS_TABLE, PostgresCounters
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -75,6 +76,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX snapshots_hash ON snapshots (content_hash);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    COUNTERS_TABLE,
 ]
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
@@ -122,7 +124,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore:
+class PostgresStore(PostgresCounters):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(

@@ -18,6 +18,7 @@ from typing import Any
 import aiosqlite
 
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
+from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -70,6 +71,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE paths ADD COLUMN links_due INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
     """,
+    COUNTERS_TABLE,
 ]
 
 
@@ -127,7 +129,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteCounters):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
