@@ -369,6 +369,7 @@ class Proxy:
         finally:
             ms = round((time.monotonic() - started) * 1000)
             bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
+            self.metrics.minutes.request(site.name, bot, path, result, status, ms)
             access_log.info(
                 "%s %s %s %s %s %dms",
                 bot, site.name, path, result, status or "-", ms,
