@@ -93,6 +93,14 @@ async def test_overview_at_both_widths(
     await expect(page.locator("#list-total")).to_contain_text("(matching /items/1)")
     await expect(page.locator("#paths .badge.s2xx").first).to_be_attached(timeout=WAIT_MS)
     await expect(page.locator("#paths .badge.s4xx").first).to_be_attached(timeout=WAIT_MS)
+    # Pending paths in the order the crawler takes them (here, the order they were queued).
+    await page.click("#tabs button[data-state=pending]")
+    await expect(page.locator("#paths tbody tr").first).to_have_attribute("data-state", "pending")
+    paths = await page.locator("#paths tbody tr").evaluate_all(
+        "(rows) => rows.map((r) => r.dataset.path)"
+    )
+    numbers = [int(p.rsplit("/", 1)[1]) for p in paths]
+    assert len(numbers) > 1 and numbers == sorted(numbers), paths
     await page.click("#tabs button[data-state=error]")
     await expect(page.locator("#expires-head")).to_have_text("Retry at")
     await page.click("#tabs button[data-state='']")

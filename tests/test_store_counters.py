@@ -1,4 +1,5 @@
-"""Per-minute counters in the store: added up across processes, kept across restarts."""
+"""Per-minute counters in the store, added up across processes and kept across restarts;
+listing pending paths in the order the crawler takes them."""
 
 from __future__ import annotations
 
@@ -42,3 +43,23 @@ async def test_counters_of_several_processes_add_up_and_survive_a_restart(store,
         ]
     finally:
         await again.close()
+
+
+async def test_pending_paths_listed_in_crawl_order(store):
+    for path, priority in (("/a", 1), ("/b", 3), ("/c", 1), ("/d", 2), ("/e", 3)):
+        await store.enqueue("shop", path, priority)
+        store.test_clock.now += 1
+    page, cursor = await store.list_paths("shop", state="pending", limit=2, crawl_order=True)
+    assert [r.path for r in page] == ["/b", "/e"]
+    page, cursor = await store.list_paths(
+        "shop", state="pending", limit=2, cursor=cursor, crawl_order=True
+    )
+    assert [r.path for r in page] == ["/d", "/a"]
+    page, cursor = await store.list_paths(
+        "shop", state="pending", limit=2, cursor=cursor, crawl_order=True
+    )
+    assert [r.path for r in page] == ["/c"] and cursor is None
+    claimed = [(await store.claim("owner", 60)).path for _ in range(5)]
+    assert claimed == ["/b", "/e", "/d", "/a", "/c"]
+    newest, _ = await store.list_paths("shop", limit=5)
+    assert [r.path for r in newest] == ["/e", "/d", "/c", "/b", "/a"]

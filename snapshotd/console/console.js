@@ -273,6 +273,7 @@
     const request = ++listRequest;
     const params = new URLSearchParams({ limit: String(PAGE) });
     if (ui.view) params.set("state", ui.view);
+    if (ui.view === "pending") params.set("order", "crawl"); // next to be captured first
     if (ui.prefix) params.set("prefix", ui.prefix);
     if (ui.cursor) params.set("cursor", ui.cursor);
     const data = await api("GET", `${sitePath("paths")}?${params}`);

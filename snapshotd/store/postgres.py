@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
 from snapshotd.store.counters import COUNTERS_TABLE, PostgresCounters
 
@@ -278,9 +279,11 @@ class PostgresStore(PostgresCounters):
         prefix: str | None = None,
         limit: int = 50,
         cursor: int | None = None,
+        crawl_order: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
-        while paging (higher ids) never shift later pages."""
+        while paging (higher ids) never shift later pages. With ``crawl_order``, in the
+        order claims take them (priority, queued_at, id), the cursor an offset."""
         where: list[str] = ["site = $1"]
         params: list[Any] = [site]
         if state:
@@ -289,20 +292,21 @@ class PostgresStore(PostgresCounters):
         if prefix:
             params.append(prefix)
             where.append(f"starts_with(path, ${len(params)})")
-        if cursor is not None:
+        if cursor is not None and not crawl_order:
             params.append(cursor)
             where.append(f"id < ${len(params)}")
+        skip = int(cursor or 0) if crawl_order else 0
         params.append(limit + 1)
         rows = [
             _record(r)
             for r in await self._db.fetch(
-                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
-                f"ORDER BY id DESC LIMIT ${len(params)}",
+                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
+                f"{_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ${len(params)} OFFSET {skip}",
                 *params,
             )
         ]
-        next_cursor = rows[limit - 1].id if len(rows) > limit else None
-        return rows[:limit], next_cursor
+        more = len(rows) > limit
+        return rows[:limit], (skip + limit if crawl_order else rows[limit - 1].id) if more else None
 
     async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
         last = 0

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiosqlite
 
+from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
 from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
 
@@ -299,9 +300,11 @@ class SQLiteStore(SQLiteCounters):
         prefix: str | None = None,
         limit: int = 50,
         cursor: int | None = None,
+        crawl_order: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
-        while paging (higher ids) never shift later pages."""
+        while paging (higher ids) never shift later pages. With ``crawl_order``, in the
+        order claims take them (priority, queued_at, id), the cursor an offset."""
         where: list[str] = ["site = ?"]
         params: list[Any] = [site]
         if state:
@@ -310,17 +313,18 @@ class SQLiteStore(SQLiteCounters):
         if prefix:
             where.append("substr(path, 1, ?) = ?")
             params.extend([len(prefix), prefix])
-        if cursor is not None:
+        if cursor is not None and not crawl_order:
             where.append("id < ?")
             params.append(cursor)
+        skip = int(cursor or 0) if crawl_order else 0
         sql = (
             f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
-            "ORDER BY id DESC LIMIT ?"
+            f"ORDER BY {_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ? OFFSET ?"
         )
-        async with self._reader.execute(sql, (*params, limit + 1)) as c:
+        async with self._reader.execute(sql, (*params, limit + 1, skip)) as c:
             rows = [_record(r) for r in await c.fetchall()]
-        next_cursor = rows[limit - 1].id if len(rows) > limit else None
-        return rows[:limit], next_cursor
+        more = len(rows) > limit
+        return rows[:limit], (skip + limit if crawl_order else rows[limit - 1].id) if more else None
 
     async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
         last = 0
