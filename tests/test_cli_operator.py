@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,27 +20,10 @@ from starlette.routing import Route
 from snapshotd.cli import build_parser
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
+from tests.test_cli import one_line_error, run
 
 MISSING = "libsnapshotd-test-missing.so.1"
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
-
-
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
-    return subprocess.run(
-        [sys.executable, "-m", "snapshotd", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    return lines[0]
 
 
 def _missing_library(tmp: Path, binary: str) -> str:

@@ -28,6 +28,7 @@ from snapshotd.api.inputs import (
     is_number,
     normalise_site_path,
     parse_json_object,
+    query,
     read_body,
     record_json,
     site_path_from_param,
@@ -149,11 +150,7 @@ async def queue(
 )
 async def list_paths(request: Request) -> Response:
     site = site_or_404(request)
-    q = request.query_params
-    unknown = set(q) - {"state", "prefix", "limit", "cursor", "order"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise ApiError(400, f"unknown parameter {name!r}", name)
+    q = query(request, {"state", "prefix", "limit", "cursor", "order"})
     state = q.get("state") or None
     if state is not None and state not in STATES:
         raise ApiError(400, f"state must be one of {', '.join(STATES)}", "state")

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.base import ApiError, context
-from snapshotd.api.inputs import is_number
+from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import AUTH_ERRORS, operation, param
 from snapshotd.stats import RENDER_BUCKETS
 from snapshotd.store.base import STATES
@@ -116,11 +116,7 @@ MAX_MINUTES = 7 * 24 * 60
 )
 async def stats(request: Request) -> Response:
     ctx = context(request)
-    q = request.query_params
-    unknown = set(q) - {"minutes"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise ApiError(400, f"unknown parameter {name!r}", name)
+    q = query(request, {"minutes"})
     raw = q.get("minutes", "60")
     if not is_number(raw) or not 1 <= int(raw) <= MAX_MINUTES:
         raise ApiError(400, f"minutes must be an integer from 1 to {MAX_MINUTES}", "minutes")
