@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["LOG_FORMATS", "JSONFormatter", "UTCFormatter", "setup_logging"]
+__all__ = ["LOG_FORMATS", "JSONFormatter", "UTCFormatter", "iso_utc", "setup_logging"]
 
 LOG_FORMATS = ("text", "json")
 
@@ -21,7 +21,8 @@ LOG_FORMATS = ("text", "json")
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
 
-def _utc(created: float) -> str:
+def iso_utc(created: float) -> str:
+    """``2024-05-01T10:00:00.123Z`` for a Unix time."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + (
         f".{int(created % 1 * 1000):03d}Z"
     )
@@ -34,7 +35,7 @@ class UTCFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
-        return _utc(record.created)
+        return iso_utc(record.created)
 
 
 class JSONFormatter(logging.Formatter):
@@ -42,7 +43,7 @@ class JSONFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": _utc(record.created),
+            "time": iso_utc(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

@@ -230,3 +230,18 @@ def test_each_snapshot_request_is_one_access_line(tmp_path):
     ]
     assert all(isinstance(r["ms"], int) and r["ms"] >= 0 for r in access())
     assert access()[0]["message"].startswith("GPTBot default /p/1 MISS 200 ")
+
+
+def test_log_lines_above_the_crawl_progress_bar_have_iso_utc_times():
+    import io
+    import logging
+    import time
+
+    from snapshotd.crawl.commands import _Progress
+
+    out = io.StringIO()
+    with _Progress(out, tty=True):
+        logging.getLogger("snapshotd.crawler").warning("robots.txt unreachable site=shop")
+    line = next(line for line in out.getvalue().splitlines() if "robots.txt" in line)
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert re.search(rf"{today}T\d\d:\d\d:\d\d\.\d{{3}}Z", line), line

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from snapshotd.config import Settings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.crawl.frontier import CrawlStats
+from snapshotd.logs import iso_utc
 from snapshotd.render.base import Renderer
 from snapshotd.services import BrowserStartError, build_services
 from snapshotd.store.base import Store
@@ -84,6 +85,7 @@ class _Progress:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
+            from rich.text import Text
 
             console = Console(file=self.stream)
             self._bar = Progress(
@@ -105,7 +107,14 @@ class _Progress:
             for handler in self._handlers:
                 root.removeHandler(handler)
             level = self._handlers[0].level if self._handlers else logging.NOTSET
-            root.addHandler(RichHandler(console=console, show_path=False, level=level))
+            root.addHandler(
+                RichHandler(
+                    console=console,
+                    show_path=False,
+                    level=level,
+                    log_time_format=lambda when: Text(iso_utc(when.timestamp())),
+                )
+            )
             # The bar says what each capture line would; keep them for -v.
             if root.level > logging.DEBUG:
                 for name in _CAPTURE_LOGGERS:
