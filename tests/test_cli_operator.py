@@ -119,7 +119,8 @@ def test_a_chromium_that_cannot_start_is_one_line_in_crawl(tmp_path, broken_chro
         env={"SNAPSHOTD_CHROMIUM": broken_chromium},
     )
     line = one_line_error(proc)
-    assert MISSING in line and "cannot start" in line
+    assert line.startswith(f"snapshotd: chromium {broken_chromium} cannot start: ")
+    assert MISSING in line
 
 
 def test_a_driver_missing_a_library_is_named_in_one_line(tmp_path, broken_driver):

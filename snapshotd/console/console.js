@@ -288,7 +288,9 @@
       row.dataset.state = r.state;
       const pathCell = cell(row, "", "path");
       pathCell.append(button(r.path, () => loadDetail(r.path).catch(reportError), "link"));
-      cell(row, r.state, `state state-${r.state}`);
+      // A stored 4xx page is processed, but not a success: it is not shown as one.
+      const failedPage = r.state === "processed" && r.status >= 400;
+      cell(row, r.state, `state state-${failedPage ? "processed-4xx" : r.state}`);
       cell(row, r.priority, "num");
       statusBadge(cell(row, "", "num status"), r);
       cell(row, shortTime(r.captured_at));

@@ -212,7 +212,7 @@ async def _serve_crawler(
         async with services.running():
             return int(await body(services.crawler, stop))
     except BrowserStartError as exc:
-        log.error("cannot start the browser: %s", exc)
+        print(f"snapshotd: {exc}", file=sys.stderr)  # as the command line's user errors
         return 2
     finally:
         for sig in signals:
