@@ -15,12 +15,7 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
-from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from tests.chromium import require_chromium
-from tests.servers import serve_asgi
-from tests.test_console import TOKEN, WAIT_MS, Env, browser, page, sign_in
+from tests.test_console import TOKEN, WAIT_MS, Env, browser, page, serve_console, sign_in
 
 __all__ = ["browser", "page"]  # the fixtures of tests/test_console.py, on this module's env
 
@@ -34,20 +29,8 @@ SCREENSHOTS = os.environ.get("SNAPSHOTD_SCREENSHOT_DIR")
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> Iterator[Env]:
-    chromium = require_chromium()
-    db = str(tmp_path_factory.mktemp("overview") / "snap.db")
-    quiet = {"seeds": (), "sitemaps": (), "crawl_links": False, "obey_robots": False}
-    with serve_asgi(create_spa()) as spa:
-        sites = (
-            SiteSettings(name="spa", origin=spa, **quiet),  # type: ignore[arg-type]
-            SiteSettings(name="down", origin="http://127.0.0.1:1", **quiet),  # type: ignore[arg-type]
-        )
-        browser = BrowserSettings(
-            concurrency=2, executable=chromium, javascript_timeout=0.3, render_timeout=10
-        )
-        settings = Settings(db=db, api_tokens=(TOKEN,), browser=browser, sites=sites)
-        with serve_asgi(create_app(settings, crawler=False)) as base:
-            yield Env(base, db, chromium)
+    with serve_console(tmp_path_factory.mktemp("overview"), crawler=False, concurrency=2) as e:
+        yield e
 
 
 @pytest.fixture(scope="module")
