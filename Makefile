@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 ORIGIN ?=
 PORT   ?= 8080
 
-.PHONY: run test lint bench chromium clean
+.PHONY: run test lint bench chromium clean screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q
+
+# The console's screenshots in docs/ (README), taken by its test at 1280 and 390 px.
+screenshot: chromium
+	SNAPSHOTD_SCREENSHOT_DIR=docs $(BIN)/python -m pytest -q tests/test_console_overview.py -k overview
 
 lint: $(STAMP)
 	$(BIN)/ruff check snapshotd tests bench

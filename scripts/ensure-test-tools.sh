@@ -1,7 +1,14 @@
 #!/bin/sh
-# Tools some tests run: Apache httpd with mod_rewrite and mod_proxy (the rules engine's ground
-# truth, and the front-server recipes) and nginx (the front-server recipes). Installed when
-# root on Debian; without them those tests use their recorded table or are skipped.
+# Tools some tests use: patchelf (a real Chromium and a real Playwright driver made to need a
+# missing shared library, for the command line's start-up errors); Apache httpd with
+# mod_rewrite and mod_proxy (the rules engine's ground truth, and the front-server recipes) and
+# nginx (the front-server recipes). Installed when root on Debian; without Apache the rules
+# tests use their recorded table.
+if ! command -v patchelf >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "snapshotd: installing patchelf for the command-line tests" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null) \
+    || echo "snapshotd: patchelf could not be installed; the start-up error tests will fail" >&2
+fi
 missing=""
 [ -x /usr/sbin/apache2 ] || missing="$missing apache2"
 [ -x /usr/sbin/nginx ] || missing="$missing nginx"

@@ -54,6 +54,7 @@ class SnapshotdApp:
         self.ctx = ctx
         self.proxy: Proxy = ctx.proxy
         self.api: ASGIApp = create_api(ctx)
+        self.startup_error: BaseException | None = None
 
     def begin_shutdown(self) -> None:
         """The server is stopping: start no capture, and answer the requests waiting on one
@@ -93,8 +94,8 @@ class SnapshotdApp:
         try:
             await cm.__aenter__()
         except BaseException as exc:
-            log.error("start-up failed: %s", exc)
-            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            self.startup_error = exc
+            await send({"type": "lifespan.startup.failed", "message": f"start-up failed: {exc}"})
             return
         await send({"type": "lifespan.startup.complete"})
         message = await receive()

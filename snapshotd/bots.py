@@ -96,15 +96,16 @@ class _PatternIndex:
                 self._by_gram.setdefault(literal[:3], []).append(entry)
         self._rest = re.compile("|".join(f"(?:{p})" for p in rest)) if rest else None
 
-    def search(self, text: str) -> bool:
+    def find(self, text: str) -> re.Match[str] | None:
+        """The first pattern's match in ``text``, or None."""
         by_gram = self._by_gram
         for i in range(len(text) - 2):
             found = by_gram.get(text[i : i + 3])
             if found:
                 for literal, regex in found:
-                    if text.startswith(literal, i) and regex.search(text):
-                        return True
-        return bool(self._rest and self._rest.search(text))
+                    if text.startswith(literal, i) and (match := regex.search(text)):
+                        return match
+        return self._rest.search(text) if self._rest else None
 
 
 class BotMatcher:
@@ -135,24 +136,37 @@ class BotMatcher:
         self._added = (
             re.compile("|".join(re.escape(t) for t in self.tokens)) if self.tokens else None
         )
-        self._seen: dict[str, bool] = {}
+        self._seen: dict[str, str | None] = {}
 
     def __call__(self, user_agent: str) -> bool:
-        # Bots send the same few User-Agent strings over and over: remember the answers.
-        known = self._seen.get(user_agent)
-        if known is None:
-            known = self._match(user_agent)
-            if len(self._seen) >= 4096:
-                self._seen.clear()
-            self._seen[user_agent] = known
-        return known
+        return self.family(user_agent) is not None
 
-    def _match(self, user_agent: str) -> bool:
+    def family(self, user_agent: str) -> str | None:
+        """The bot's name as its User-Agent spells what matched (``Googlebot``, ``bingbot``,
+        ``GPTBot``), or None when it is no bot."""
+        # Bots send the same few User-Agent strings over and over: remember the answers.
+        try:
+            return self._seen[user_agent]
+        except KeyError:
+            pass
+        found = self._find(user_agent)
+        if len(self._seen) >= 4096:
+            self._seen.clear()
+        self._seen[user_agent] = found
+        return found
+
+    def _find(self, user_agent: str) -> str | None:
         if not user_agent:
-            return False
-        if self._added is not None and self._added.search(user_agent.lower()):
-            return True
-        return not _IN_APP.search(user_agent) and self._index.search(user_agent)
+            return None
+        match = None
+        if self._added is not None:
+            match = self._added.search(user_agent.lower())
+        if match is None and not _IN_APP.search(user_agent):
+            match = self._index.find(user_agent)
+        if match is None:
+            return None
+        spelled = user_agent[match.start() : match.end()]
+        return spelled.strip(" /;:()+-_.") or spelled
 
 
 # File extensions that are still pages, not assets.

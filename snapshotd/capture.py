@@ -186,6 +186,7 @@ class CaptureService:
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
         self.metrics.render_seconds.observe(time.monotonic() - started)
+        self.metrics.minutes.render(site.name, time.monotonic() - started)
         now = self.clock()
         if not result.ok and self.stopping.is_set():
             # The renderer may be closing under it: nothing says the page is to blame.
@@ -201,6 +202,7 @@ class CaptureService:
                 status=result.status if result.status >= 400 else None,
             )
             self.metrics.captures.labels("error").inc()
+            self.metrics.minutes.capture(site.name, "error")
             log.info(
                 "capture failed site=%s path=%s error=%r retry_in=%ds",
                 site.name, record.path, result.error, delay,
@@ -226,6 +228,7 @@ class CaptureService:
                 links_due=follow_links or self.links is not None,
             )
         self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
+        self.metrics.minutes.capture(site.name, "duplicate" if duplicate_of else "ok")
         log.info(
             "captured site=%s path=%s status=%d %.2fs%s",
             site.name, record.path, result.status, result.elapsed,

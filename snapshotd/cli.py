@@ -1,4 +1,4 @@
-"""The ``snapshotd`` command (SPEC section 1). User errors print one line and exit 2."""
+"""The ``snapshotd`` command: flags, help, one-line user errors (exit status 2)."""
 
 from __future__ import annotations
 
@@ -11,30 +11,45 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
+from snapshotd.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES, fill_recipe
+from snapshotd.render.chromium import BrowserCannotStart
 from snapshotd.rewrite import RulesError, RuleSet, load_site_rules
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 from snapshotd.store.base import iso_time
 
 log = logging.getLogger("snapshotd")
 
+DESCRIPTION = """\
+snapshotd puts a prerender proxy in front of a single-page app: search engines, AI crawlers
+and link-preview bots get an HTML snapshot of each page as headless Chromium rendered it;
+people get the app itself, passed through untouched. A crawler keeps the snapshots fresh.
+The API, the console and the metrics live under /_snapshotd/ on the same port."""
+
+EPILOG = """\
+examples:
+  snapshotd serve --origin http://127.0.0.1:3000       proxy + API + console + crawler on :8080
+  snapshotd serve --config snapshotd.toml               several sites, chosen by Host header
+  snapshotd crawl --origin http://127.0.0.1:3000 --seed /pricing
+  snapshotd capture http://127.0.0.1:3000/items/3 -o items-3.html
+  snapshotd status --db snapshotd.db
+  snapshotd report --format jsonl > report.jsonl
+  snapshotd rules check rules/shop.rules
+
+Every flag can also be set in the config file or as SNAPSHOTD_<NAME> in the environment
+(SNAPSHOTD_ORIGIN, SNAPSHOTD_PORT, SNAPSHOTD_DB, ...). The API and the console need a token:
+set SNAPSHOTD_API_TOKEN (or server.api_tokens); without one, `serve` draws one at start and
+logs the console URL holding it ("console: http://...#token=...").
+
+Run `snapshotd COMMAND --help` for a command's own flags."""
+
 
 class UserError(Exception):
     """Stops a command with one line on stderr and exit status 2."""
-
-
-def _setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    # httpx logs every request at INFO: far too much for a proxy's log.
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
@@ -74,6 +89,20 @@ async def _check_store(db: str) -> None:
 # ---------------------------------------------------------------------------- commands
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket of ``serve``, bound before anything starts, so a port in use is
+    one line and nothing claims to listen."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise UserError(f"cannot listen on {where}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -83,11 +112,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     rules = _check_rules(settings)
     _check_chromium(settings)
     asyncio.run(_check_store(settings.db))
+    sock = _listen(settings.host, settings.port)
+    settings = replace(settings, port=sock.getsockname()[1])  # --port 0: the one drawn
     app = create_app(settings, crawler=not args.no_crawler, rules=rules)
     config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -100,13 +129,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         requests under way: bots waiting on a capture are answered (fail open) instead of
         being cut off when the graceful wait runs out."""
 
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            log.info("listening on http://%s:%d", settings.host, settings.port)
+
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             app.begin_shutdown()
             await super().shutdown(sockets)
 
     server = Server(config)
-    log.info("listening on http://%s:%d", settings.host, settings.port)
-    server.run()
+    # A start-up failure is said once, below; uvicorn's own lines would repeat it.
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.setLevel(logging.WARNING)
+    uvicorn_log.addFilter(lambda record: server.started or record.levelno < logging.ERROR)
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        if app.startup_error is None:
+            raise
+    finally:
+        sock.close()
+    if app.startup_error is not None:
+        raise UserError(str(app.startup_error).strip().splitlines()[0])
     return 0 if server.started else 2
 
 
@@ -125,9 +169,27 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if args.max_pages is not None and args.max_pages < 1:
         raise UserError("--max-pages must be at least 1")
     settings = _settings(args, need_site=True)
+    _check_seeds(settings, args.seed or ())
     _check_rules(settings)
     _check_chromium(settings)
     return asyncio.run(run_crawl(settings, seeds=args.seed or None, max_pages=args.max_pages))
+
+
+def _check_seeds(settings: Settings, seeds: Sequence[str]) -> None:
+    """Each ``--seed`` is a path (for every site) or a URL of a configured site."""
+    from urllib.parse import urlsplit
+
+    for seed in seeds:
+        if seed.startswith("/"):
+            continue
+        parts = urlsplit(seed)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise UserError(
+                f"--seed {seed}: a seed is a path starting with '/' (did you mean "
+                f"/{seed.lstrip('/')}?) or a URL of a configured site"
+            )
+        if settings.site_for_url(seed) is None:
+            raise UserError(f"--seed {seed}: belongs to no configured site")
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -253,16 +315,66 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("snapshotd")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from snapshotd import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="snapshotd", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="snapshotd", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter
+    )
+    parser.add_argument("--version", action="version", version=f"snapshotd {_version()}")
+
+    def logging_flags(p: argparse.ArgumentParser, default: Any) -> None:
+        """Before or after the command name alike."""
+        p.add_argument(
+            "-v", "--verbose", action="store_true", default=default, help="debug logging"
+        )
+        p.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default=default,
+            help="log lines as text (the default) or one JSON object a line "
+            "(also SNAPSHOTD_LOG_FORMAT)",
+        )
+
+    logging_flags(parser, None)
+    parser.set_defaults(verbose=False, log_format=os.environ.get("SNAPSHOTD_LOG_FORMAT") or "text")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def command(name: str, help: str, example: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            epilog=f"example:\n  {example}",
+            formatter_class=formatter,
+        )
+        logging_flags(p, argparse.SUPPRESS)
+        return p
+
     def common(p: argparse.ArgumentParser, *, origin: bool = False) -> None:
-        p.add_argument("--config", help="TOML config file (also SNAPSHOTD_CONFIG)")
-        p.add_argument("--db", help="SQLite path (default snapshotd.db)")
+        p.add_argument("--config", metavar="FILE", help="TOML config file (also SNAPSHOTD_CONFIG)")
+        p.add_argument(
+            "--db",
+            metavar="PATH",
+            help="SQLite file or postgresql:// URL (default snapshotd.db; also SNAPSHOTD_DB)",
+        )
         if origin:
-            p.add_argument("--origin", help="the site's origin URL, e.g. http://127.0.0.1:3000")
+            p.add_argument(
+                "--origin",
+                metavar="URL",
+                help="the app's origin, e.g. http://127.0.0.1:3000: one site named default "
+                "(also SNAPSHOTD_ORIGIN)",
+            )
             p.add_argument(
                 "--hosts",
                 metavar="H[,H...]",
@@ -270,70 +382,109 @@ def build_parser() -> argparse.ArgumentParser:
                 "SNAPSHOTD_HOSTS",
             )
 
-    p = sub.add_parser("serve", help="run the proxy, API, console and crawler")
+    p = command(
+        "serve",
+        "run the proxy, API, console and crawler",
+        "snapshotd serve --origin http://127.0.0.1:3000 --host 0.0.0.0 --port 8080",
+    )
     common(p, origin=True)
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
+    p.add_argument(
+        "--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"
+    )
+    p.add_argument("--port", type=int, help="port to listen on (default 8080; 0 picks a free one)")
     p.add_argument("--no-crawler", action="store_true", help="do not run the crawler here")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("worker", help="run only the crawler")
-    common(p)
+    p = command(
+        "worker",
+        "run only the crawler, beside serve processes sharing its database",
+        "snapshotd worker --db postgresql://snap@db:5432/snapshots --config snapshotd.toml",
+    )
+    common(p, origin=True)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("crawl", help="crawl from the seeds until nothing is pending")
+    p = command(
+        "crawl",
+        "crawl from the seeds until nothing is pending, then print a summary",
+        "snapshotd crawl --origin http://127.0.0.1:3000 --seed / --seed /pricing",
+    )
     common(p, origin=True)
-    p.add_argument("--seed", action="append", metavar="PATH", help="start path (repeatable)")
-    p.add_argument("--max-pages", type=int, metavar="N")
+    p.add_argument(
+        "--seed",
+        action="append",
+        metavar="PATH",
+        help="a path starting with / (for every site) or a URL of a site; repeatable; "
+        "default: each site's seeds",
+    )
+    p.add_argument(
+        "--max-pages", type=int, metavar="N", help="at most N paths per site (replaces max_pages)"
+    )
     p.set_defaults(func=cmd_crawl)
 
-    p = sub.add_parser("capture", help="render one URL now and print the snapshot")
-    p.add_argument("url")
-    p.add_argument("--config")
-    p.add_argument("--output", "-o", metavar="FILE")
+    p = command(
+        "capture",
+        "render one URL now and print the snapshot",
+        "snapshotd capture http://127.0.0.1:3000/items/3 -o items-3.html",
+    )
+    p.add_argument("url", help="the http(s) URL to render")
+    p.add_argument(
+        "--config", metavar="FILE", help="take the browser and site settings from this file"
+    )
+    p.add_argument("--output", "-o", metavar="FILE", help="write the HTML here, not to stdout")
     p.set_defaults(func=cmd_capture)
 
-    p = sub.add_parser("rules", help="check or evaluate a rules file")
+    p = command(
+        "rules", "check or evaluate a rules file", "snapshotd rules check rules/shop.rules"
+    )
     rsub = p.add_subparsers(dest="rules_command", required=True, metavar="check|eval")
     rc = rsub.add_parser("check", help="validate a rules file")
-    rc.add_argument("file")
+    rc.add_argument("file", help="the rules file")
     re_ = rsub.add_parser("eval", help="print what the rules do to URLs, as JSON lines")
-    re_.add_argument("--rules", required=True, metavar="FILE")
-    re_.add_argument("-H", "--header", action="append", metavar="'Name: value'")
+    re_.add_argument("--rules", required=True, metavar="FILE", help="the rules file")
+    re_.add_argument(
+        "-H", "--header", action="append", metavar="'Name: value'",
+        help="a request header the rules may test (repeatable)",
+    )
     re_.add_argument("--db", help="judge NF against this store")
     re_.add_argument("--config", help="take ignore_params from a site of this config")
     re_.add_argument("--site", metavar="NAME", help="the site of --config to take them from")
-    re_.add_argument("url", nargs="+")
+    re_.add_argument("url", nargs="+", help="paths or URLs to evaluate")
     p.set_defaults(func=cmd_rules)
 
-    p = sub.add_parser("recipe", help="print a front server's configuration for a site")
-    p.add_argument("server", choices=RECIPES)
+    p = command(
+        "recipe",
+        "print a front server's configuration for a site",
+        "snapshotd recipe nginx --origin http://127.0.0.1:3000 --hosts shop.example.com",
+    )
+    p.add_argument("server", choices=RECIPES, help="the front server")
     common(p, origin=True)
     p.add_argument("--host", help="snapshotd's address as the front server reaches it")
-    p.add_argument("--port", type=int)
+    p.add_argument("--port", type=int, help="snapshotd's port as the front server reaches it")
     p.add_argument("--site", metavar="NAME", help="the site of --config (default: the first)")
     p.add_argument("--listen", metavar="ADDR", help="the front server's listen address")
     p.set_defaults(func=cmd_recipe)
 
-    p = sub.add_parser("status", help="counts of paths per state, per site")
-    p.add_argument("--db")
-    p.add_argument("--config")
+    p = command(
+        "status", "counts of paths per state, per site", "snapshotd status --db snapshotd.db"
+    )
+    common(p)
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("report", help="one row per path, CSV or JSON lines")
-    p.add_argument("--db")
-    p.add_argument("--config")
-    p.add_argument("--format", choices=("csv", "jsonl"), default="csv")
+    p = command(
+        "report", "one row per path, CSV or JSON lines", "snapshotd report --format csv > paths.csv"
+    )
+    common(p)
+    p.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
     p.set_defaults(func=cmd_report)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    setup_logging(args.verbose, args.log_format)
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, UserError, StoreError) as exc:
+    except (ConfigError, UserError, StoreError, BrowserCannotStart) as exc:
         print(f"snapshotd: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,14 +1,18 @@
-"""Prometheus metrics, one registry per application so several apps can live in a process."""
+"""Prometheus metrics, one registry per application so several apps can live in a process;
+beside them, the per-minute counters kept in the store (:mod:`snapshotd.stats`)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from snapshotd.stats import RENDER_BUCKETS, MinuteCounters
 
 __all__ = ["Metrics"]
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.minutes = MinuteCounters()
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "snapshotd_requests",
@@ -31,7 +35,7 @@ class Metrics:
         self.render_seconds = Histogram(
             "snapshotd_render_seconds",
             "Time to render one capture",
-            buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60),
+            buckets=RENDER_BUCKETS,
             registry=self.registry,
         )
         self.refused = Counter(

@@ -52,6 +52,8 @@ from snapshotd.urls import (
 )
 
 log = logging.getLogger("snapshotd.proxy")
+# One line per snapshot request (bots and _escaped_fragment_, the render endpoint's too).
+access_log = logging.getLogger("snapshotd.access")
 
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -360,9 +362,47 @@ class Proxy:
         receive: Receive,
         send: Send,
     ) -> None:
-        """Answer a bot's request for a site path (rules, then the store, then fail-open).
+        """Answer a bot's request for a site path (rules, then the store, then fail-open),
+        then log one access line: bot, site, path, result, status and milliseconds.
 
         ``scope`` must name the same path, as pass-through forwards it."""
+        started = time.monotonic()
+        result = "BYPASS"  # what the answer becomes when this raises (fail-open)
+        status = 0
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            result = await self._answer(site, path, host, headers, scope, receive, watched)
+        finally:
+            ms = round((time.monotonic() - started) * 1000)
+            bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
+            self.metrics.minutes.request(site.name, bot, path, result, status, ms)
+            access_log.info(
+                "%s %s %s %s %s %dms",
+                bot, site.name, path, result, status or "-", ms,
+                extra={
+                    "bot": bot, "site": site.name, "path": path, "result": result,
+                    "status": status or None, "ms": ms,
+                },
+            )
+
+    async def _answer(
+        self,
+        site: SiteSettings,
+        path: str,
+        host: str,
+        headers: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> str:
+        """The answer of :meth:`snapshot_request`; returns its result (``HIT``, ``STALE``,
+        ``MISS``, ``BYPASS``, ``RULE`` or ``PASS``)."""
         decision = await admit(
             decide(
                 site,
@@ -385,15 +425,15 @@ class Proxy:
                 f"Redirecting to {location}\n",
                 [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
             )
-            return
+            return "RULE"
         if decision.kind == "status":
             self.metrics.requests.labels("RULE").inc()
             status = decision.status or 404
             await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
-            return
+            return "RULE"
         if decision.kind == "ignored":
             await self._pass(site, scope, receive, send)
-            return
+            return "PASS"
         if decision.kind == "serve":
             assert decision.snapshot is not None
             if decision.requeue:
@@ -401,7 +441,7 @@ class Proxy:
                 self.cache.evict((site.name, path))
             result = "HIT" if decision.fresh else "STALE"
             await self._send_snapshot(decision.snapshot, result, headers, scope, send)
-            return
+            return result
         refusal = decision.reason if decision.kind == "refused" else None
         if decision.kind == "capture":
             # From admission's last question to the miss's start nothing awaits, so the
@@ -416,7 +456,7 @@ class Proxy:
                 snapshot = await self._wait_for_capture(site, path, future)
                 if snapshot is not None:
                     await self._send_snapshot(snapshot, "MISS", headers, scope, send)
-                    return
+                    return "MISS"
         if refusal is not None:
             self.metrics.refused.labels(refusal).inc()
             self.refusal_log(site.name, refusal, path)
@@ -424,6 +464,7 @@ class Proxy:
         await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
         )
+        return "BYPASS"
 
     async def _wait_for_capture(
         self, site: SiteSettings, path: str, task: asyncio.Future[Any]

@@ -8,7 +8,8 @@ Invariants:
 - every piece is made once, from the frozen settings, before anything opens: the default
   renderer (a :class:`~snapshotd.render.BrowserPool`) and the sites' rules only here, the
   proxy before the API that serves its render endpoint, so nothing is patched in afterwards;
-- ``running`` opens the store, then the renderer, then the capture service (which takes back
+- ``running`` opens the store (and starts storing the minute counters), then the renderer,
+  then the capture service (which takes back
   expired leases), then the crawler; it closes the capture service first (no capture starts;
   those under way get their grace, the rest are cut short and every lease of this process is
   handed back), then the crawler, the renderer, the upstream and the store. A piece whose
@@ -62,6 +63,7 @@ class Services:
         """Open every piece, yield, close them (the order is the module's invariant).
         BrowserStartError when the renderer does not start."""
         await self.store.open()
+        self.metrics.minutes.start(self.store)
         try:
             try:
                 await self.renderer.start()
@@ -82,6 +84,7 @@ class Services:
                 if self.upstream is not None:
                     await self.upstream.close()
         finally:
+            await self.metrics.minutes.close(self.store)  # the last counts, then the store
             await self.store.close()
 
 

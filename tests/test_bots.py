@@ -176,3 +176,17 @@ def test_no_real_browser_is_taken_for_a_bot():
 )
 def test_static_assets(path, asset):
     assert is_static_asset(path) is asset
+
+
+@pytest.mark.parametrize(
+    ("agent", "family"),
+    [
+        ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "Googlebot"),
+        ("Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "bingbot"),
+        ("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2)", "GPTBot"),
+        ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120 Safari/537.36", None),
+    ],
+)
+def test_family_names_the_bot_as_its_user_agent_spells_it(agent, family) -> None:
+    assert BotMatcher().family(agent) == family
+    assert BotMatcher(add=["bot"]).family("SomeBot/1.0") == "Bot"

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -39,10 +41,11 @@ class Env:
     chromium: str
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory) -> Iterator[Env]:
+@contextmanager
+def serve_console(folder: Path, *, crawler: bool = True, concurrency: int = 1) -> Iterator[Env]:
+    """snapshotd with sites ``spa`` and ``down``, its database in ``folder``."""
     chromium = require_chromium()
-    db = str(tmp_path_factory.mktemp("console") / "snap.db")
+    db = str(folder / "snap.db")
     quiet = {"seeds": (), "sitemaps": (), "crawl_links": False, "obey_robots": False}
     with serve_asgi(create_spa()) as spa:
         sites = (
@@ -50,11 +53,18 @@ def env(tmp_path_factory) -> Iterator[Env]:
             SiteSettings(name="down", origin="http://127.0.0.1:1", **quiet),  # type: ignore[arg-type]
         )
         browser = BrowserSettings(
-            concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=10
+            concurrency=concurrency, executable=chromium, javascript_timeout=0.3,
+            render_timeout=10,
         )
         settings = Settings(db=db, api_tokens=(TOKEN,), browser=browser, sites=sites)
-        with serve_asgi(create_app(settings, crawler=True)) as base:
+        with serve_asgi(create_app(settings, crawler=crawler)) as base:
             yield Env(base, db, chromium)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> Iterator[Env]:
+    with serve_console(tmp_path_factory.mktemp("console")) as served:
+        yield served
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -75,7 +75,7 @@ class Serve:
 
         def started() -> bool:
             for line in self.lines:
-                m = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+                m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
                 if m:
                     found.append(m.group(1))
                     return True

@@ -59,6 +59,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{PREFIX}/metrics", status.metrics),
     Route(f"{PREFIX}/api/openapi.json", openapi_json),
     Route(f"{API}/sites", status.sites),
+    Route(f"{API}/stats", status.stats),
     Route(f"{_SITE}/paths", paths.list_paths, methods=["GET"]),
     Route(f"{_SITE}/paths", paths.post_paths, methods=["POST"]),
     Route(f"{_SITE}/paths/{{path:path}}", paths.get_path, methods=["GET"]),

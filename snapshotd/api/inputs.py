@@ -16,6 +16,7 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
+from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 
 from snapshotd.api.base import ApiError
@@ -71,6 +72,15 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ApiError(400, "the body must be a JSON object", "body")
     return value
+
+
+def query(request: Request, allowed: set[str]) -> QueryParams:
+    """The request's query parameters; 400 naming the first one not ``allowed``."""
+    unknown = set(request.query_params) - allowed
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ApiError(400, f"unknown parameter {name!r}", name)
+    return request.query_params
 
 
 def is_number(text: str) -> bool:

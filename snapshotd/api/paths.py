@@ -28,6 +28,7 @@ from snapshotd.api.inputs import (
     is_number,
     normalise_site_path,
     parse_json_object,
+    query,
     read_body,
     record_json,
     site_path_from_param,
@@ -127,7 +128,7 @@ async def queue(
 
 
 @operation(
-    "one page of paths, newest first",
+    "one page of paths, newest first or in crawl order",
     params=[
         SITE,
         param("state", "query", "one state", {"type": "string", "enum": list(STATES)}),
@@ -139,6 +140,12 @@ async def queue(
             {"type": "integer", "default": DEFAULT_PAGE},
         ),
         param("cursor", "query", "next_cursor of the page before", {"type": "string"}),
+        param(
+            "order",
+            "query",
+            "newest (by insertion, the default) or crawl (the order the crawler takes them)",
+            {"type": "string", "enum": ["newest", "crawl"]},
+        ),
     ],
     responses={
         "200": '{"paths": [Path], "next_cursor": string|null}',
@@ -149,11 +156,7 @@ async def queue(
 )
 async def list_paths(request: Request) -> Response:
     site = site_or_404(request)
-    q = request.query_params
-    unknown = set(q) - {"state", "prefix", "limit", "cursor"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise ApiError(400, f"unknown parameter {name!r}", name)
+    q = query(request, {"state", "prefix", "limit", "cursor", "order"})
     state = q.get("state") or None
     if state is not None and state not in STATES:
         raise ApiError(400, f"state must be one of {', '.join(STATES)}", "state")
@@ -163,6 +166,9 @@ async def list_paths(request: Request) -> Response:
     raw_limit = q.get("limit", str(DEFAULT_PAGE))
     if not is_number(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE:
         raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}", "limit")
+    order = q.get("order") or "newest"
+    if order not in ("newest", "crawl"):
+        raise ApiError(400, "order must be newest or crawl", "order")
     raw_cursor = q.get("cursor") or None
     if raw_cursor is not None and not (is_number(raw_cursor) and len(raw_cursor) < 19):
         raise ApiError(400, "cursor must be a next_cursor this API gave", "cursor")
@@ -172,6 +178,7 @@ async def list_paths(request: Request) -> Response:
         prefix=prefix,
         limit=int(raw_limit),
         cursor=int(raw_cursor) if raw_cursor else None,
+        crawl_order=order == "crawl",
     )
     return JSONResponse(
         {

@@ -21,6 +21,7 @@ from snapshotd.api.inputs import (
     check_priority,
     is_number,
     normalise_site_path,
+    query,
     query_flag,
     read_body,
 )
@@ -83,11 +84,7 @@ def parse_sitemap_upload(body: bytes) -> list[str]:
 async def post_sitemap(request: Request) -> Response:
     ctx = context(request)
     site = site_or_404(request)
-    q = request.query_params
-    unknown = set(q) - {"priority", "force"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise ApiError(400, f"unknown parameter {name!r}", name)
+    q = query(request, {"priority", "force"})
     raw_priority = q.get("priority", str(PRIORITY_API))
     if not is_number(raw_priority):
         raise ApiError(400, "priority must be an integer from 0 to 3", "priority")

@@ -1,5 +1,6 @@
-"""What the server tells about itself: health, Prometheus metrics, and the sites with their
-counts and this process's capture rate.
+"""What the server tells about itself: health, Prometheus metrics, the sites with their
+counts and this process's capture rate, and the per-minute counters behind the console's
+charts.
 
 Invariants:
 - ``healthz`` is open and tells only whether the store answers;
@@ -15,8 +16,10 @@ from collections import deque
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import context
-from snapshotd.api.openapi import AUTH_ERRORS, operation
+from snapshotd.api.base import ApiError, context
+from snapshotd.api.inputs import is_number, query
+from snapshotd.api.openapi import AUTH_ERRORS, operation, param
+from snapshotd.stats import RENDER_BUCKETS
 from snapshotd.store.base import STATES
 
 RATE_WINDOW = 60.0
@@ -91,5 +94,43 @@ async def sites(request: Request) -> Response:
             "queue_depth": {str(k): v for k, v in sorted(depth.items())},
             "captures": by_outcome,
             "capture_rate": None if rate is None else round(rate, 2),
+        }
+    )
+
+
+MAX_MINUTES = 7 * 24 * 60
+
+
+@operation(
+    "counts per minute over the last `minutes` (1-10080, default 60), of every process: "
+    "snapshot requests by result and by bot, captures by outcome, render times by bucket; "
+    "and this process's most recent bot requests, newest first",
+    params=[
+        param("minutes", "query", f"how far back, 1-{MAX_MINUTES}", {"type": "integer"}),
+    ],
+    responses={
+        "200": '{"from": t, "to": t, "rows": [[t, site, name, value]], "recent": [...]}',
+        "400": "a bad parameter (named)",
+        **AUTH_ERRORS,
+    },
+)
+async def stats(request: Request) -> Response:
+    ctx = context(request)
+    q = query(request, {"minutes"})
+    raw = q.get("minutes", "60")
+    if not is_number(raw) or not 1 <= int(raw) <= MAX_MINUTES:
+        raise ApiError(400, f"minutes must be an integer from 1 to {MAX_MINUTES}", "minutes")
+    minutes = ctx.metrics.minutes
+    await minutes.flush(ctx.store)  # what this process counted, up to now
+    now = int(minutes.clock() // 60)
+    since = now - int(raw) + 1
+    rows = await ctx.store.counters(since)
+    return JSONResponse(
+        {
+            "from": since * 60,
+            "to": now * 60,
+            "render_buckets": [*(f"{b:g}" for b in RENDER_BUCKETS), "inf"],
+            "rows": [[m * 60, site, name, value] for m, site, name, value in rows],
+            "recent": list(reversed(minutes.recent)),
         }
     )

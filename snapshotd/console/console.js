@@ -13,10 +13,14 @@
   const ui = {
     sites: [],
     site: null,
-    view: "pending",
+    view: "",
     prefix: "",
     cursor: null, // null: the first page, which refreshes itself
     nextCursor: null,
+    page: 1,
+    cursors: [], // the cursors of the pages before this one
+    chartMinutes: 60,
+    capturesPerMinute: null,
     detail: null,
     timer: null,
   };
@@ -71,7 +75,35 @@
     const td = row.insertCell();
     td.textContent = text === null || text === undefined ? "" : String(text);
     if (className) td.className = className;
+    // Narrow screens show each row as a card, each value after its column's name.
+    const head = row.closest("table").tHead;
+    if (head) td.dataset.label = head.rows[0].cells[td.cellIndex].textContent;
     return td;
+  }
+
+  function badge(td, text, kind) {
+    const b = document.createElement("span");
+    b.className = `badge ${kind}`;
+    b.textContent = text;
+    td.append(b);
+    return b;
+  }
+
+  // One badge per kind of outcome: 2xx, 3xx, 4xx, or error (a failed capture).
+  function statusBadge(td, r) {
+    if (r.state === "error") return badge(td, r.status ? `${r.status} error` : "error", "serror");
+    if (!r.status) return badge(td, "—", "snone");
+    const kind = r.status >= 400 ? "s4xx" : r.status >= 300 ? "s3xx" : "s2xx";
+    return badge(td, String(r.status), kind);
+  }
+
+  const number = (n) => Number(n).toLocaleString("en");
+
+  function duration(seconds) {
+    if (seconds < 90) return `${Math.round(seconds)} s`;
+    if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+    if (seconds < 172800) return `${(seconds / 3600).toFixed(1)} h`;
+    return `${(seconds / 86400).toFixed(1)} days`;
   }
 
   function button(text, onClick, className) {
@@ -104,6 +136,7 @@
     $("signout").hidden = !sessionStorage.getItem(KEY);
     await refreshStatus();
     await loadList();
+    await refreshCharts();
     clearInterval(ui.timer);
     ui.timer = setInterval(tick, REFRESH_MS);
   }
@@ -111,6 +144,7 @@
   async function tick() {
     try {
       await refreshStatus();
+      await refreshCharts();
       if (ui.cursor === null) await loadList();
       if (ui.detail) await loadDetail(ui.detail, { quiet: true });
     } catch (err) {
@@ -167,6 +201,7 @@
       }
       cell(row, s.total, "num");
     }
+    drawStatus();
     const outcomes = Object.entries(data.captures || {})
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
@@ -179,9 +214,43 @@
       `Queue: ${depth}.`;
   }
 
+  const STATES = ["pending", "processing", "processed", "error", "ignored"];
+
+  // Cards per state, and a progress bar with an ETA while paths are pending.
+  function drawStatus() {
+    const site = ui.sites.find((s) => s.name === ui.site);
+    if (!site) return;
+    const cards = STATES.map((state) => {
+      const div = document.createElement("div");
+      div.className = `card ${state}`;
+      div.dataset.state = state;
+      const b = document.createElement("b");
+      b.textContent = number(site.counts[state]);
+      const label = document.createElement("span");
+      label.textContent = state;
+      div.append(b, label);
+      return div;
+    });
+    $("cards").replaceChildren(...cards);
+    const left = site.counts.pending + site.counts.processing;
+    $("progress").hidden = left === 0;
+    if (left === 0) return;
+    const done = site.total - left;
+    const pct = site.total ? (100 * done) / site.total : 0;
+    $("progress-fill").style.width = `${pct.toFixed(1)}%`;
+    $("progress").querySelector(".bar").setAttribute("aria-valuenow", pct.toFixed(0));
+    const rate = ui.capturesPerMinute;
+    const eta = rate ? `, about ${duration((left / rate) * 60)} to go at ${rate.toFixed(1)} a minute` : "";
+    $("progress-text").textContent =
+      `${number(done)} of ${number(site.total)} paths done (${pct.toFixed(0)}%), ` +
+      `${number(left)} left${eta}.`;
+  }
+
   $("site").addEventListener("change", () => {
     ui.site = $("site").value;
     ui.cursor = null;
+    ui.cursors = [];
+    ui.page = 1;
     closeDetail();
     loadList().catch(reportError);
   });
@@ -204,11 +273,13 @@
     const request = ++listRequest;
     const params = new URLSearchParams({ limit: String(PAGE) });
     if (ui.view) params.set("state", ui.view);
+    if (ui.view === "pending") params.set("order", "crawl"); // next to be captured first
     if (ui.prefix) params.set("prefix", ui.prefix);
     if (ui.cursor) params.set("cursor", ui.cursor);
     const data = await api("GET", `${sitePath("paths")}?${params}`);
     if (request !== listRequest) return;
     ui.nextCursor = data.next_cursor;
+    $("expires-head").textContent = ui.view === "error" ? "Retry at" : "Expires";
     const body = $("paths").tBodies[0];
     body.replaceChildren();
     for (const r of data.paths) {
@@ -217,9 +288,11 @@
       row.dataset.state = r.state;
       const pathCell = cell(row, "", "path");
       pathCell.append(button(r.path, () => loadDetail(r.path).catch(reportError), "link"));
-      cell(row, r.state, `state state-${r.state}`);
+      // A stored 4xx page is processed, but not a success: it is not shown as one.
+      const failedPage = r.state === "processed" && r.status >= 400;
+      cell(row, r.state, `state state-${failedPage ? "processed-4xx" : r.state}`);
       cell(row, r.priority, "num");
-      cell(row, r.status, "num");
+      statusBadge(cell(row, "", "num status"), r);
       cell(row, shortTime(r.captured_at));
       cell(row, shortTime(r.expires_at));
       cell(row, r.duplicate_of ? `duplicate of ${r.duplicate_of}` : r.error, "error-text");
@@ -232,6 +305,23 @@
     $("empty").hidden = data.paths.length > 0;
     $("next").disabled = !ui.nextCursor;
     $("first").disabled = ui.cursor === null;
+    drawTotals(data.paths.length);
+  }
+
+  // "51–100 of 2,965 · page 2 of 60": the totals come from the counts per state.
+  function drawTotals(shown) {
+    const site = ui.sites.find((s) => s.name === ui.site);
+    const total = site && !ui.prefix ? (ui.view ? site.counts[ui.view] : site.total) : null;
+    const first = (ui.page - 1) * PAGE;
+    const range = shown ? `${number(first + 1)}–${number(first + shown)}` : "none";
+    if (total === null) {
+      $("list-total").textContent = `${range} (matching ${ui.prefix})`;
+      $("page-of").textContent = `page ${ui.page}`;
+      return;
+    }
+    const pages = Math.max(1, Math.ceil(total / PAGE));
+    $("list-total").textContent = `${range} of ${number(total)}`;
+    $("page-of").textContent = `page ${ui.page} of ${number(pages)}`;
   }
 
   $("tabs").addEventListener("click", (event) => {
@@ -239,6 +329,8 @@
     if (!b) return;
     ui.view = b.dataset.state;
     ui.cursor = null;
+    ui.cursors = [];
+    ui.page = 1;
     loadList().catch(reportError);
   });
 
@@ -251,17 +343,23 @@
     }
     ui.prefix = prefix;
     ui.cursor = null;
+    ui.cursors = [];
+    ui.page = 1;
     loadList().catch(reportError);
   });
 
   $("refresh").addEventListener("click", () => tick());
   $("first").addEventListener("click", () => {
     ui.cursor = null;
+    ui.cursors = [];
+    ui.page = 1;
     loadList().catch(reportError);
   });
   $("next").addEventListener("click", () => {
     if (!ui.nextCursor) return;
+    ui.cursors.push(ui.cursor);
     ui.cursor = ui.nextCursor;
+    ui.page += 1;
     loadList().catch(reportError);
   });
 
@@ -295,26 +393,51 @@
     }
   });
 
-  $("sitemap-form").addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const file = $("sitemap-file").files[0];
-    if (!file) return;
+  async function uploadSitemaps(files) {
     const params = new URLSearchParams({
       priority: $("queue-priority").value,
       force: String($("queue-force").checked),
     });
+    const said = [];
     try {
-      const data = await api("POST", `${sitePath("sitemap")}?${params}`, {
-        body: await file.arrayBuffer(),
-        contentType: "application/xml",
-      });
-      const skipped = data.skipped_count ? `, ${data.skipped_count} skipped` : "";
-      say(`Sitemap: ${data.found} URLs; ${summary(data.counts) || "nothing queued"}${skipped}.`);
+      for (const file of files) {
+        const data = await api("POST", `${sitePath("sitemap")}?${params}`, {
+          body: await file.arrayBuffer(),
+          contentType: "application/xml",
+        });
+        const skipped = data.skipped_count ? `, ${data.skipped_count} skipped` : "";
+        said.push(
+          `${file.name}: ${data.found} URLs; ${summary(data.counts) || "nothing queued"}${skipped}`,
+        );
+        say(`Sitemap ${said.join("; ")}.`);
+      }
       $("sitemap-file").value = "";
       await tick();
     } catch (err) {
       reportError(err);
     }
+  }
+
+  $("sitemap-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const files = [...$("sitemap-file").files];
+    if (files.length) uploadSitemaps(files);
+  });
+
+  // Sitemap files dropped anywhere on the form are uploaded at once.
+  const zone = $("sitemap-form");
+  for (const type of ["dragenter", "dragover"]) {
+    zone.addEventListener(type, (event) => {
+      event.preventDefault();
+      zone.classList.add("over");
+    });
+  }
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    zone.classList.remove("over");
+    const files = [...(event.dataTransfer ? event.dataTransfer.files : [])];
+    if (files.length) uploadSitemaps(files);
   });
 
   async function recapture(path) {
@@ -336,6 +459,143 @@
       reportError(err);
     }
   }
+
+  // ------------------------------------------------------------------ charts
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const COLORS = {
+    HIT: "#2e7d32", STALE: "#b26a00", MISS: "#1f6feb", BYPASS: "#c62828", RULE: "#6f42c1",
+    PASS: "#8c959f", ok: "#2e7d32", duplicate: "#8c959f", error: "#c62828",
+  };
+  const PALETTE = ["#1f6feb", "#2e7d32", "#b26a00", "#6f42c1", "#c62828", "#0a7d8c", "#8c959f", "#d4377a"];
+
+  function el(name, attrs, parent) {
+    const node = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    if (parent) parent.append(node);
+    return node;
+  }
+
+  function legend(id, keys, color, totals) {
+    $(id).replaceChildren(
+      ...keys.map((k) => {
+        const span = document.createElement("span");
+        const i = document.createElement("i");
+        i.style.background = color(k);
+        span.append(i, `${k} ${number(totals[k] || 0)}`);
+        return span;
+      }),
+    );
+  }
+
+  // Stacked bars, one per slot (a minute, or a bucket), one colour per key.
+  function bars(svg, slots, keys, color, labels) {
+    const width = svg.clientWidth || 320;
+    const height = svg.clientHeight || 150;
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svg.replaceChildren();
+    const left = 30, bottom = 16, top = 6;
+    const plotH = height - bottom - top;
+    const max = Math.max(1, ...slots.map((slot) => keys.reduce((n, k) => n + (slot[k] || 0), 0)));
+    el("line", { x1: left, x2: width, y1: top + plotH, y2: top + plotH, class: "axis" }, svg);
+    el("text", { x: 2, y: top + 8 }, svg).textContent = number(max);
+    el("text", { x: 2, y: top + plotH }, svg).textContent = "0";
+    const step = (width - left) / Math.max(1, slots.length);
+    slots.forEach((slot, i) => {
+      let y = top + plotH;
+      for (const k of keys) {
+        const n = slot[k] || 0;
+        if (!n) continue;
+        const h = Math.max(1, (n / max) * plotH);
+        y -= h;
+        const rect = el("rect", {
+          x: left + i * step + step * 0.1, y, width: Math.max(1, step * 0.8), height: h,
+          fill: color(k), class: "bar",
+        }, svg);
+        el("title", {}, rect).textContent = `${labels[i]}: ${k} ${n}`;
+      }
+    });
+    const marks = [0, Math.floor(slots.length / 2), slots.length - 1];
+    for (const i of new Set(marks)) {
+      if (i < 0 || !labels[i]) continue;
+      const anchor = i === 0 ? "start" : i === slots.length - 1 ? "end" : "middle";
+      el("text", { x: left + i * step + step / 2, y: height - 3, "text-anchor": anchor }, svg)
+        .textContent = labels[i];
+    }
+  }
+
+  const clock = (t) => new Date(t * 1000).toISOString().slice(11, 16);
+
+  async function refreshCharts() {
+    if (!ui.site) return;
+    const data = await api("GET", `/api/v1/stats?minutes=${ui.chartMinutes}`);
+    // Minutes are grouped so that each chart has at most 60 bars.
+    const span = Math.max(1, Math.ceil(ui.chartMinutes / 60));
+    const count = Math.ceil(ui.chartMinutes / span);
+    const slots = { results: [], bots: [], captures: [] };
+    for (const name of Object.keys(slots)) {
+      for (let i = 0; i < count; i++) slots[name].push({});
+    }
+    const render = {};
+    const totals = { results: {}, bots: {}, captures: {}, render: {} };
+    const recent = { captures: 0, since: data.to - 4 * 60, first: data.to };
+    for (const [t, site, name, value] of data.rows) {
+      if (site !== ui.site) continue;
+      const [kind, key] = [name.slice(0, name.indexOf(":")), name.slice(name.indexOf(":") + 1)];
+      const i = Math.min(count - 1, Math.floor((t - data.from) / 60 / span));
+      const group = { result: "results", bot: "bots", capture: "captures" }[kind];
+      if (group) {
+        slots[group][i][key] = (slots[group][i][key] || 0) + value;
+        totals[group][key] = (totals[group][key] || 0) + value;
+        if (kind === "capture" && t >= recent.since) {
+          recent.captures += value;
+          recent.first = Math.min(recent.first, t);
+        }
+      } else if (kind === "render") {
+        render[key] = (render[key] || 0) + value;
+        totals.render[key] = render[key];
+      }
+    }
+    // Captures a minute over the last five minutes (all processes), counted from the first
+    // minute in them that had one: the ETA's rate.
+    const minutes = (data.to - recent.first) / 60 + 1;
+    ui.capturesPerMinute = recent.captures ? recent.captures / minutes : null;
+    drawStatus();
+    const labels = slots.results.map((_, i) => clock(data.from + i * span * 60));
+    const results = ["HIT", "STALE", "MISS", "BYPASS", "RULE", "PASS"];
+    bars($("chart-results"), slots.results, results, (k) => COLORS[k], labels);
+    legend("legend-results", results.filter((k) => totals.results[k]), (k) => COLORS[k], totals.results);
+    const bots = Object.keys(totals.bots).sort((a, b) => totals.bots[b] - totals.bots[a]);
+    const botColor = (k) => PALETTE[bots.indexOf(k) % PALETTE.length];
+    bars($("chart-bots"), slots.bots, bots, botColor, labels);
+    legend("legend-bots", bots, botColor, totals.bots);
+    const outcomes = ["ok", "duplicate", "error"];
+    bars($("chart-captures"), slots.captures, outcomes, (k) => COLORS[k], labels);
+    legend("legend-captures", outcomes, (k) => COLORS[k], totals.captures);
+    const buckets = data.render_buckets;
+    const bucketLabels = buckets.map((b, i) => (b === "inf" ? `>${buckets[i - 1]} s` : `≤${b} s`));
+    bars($("chart-render"), buckets.map((b) => ({ n: render[b] || 0 })), ["n"], () => "#0a7d8c", bucketLabels);
+    const renders = Object.values(render).reduce((a, b) => a + b, 0);
+    $("legend-render").textContent = `${number(renders)} renders`;
+
+    const body = $("recent").tBodies[0];
+    body.replaceChildren();
+    for (const r of data.recent.filter((x) => x.site === ui.site).slice(0, 20)) {
+      const row = body.insertRow();
+      cell(row, new Date(r.time * 1000).toISOString().slice(11, 19));
+      cell(row, r.bot);
+      cell(row, r.path, "path");
+      badge(cell(row, ""), r.result, `r-${r.result}`);
+      cell(row, r.status, "num");
+      cell(row, r.ms, "num");
+    }
+    $("recent-empty").hidden = body.rows.length > 0;
+  }
+
+  $("chart-window").addEventListener("change", () => {
+    ui.chartMinutes = Number($("chart-window").value);
+    refreshCharts().catch(reportError);
+  });
 
   // ------------------------------------------------------------------ one path
 
@@ -366,7 +626,8 @@
     const opening = ui.detail !== path;
     ui.detail = path;
     $("detail").hidden = false;
-    if (opening && !quiet) $("detail").scrollIntoView({ block: "nearest" });
+    $("app").classList.add("with-detail");
+    if (opening && !quiet) $("detail").scrollTop = 0;
     $("detail-path").textContent = path;
     const dl = $("detail-fields");
     dl.replaceChildren();
@@ -398,6 +659,7 @@
   function closeDetail() {
     ui.detail = null;
     $("detail").hidden = true;
+    $("app").classList.remove("with-detail");
     $("detail").dataset.capturedAt = "";
     $("snapshot-frame").srcdoc = "";
   }

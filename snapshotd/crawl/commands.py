@@ -19,13 +19,14 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
 from snapshotd.config import Settings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.crawl.frontier import CrawlStats
+from snapshotd.logs import iso_utc
 from snapshotd.render.base import Renderer
 from snapshotd.services import BrowserStartError, build_services
 from snapshotd.store.base import Store
@@ -84,6 +85,7 @@ class _Progress:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
+            from rich.text import Text
 
             console = Console(file=self.stream)
             self._bar = Progress(
@@ -105,7 +107,14 @@ class _Progress:
             for handler in self._handlers:
                 root.removeHandler(handler)
             level = self._handlers[0].level if self._handlers else logging.NOTSET
-            root.addHandler(RichHandler(console=console, show_path=False, level=level))
+            root.addHandler(
+                RichHandler(
+                    console=console,
+                    show_path=False,
+                    level=level,
+                    log_time_format=lambda when: Text(iso_utc(when.timestamp())),
+                )
+            )
             # The bar says what each capture line would; keep them for -v.
             if root.level > logging.DEBUG:
                 for name in _CAPTURE_LOGGERS:
@@ -160,6 +169,24 @@ def _summary(stats: CrawlStats, out: TextIO) -> None:
     out.flush()
 
 
+def _nothing_due(counts: dict[str, dict[str, int]], sites: Iterable[str], out: TextIO) -> None:
+    """Why a crawl captured nothing when every path it found was already captured: one line
+    per site saying its pages are fresh (and how many failed ones wait for their retry)."""
+    for name in sites:
+        held = counts.get(name, {})
+        fresh, failed = held.get("processed", 0), held.get("error", 0)
+        if not fresh and not failed:
+            continue
+        if failed:
+            out.write(
+                f"nothing to capture in {name}: {fresh} pages are fresh and {failed} failed "
+                "ones wait for their retry time\n"
+            )
+        else:
+            out.write(f"nothing to capture: all {fresh} pages of {name} are fresh\n")
+    out.flush()
+
+
 async def _serve_crawler(
     settings: Settings,
     *,
@@ -185,7 +212,7 @@ async def _serve_crawler(
         async with services.running():
             return int(await body(services.crawler, stop))
     except BrowserStartError as exc:
-        log.error("cannot start the browser: %s", exc)
+        print(f"snapshotd: {exc}", file=sys.stderr)  # as the command line's user errors
         return 2
     finally:
         for sig in signals:
@@ -259,6 +286,8 @@ async def run_crawl(
         if stats.captured:
             return 0
         counts = await crawler.store.counts()
+        if not stats.done:
+            _nothing_due(counts, crawler.sites, out)
         held = sum(counts.get(name, {}).get("processed", 0) for name in crawler.sites)
         return 0 if held and not stats.errors else 1
 

@@ -1,16 +1,26 @@
-"""Finding and launching Chromium."""
+"""Finding and launching Chromium; saying in one line why it, or Playwright's driver, cannot
+start."""
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from snapshotd.config import BrowserSettings
 
-__all__ = ["LAUNCH_ARGS", "ChromiumNotFound", "find_chromium"]
+__all__ = [
+    "LAUNCH_ARGS",
+    "BrowserCannotStart",
+    "ChromiumNotFound",
+    "check_driver",
+    "find_chromium",
+    "launch_error",
+]
 
 # Keep Chromium off the internet except for what pages ask (background services phone home),
 # and robust in containers (small /dev/shm, no GPU, no user namespaces).
@@ -34,6 +44,53 @@ LAUNCH_ARGS = (
 
 class ChromiumNotFound(Exception):
     """No usable Chromium: the message is one line saying where it looked."""
+
+
+class BrowserCannotStart(Exception):
+    """Chromium or Playwright's driver exists but does not start: one line saying why."""
+
+
+_MISSING_LIBRARY = re.compile(r"error while loading shared libraries: ([^:\s]+)")
+_BROWSER_ERR = re.compile(r"^\s*(?:- )?\[pid=\d+\]\[err\] (.+)$", re.MULTILINE)
+
+
+def _reason(output: str) -> str | None:
+    """The line of a process's error output that says why it did not start: a missing
+    shared library first, else the first line."""
+    found = _MISSING_LIBRARY.search(output)
+    if found:
+        return f"missing shared library {found.group(1)}"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[0][:300] if lines else None
+
+
+def launch_error(exc: BaseException, executable: str) -> BrowserCannotStart:
+    """A Playwright launch failure (many lines: the command, the browser's output, a call
+    log) as one line: what the browser printed on stderr that says why."""
+    text = str(exc)
+    reason = _reason("\n".join(_BROWSER_ERR.findall(text)))
+    if reason is None:
+        reason = (text.strip().splitlines() or [type(exc).__name__])[0][:300]
+    return BrowserCannotStart(f"chromium {executable} cannot start: {reason}")
+
+
+def check_driver() -> None:
+    """Run Playwright's Node.js driver once (``--version``), its output captured; raises
+    :class:`BrowserCannotStart` naming what stops it, such as a missing shared library.
+    Playwright itself would start it with its error output on ours, and report only that
+    the connection to it closed."""
+    from playwright._impl._driver import compute_driver_executable
+
+    try:
+        node, _cli = compute_driver_executable()
+        proc = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except Exception as exc:  # no bundled Node.js, not executable, hung
+        raise BrowserCannotStart(f"Playwright's driver cannot start: {exc}") from None
+    if proc.returncode != 0:
+        reason = _reason(proc.stderr) or f"exit status {proc.returncode}"
+        raise BrowserCannotStart(f"Playwright's driver cannot start: {node}: {reason}")
 
 
 def _executable(path: str) -> bool:

@@ -35,7 +35,13 @@ from playwright.async_api import Error as PlaywrightError
 from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import check_url
 from snapshotd.render.base import CaptureResult
-from snapshotd.render.chromium import LAUNCH_ARGS, ChromiumNotFound, find_chromium
+from snapshotd.render.chromium import (
+    LAUNCH_ARGS,
+    ChromiumNotFound,
+    check_driver,
+    find_chromium,
+    launch_error,
+)
 from snapshotd.render.guard import Resolver
 from snapshotd.render.slot import CaptureCrashed, Slot
 
@@ -112,11 +118,18 @@ class BrowserPool:
         self._closed = False
 
     async def start(self) -> None:
-        """Find and launch Chromium; raises :class:`ChromiumNotFound`."""
+        """Find and launch Chromium; raises :class:`ChromiumNotFound`, or
+        :class:`~snapshotd.render.chromium.BrowserCannotStart` when the driver or the browser
+        does not start."""
         self._closed = False
         self.executable = find_chromium(self.settings, self._env)
+        if self._playwright is None and self._factory is async_playwright:
+            await asyncio.to_thread(check_driver)
         async with self._lock:
-            await self._ensure_current()
+            try:
+                await self._ensure_current()
+            except (PlaywrightError, TimeoutError) as exc:
+                raise launch_error(exc, self.executable) from None
 
     async def close(self) -> None:
         """Close every Chromium and the driver; running captures end as failures."""

@@ -25,6 +25,8 @@ from functools import cached_property
 from typing import Protocol
 
 STATES = ("pending", "processing", "processed", "error", "ignored")
+# The order claims take pending paths in: highest priority, then oldest, then first inserted.
+CRAWL_ORDER = "priority DESC, queued_at, id"
 
 
 def content_hash(html: str) -> str:
@@ -250,6 +252,7 @@ class Store(Protocol):
         prefix: str | None = None,
         limit: int = 50,
         cursor: int | None = None,
+        crawl_order: bool = False,
     ) -> tuple[list[PathRecord], int | None]: ...
 
     def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]: ...
@@ -259,3 +262,11 @@ class Store(Protocol):
     async def get_meta(self, key: str) -> str | None: ...
 
     async def set_meta(self, key: str, value: str) -> None: ...
+
+    async def add_counters(self, rows: Sequence[tuple[int, str, str, int]]) -> None:
+        """Add (minute, site, name, value) rows to the per-minute counters (store/counters)."""
+        ...
+
+    async def counters(self, since: int) -> list[tuple[int, str, str, int]]: ...
+
+    async def prune_counters(self, before: int) -> int: ...

@@ -24,7 +24,9 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
+from snapshotd.store.counters import COUNTERS_TABLE, PostgresCounters
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -75,6 +77,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX snapshots_hash ON snapshots (content_hash);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    COUNTERS_TABLE,
 ]
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
@@ -122,7 +125,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore:
+class PostgresStore(PostgresCounters):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(
@@ -276,9 +279,11 @@ class PostgresStore:
         prefix: str | None = None,
         limit: int = 50,
         cursor: int | None = None,
+        crawl_order: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
-        while paging (higher ids) never shift later pages."""
+        while paging (higher ids) never shift later pages. With ``crawl_order``, in the
+        order claims take them (priority, queued_at, id), the cursor an offset."""
         where: list[str] = ["site = $1"]
         params: list[Any] = [site]
         if state:
@@ -287,20 +292,21 @@ class PostgresStore:
         if prefix:
             params.append(prefix)
             where.append(f"starts_with(path, ${len(params)})")
-        if cursor is not None:
+        if cursor is not None and not crawl_order:
             params.append(cursor)
             where.append(f"id < ${len(params)}")
+        skip = int(cursor or 0) if crawl_order else 0
         params.append(limit + 1)
         rows = [
             _record(r)
             for r in await self._db.fetch(
-                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
-                f"ORDER BY id DESC LIMIT ${len(params)}",
+                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
+                f"{_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ${len(params)} OFFSET {skip}",
                 *params,
             )
         ]
-        next_cursor = rows[limit - 1].id if len(rows) > limit else None
-        return rows[:limit], next_cursor
+        more = len(rows) > limit
+        return rows[:limit], (skip + limit if crawl_order else rows[limit - 1].id) if more else None
 
     async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
         last = 0

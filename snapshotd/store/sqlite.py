@@ -17,7 +17,9 @@ from typing import Any
 
 import aiosqlite
 
+from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
+from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -70,6 +72,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE paths ADD COLUMN links_due INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
     """,
+    COUNTERS_TABLE,
 ]
 
 
@@ -127,7 +130,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteCounters):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -297,9 +300,11 @@ class SQLiteStore:
         prefix: str | None = None,
         limit: int = 50,
         cursor: int | None = None,
+        crawl_order: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
-        while paging (higher ids) never shift later pages."""
+        while paging (higher ids) never shift later pages. With ``crawl_order``, in the
+        order claims take them (priority, queued_at, id), the cursor an offset."""
         where: list[str] = ["site = ?"]
         params: list[Any] = [site]
         if state:
@@ -308,17 +313,18 @@ class SQLiteStore:
         if prefix:
             where.append("substr(path, 1, ?) = ?")
             params.extend([len(prefix), prefix])
-        if cursor is not None:
+        if cursor is not None and not crawl_order:
             where.append("id < ?")
             params.append(cursor)
+        skip = int(cursor or 0) if crawl_order else 0
         sql = (
             f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
-            "ORDER BY id DESC LIMIT ?"
+            f"ORDER BY {_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ? OFFSET ?"
         )
-        async with self._reader.execute(sql, (*params, limit + 1)) as c:
+        async with self._reader.execute(sql, (*params, limit + 1, skip)) as c:
             rows = [_record(r) for r in await c.fetchall()]
-        next_cursor = rows[limit - 1].id if len(rows) > limit else None
-        return rows[:limit], next_cursor
+        more = len(rows) > limit
+        return rows[:limit], (skip + limit if crawl_order else rows[limit - 1].id) if more else None
 
     async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
         last = 0

@@ -1,0 +1,72 @@
+"""The process's log: one line per event, times in ISO 8601 UTC, as text or JSON.
+
+Text lines read ``2024-05-01T10:00:00.123Z INFO snapshotd.capture captured site=shop ...``.
+JSON lines are objects with ``time``, ``level``, ``logger`` and ``message``, plus the fields
+an event carries (``extra=``), e.g. an access line's ``bot``, ``path``, ``result``, ``ms``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+__all__ = ["LOG_FORMATS", "JSONFormatter", "UTCFormatter", "iso_utc", "setup_logging"]
+
+LOG_FORMATS = ("text", "json")
+
+# The attributes every LogRecord has; anything else was given as ``extra``.
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+def iso_utc(created: float) -> str:
+    """``2024-05-01T10:00:00.123Z`` for a Unix time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + (
+        f".{int(created % 1 * 1000):03d}Z"
+    )
+
+
+class UTCFormatter(logging.Formatter):
+    """``TIME LEVEL LOGGER MESSAGE``, the time in ISO 8601 UTC to the millisecond."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return iso_utc(record.created)
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object a line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": iso_utc(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def setup_logging(verbose: bool = False, fmt: str = "text") -> None:
+    """Log to stderr at INFO (DEBUG when ``verbose``) in ``fmt`` (``text`` or ``json``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else UTCFormatter())
+    handler.set_name("snapshotd")
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if old.get_name() == "snapshotd":  # set up before, in this process
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # httpx logs every request at INFO: far too much for a proxy's log.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)

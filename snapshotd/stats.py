@@ -1,0 +1,116 @@
+"""What the console's charts show: counts per minute, kept in the store, and the recent bot
+requests of this process.
+
+Counted, per site and minute (names of :mod:`snapshotd.store.counters` rows):
+- ``result:R`` for each snapshot request, R being ``HIT``, ``STALE``, ``MISS``, ``BYPASS``,
+  ``RULE`` or ``PASS``; ``bot:NAME`` for its bot (``-`` for none);
+- ``capture:ok``, ``capture:duplicate``, ``capture:error`` for each capture;
+- ``render:B`` for each render time, B the upper bound in seconds of its bucket
+  (:data:`RENDER_BUCKETS`, ``inf`` past the last).
+
+Invariants:
+- counting is in memory and never waits; :meth:`MinuteCounters.flush` adds what was counted
+  to the store in one batch (and keeps it for the next flush when the store fails);
+- the service flushes every 10 s and when it closes, and drops rows older than 7 days once
+  an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from snapshotd.store.base import Store
+
+__all__ = ["RENDER_BUCKETS", "MinuteCounters"]
+
+log = logging.getLogger("snapshotd.stats")
+
+RENDER_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60)
+FLUSH_EVERY = 10.0
+KEEP_MINUTES = 7 * 24 * 60
+RECENT = 100
+
+
+def render_bucket(seconds: float) -> str:
+    for bound in RENDER_BUCKETS:
+        if seconds <= bound:
+            return f"{bound:g}"
+    return "inf"
+
+
+class MinuteCounters:
+    """Counts per (minute, site, name), and the last :data:`RECENT` bot requests."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._counts: dict[tuple[int, str, str], int] = {}
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self._task: asyncio.Task[None] | None = None
+        self._pruned = 0.0
+
+    def add(self, site: str, name: str, n: int = 1) -> None:
+        key = (int(self.clock() // 60), site, name)
+        self._counts[key] = self._counts.get(key, 0) + n
+
+    def request(
+        self, site: str, bot: str, path: str, result: str, status: int, ms: int
+    ) -> None:
+        """A snapshot request answered."""
+        self.add(site, f"result:{result}")
+        self.add(site, f"bot:{bot}")
+        self.recent.append(
+            {
+                "time": self.clock(), "site": site, "bot": bot, "path": path,
+                "result": result, "status": status or None, "ms": ms,
+            }
+        )
+
+    def capture(self, site: str, outcome: str) -> None:
+        self.add(site, f"capture:{outcome}")
+
+    def render(self, site: str, seconds: float) -> None:
+        self.add(site, f"render:{render_bucket(seconds)}")
+
+    async def flush(self, store: Store) -> None:
+        """Add what was counted since the last flush to the store."""
+        counts, self._counts = self._counts, {}
+        if not counts:
+            return
+        try:
+            await store.add_counters([(*key, value) for key, value in counts.items()])
+        except BaseException:
+            for key, value in counts.items():  # kept for the next flush
+                self._counts[key] = self._counts.get(key, 0) + value
+            raise
+
+    def start(self, store: Store) -> None:
+        self._task = asyncio.ensure_future(self._run(store))
+
+    async def close(self, store: Store) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            await self.flush(store)
+        except Exception as exc:
+            log.warning("could not store the last minute counters: %s", exc)
+
+    async def _run(self, store: Store) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY)
+            try:
+                await self.flush(store)
+                now = self.clock()
+                if now - self._pruned > 3600:
+                    self._pruned = now
+                    await store.prune_counters(int(now // 60) - KEEP_MINUTES)
+            except Exception as exc:
+                log.warning("storing minute counters failed: %s", exc)

@@ -1,0 +1,248 @@
+"""The command line as an operator meets it: help, version, one-line errors for a Chromium or
+a driver that cannot start, a port in use, a worker without a site, a seed without its "/",
+a crawl with nothing due, log formats. Every test runs the real command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from snapshotd.cli import build_parser
+from tests.chromium import require_chromium, wait_until
+from tests.servers import serve_asgi
+from tests.test_cli import one_line_error, run
+
+MISSING = "libsnapshotd-test-missing.so.1"
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
+
+
+def _missing_library(tmp: Path, binary: str) -> str:
+    """A copy of a real ELF binary that needs a library no system has."""
+    if shutil.which("patchelf") is None:
+        pytest.fail("patchelf is needed (scripts/ensure-test-tools.sh installs it)")
+    copy = tmp / Path(binary).name
+    shutil.copy2(binary, copy)
+    subprocess.run(["patchelf", "--add-needed", MISSING, str(copy)], check=True)
+    return str(copy)
+
+
+@pytest.fixture(scope="module")
+def broken_chromium(tmp_path_factory) -> str:
+    """The real Chromium binary, made to need a missing shared library."""
+    found = require_chromium()
+    real = found
+    with open(found, "rb") as fh:
+        if fh.read(2) == b"#!":  # Debian's wrapper script: the binary it runs
+            text = Path(found).read_text()
+            real = next(w for w in text.split() if w.startswith("/") and "chrom" in w)
+    return _missing_library(tmp_path_factory.mktemp("chromium"), real)
+
+
+@pytest.fixture(scope="module")
+def broken_driver(tmp_path_factory) -> str:
+    """Playwright's own Node.js driver binary, made to need a missing shared library."""
+    from playwright._impl._driver import compute_driver_executable
+
+    node, _cli = compute_driver_executable()
+    return _missing_library(tmp_path_factory.mktemp("driver"), node)
+
+
+def test_help_is_written_for_operators():
+    proc = run("--help")
+    assert proc.returncode == 0
+    out = proc.stdout
+    assert "SPEC" not in out and "``" not in out
+    assert "examples:" in out
+    assert "snapshotd serve --origin http://127.0.0.1:3000" in out
+    assert "SNAPSHOTD_API_TOKEN" in out
+
+
+def test_every_flag_has_help():
+    parser = build_parser()
+    unexplained = []
+
+    def walk(p, name):  # type: ignore[no-untyped-def]
+        for action in p._actions:
+            if action.help is None and action.option_strings:
+                unexplained.append(f"{name} {action.option_strings[0]}")
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}")
+
+    walk(parser, "snapshotd")
+    assert unexplained == []
+    serve = run("serve", "--help").stdout
+    for flag in ("--host", "--port"):
+        line = next(line for line in serve.splitlines() if line.strip().startswith(flag))
+        assert len(line.split()) > 2, line
+
+
+def test_version():
+    from importlib.metadata import version
+
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"snapshotd {version('snapshotd')}"
+
+
+def test_a_chromium_that_cannot_start_is_one_line_in_capture(tmp_path, broken_chromium):
+    line = one_line_error(
+        run("capture", "http://127.0.0.1:9/", env={"SNAPSHOTD_CHROMIUM": broken_chromium})
+    )
+    assert line.startswith(f"snapshotd: chromium {broken_chromium} cannot start: ")
+    assert MISSING in line
+
+
+def test_a_chromium_that_cannot_start_is_one_line_in_serve(tmp_path, broken_chromium):
+    proc = run(
+        "serve", "--origin", "http://127.0.0.1:9", "--port", "0", "--db",
+        str(tmp_path / "s.db"), env={"SNAPSHOTD_CHROMIUM": broken_chromium},
+    )
+    line = one_line_error(proc)
+    assert line.startswith(f"snapshotd: chromium {broken_chromium} cannot start: ")
+    assert MISSING in line
+
+
+def test_a_chromium_that_cannot_start_is_one_line_in_crawl(tmp_path, broken_chromium):
+    proc = run(
+        "crawl", "--origin", "http://127.0.0.1:9", "--db", str(tmp_path / "c.db"),
+        env={"SNAPSHOTD_CHROMIUM": broken_chromium},
+    )
+    line = one_line_error(proc)
+    assert line.startswith(f"snapshotd: chromium {broken_chromium} cannot start: ")
+    assert MISSING in line
+
+
+def test_a_driver_missing_a_library_is_named_in_one_line(tmp_path, broken_driver):
+    require_chromium()
+    line = one_line_error(
+        run("capture", "http://127.0.0.1:9/", env={"PLAYWRIGHT_NODEJS_PATH": broken_driver})
+    )
+    assert line.startswith("snapshotd: Playwright's driver cannot start: ")
+    assert MISSING in line
+
+
+def test_a_port_in_use_is_one_line_before_anything_listens(tmp_path):
+    require_chromium()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run(
+            "serve", "--origin", "http://127.0.0.1:9", "--port", str(port), "--db",
+            str(tmp_path / "p.db"),
+        )
+    line = one_line_error(proc)
+    assert line == f"snapshotd: cannot listen on 127.0.0.1:{port}: address already in use"
+
+
+def test_worker_takes_an_origin(tmp_path):
+    line = one_line_error(run("worker", "--db", str(tmp_path / "w.db")))
+    assert "--origin" in line
+    assert "--origin" in run("worker", "--help").stdout
+
+
+def test_a_seed_without_its_slash_says_so(tmp_path):
+    line = one_line_error(
+        run("crawl", "--origin", "http://127.0.0.1:9", "--seed", "items/3", "--db",
+            str(tmp_path / "c.db"))
+    )
+    assert line == (
+        "snapshotd: --seed items/3: a seed is a path starting with '/' (did you mean "
+        "/items/3?) or a URL of a configured site"
+    )
+    line = one_line_error(
+        run("crawl", "--origin", "http://127.0.0.1:9", "--seed", "http://127.0.0.2:9/x",
+            "--db", str(tmp_path / "c.db"))
+    )
+    assert line == "snapshotd: --seed http://127.0.0.2:9/x: belongs to no configured site"
+
+
+def _site() -> Starlette:
+    async def page(request):  # type: ignore[no-untyped-def]
+        n = request.path_params.get("n", "0")
+        links = "".join(f'<a href="/p/{i}">{i}</a>' for i in range(3))
+        return HTMLResponse(f"<html><body><h1>page {n}</h1>{links}</body></html>")
+
+    return Starlette(routes=[Route("/", page), Route("/p/{n}", page)])
+
+
+@pytest.mark.browser
+def test_a_second_crawl_says_the_pages_are_fresh_and_logs_are_iso_utc(tmp_path):
+    require_chromium()
+    db = str(tmp_path / "crawl.db")
+    with serve_asgi(_site()) as origin:
+        first = run("crawl", "--origin", origin, "--db", db)
+        assert first.returncode == 0, first.stderr
+        assert "captured    4" in first.stdout
+        logged = [line for line in first.stderr.splitlines() if " INFO " in line]
+        assert logged and all(ISO_UTC.match(line) for line in logged), first.stderr
+        second = run("crawl", "--origin", origin, "--db", db, "--log-format", "json")
+    assert second.returncode == 0, second.stderr
+    assert "captured    0" in second.stdout
+    assert "nothing to capture: all 4 pages of default are fresh" in second.stdout
+    records = [json.loads(line) for line in second.stderr.splitlines() if line.startswith("{")]
+    assert records, second.stderr
+    for record in records:
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", record["time"])
+        assert record["level"] in ("DEBUG", "INFO", "WARNING", "ERROR")
+        assert record["logger"].startswith("snapshotd") and record["message"]
+
+
+@pytest.mark.browser
+def test_each_snapshot_request_is_one_access_line(tmp_path):
+    import httpx
+
+    from tests.test_serve_process import serving
+
+    require_chromium()
+    bot = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)"
+    with serve_asgi(_site()) as origin, serving(
+        "--origin", origin, "--db", str(tmp_path / "a.db"), "--no-crawler",
+        "--log-format", "json",
+    ) as serve:
+        base = serve.url()
+        with httpx.Client(base_url=base, timeout=60) as client:
+            assert client.get("/p/1", headers={"user-agent": bot}).status_code == 200
+            assert client.get("/p/1", headers={"user-agent": bot}).status_code == 200
+            assert client.get("/p/1?_escaped_fragment_=").status_code == 200
+            client.get("/p/2", headers={"user-agent": "Mozilla/5.0 Firefox/120"})  # a person
+
+        def access() -> list[dict]:
+            lines = [json.loads(line) for line in serve.lines if line.startswith("{")]
+            return [r for r in lines if r["logger"] == "snapshotd.access"]
+
+        assert wait_until(lambda: len(access()) == 3), serve.stderr
+    got = [(r["bot"], r["site"], r["path"], r["result"], r["status"]) for r in access()]
+    assert got == [
+        ("GPTBot", "default", "/p/1", "MISS", 200),
+        ("GPTBot", "default", "/p/1", "HIT", 200),
+        ("-", "default", "/p/1", "HIT", 200),
+    ]
+    assert all(isinstance(r["ms"], int) and r["ms"] >= 0 for r in access())
+    assert access()[0]["message"].startswith("GPTBot default /p/1 MISS 200 ")
+
+
+def test_log_lines_above_the_crawl_progress_bar_have_iso_utc_times():
+    import io
+    import logging
+    import time
+
+    from snapshotd.crawl.commands import _Progress
+
+    out = io.StringIO()
+    with _Progress(out, tty=True):
+        logging.getLogger("snapshotd.crawler").warning("robots.txt unreachable site=shop")
+    line = next(line for line in out.getvalue().splitlines() if "robots.txt" in line)
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert re.search(rf"{today}T\d\d:\d\d:\d\d\.\d{{3}}Z", line), line
