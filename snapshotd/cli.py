@@ -8,7 +8,6 @@ import csv
 import json
 import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -38,7 +37,8 @@ def _setup_logging(verbose: bool = False) -> None:
 
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
-        key: getattr(args, key, None) for key in ("host", "port", "db", "origin", "miss_wait")
+        key: getattr(args, key, None)
+        for key in ("host", "port", "db", "origin", "miss_wait", "workers")
     }
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
@@ -73,39 +73,23 @@ async def _check_store(db: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from snapshotd.app import create_app
+    from snapshotd.serving import serve_one, serve_workers
 
     settings = _settings(args, need_site=True)
     rules = _check_rules(settings)
     _check_chromium(settings)
     asyncio.run(_check_store(settings.db))
+    if settings.workers > 1:
+        try:
+            return serve_workers(settings, crawler=not args.no_crawler, rules=rules)
+        except OSError as exc:
+            raise UserError(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+            ) from None
     app = create_app(settings, crawler=not args.no_crawler, rules=rules)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=5,
-    )
-
-    class Server(uvicorn.Server):
-        """Tells the application as soon as shutdown starts, before uvicorn waits for the
-        requests under way: bots waiting on a capture are answered (fail open) instead of
-        being cut off when the graceful wait runs out."""
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            app.begin_shutdown()
-            await super().shutdown(sockets)
-
-    server = Server(config)
     log.info("listening on http://%s:%d", settings.host, settings.port)
-    server.run()
-    return 0 if server.started else 2
+    return 0 if serve_one(app, settings) else 2
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -254,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, origin=True)
     p.add_argument("--host")
     p.add_argument("--port", type=int)
+    p.add_argument(
+        "--workers", type=int, metavar="N",
+        help="processes sharing the port (default: one per core, up to 4)",
+    )
     p.add_argument("--no-crawler", action="store_true", help="do not run the crawler here")
     p.set_defaults(func=cmd_serve)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 import weakref
 from collections import OrderedDict, deque
@@ -58,6 +59,8 @@ _STATUS_TEXT = {
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
+# On snapshot answers and health checks: the pid of the worker process that answered.
+WORKER_HEADER = "x-snapshotd-worker"
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
@@ -240,6 +243,7 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
         self.cache = SnapshotCache()
+        self._worker = str(os.getpid()).encode()
         self.new_paths = NewPaths(store)
         self.refusal_log = RefusalLog()
         self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
@@ -469,6 +473,7 @@ class Proxy:
             (b"etag", snapshot.etag.encode()),
             (b"vary", b"User-Agent, Accept-Encoding"),
             (b"x-snapshotd-cache", result.encode()),
+            (WORKER_HEADER.encode(), self._worker),
         ]
         for name, value in snapshot.headers.items():
             out.append((name.lower().encode("latin-1"), value.encode("latin-1", "replace")))

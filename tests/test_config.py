@@ -135,3 +135,19 @@ def test_flood_settings(tmp_path):
     assert a.new_paths_per_minute == 5 and not a.ignored_params("utm_source")
     assert b.ignored_params("utm_source") and b.ignored_params("sid") and b.ignored_params("x_y")
     assert c.ignored_params("sid") and not c.ignored_params("utm_source")
+
+
+def test_workers_default_to_one_per_core_up_to_four_and_come_from_file_env_and_flag(tmp_path):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert load_settings(env={}).workers == max(1, min(cores, 4))
+    path = write(tmp_path, "[server]\nworkers = 3\n")
+    assert load_settings(path, env={}).workers == 3
+    assert load_settings(path, env={"SNAPSHOTD_WORKERS": "5"}).workers == 5
+    assert load_settings(path, env={}, overrides={"workers": 1}).workers == 1
+    for bad in ("0", "-1", "257"):
+        with pytest.raises(ConfigError, match="server.workers must be between 1 and 256"):
+            load_settings(write(tmp_path, f"[server]\nworkers = {bad}\n"), env={})
+    with pytest.raises(ConfigError, match="SNAPSHOTD_WORKERS"):
+        load_settings(env={"SNAPSHOTD_WORKERS": "many"})
