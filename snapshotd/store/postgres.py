@@ -88,11 +88,24 @@ _NEXT_PENDING = (
 )
 # Each asked site's own head of the queue (its index, whatever other sites hold), then the
 # best of those: a constant cost per site even when another site fills the queue.
-_NEXT_PENDING_OF = (
+_HEADS_OF = (
     "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
     "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS head "
     "ORDER BY head.priority DESC, head.queued_at, head.id LIMIT 1"
+)
+# The same choice, locking only the row it takes: the first few of each site's queue read
+# unlocked, then the best of them that no other claim holds. A row lock is a write, so
+# locking every site's head made each claim write one row per site, and concurrent claims
+# fight over the same heads. When every candidate is held, ``_HEADS_OF`` decides.
+CLAIM_CANDIDATES = 8
+_NEXT_PENDING_OF = (
+    "SELECT id FROM paths WHERE id = ANY(ARRAY("
+    "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
+    "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
+    f"ORDER BY priority DESC, queued_at, id LIMIT {CLAIM_CANDIDATES}) AS head "
+    f"ORDER BY head.priority DESC, head.queued_at, head.id LIMIT {CLAIM_CANDIDATES})) "
+    "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
 
 
@@ -510,16 +523,19 @@ class PostgresStore:
             return None
         now = self.clock()
         params: list[Any] = [owner, now + lease_seconds]
-        query = _NEXT_PENDING
+        queries = [_NEXT_PENDING]
         if sites is not None:
             params.append(list(dict.fromkeys(sites)))
-            query = _NEXT_PENDING_OF
-        row = await self._db.fetchrow(
-            "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-            f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
-            *params,
-        )
-        return _record(row) if row else None
+            queries = [_NEXT_PENDING_OF, _HEADS_OF]
+        for query in queries:
+            row = await self._db.fetchrow(
+                "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
+                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
+                *params,
+            )
+            if row:
+                return _record(row)
+        return None
 
     async def claim_path(
         self, site: str, path: str, owner: str, lease_seconds: float
