@@ -119,10 +119,11 @@ def create_app(
     rules: dict[str, RuleSet] | None = None,
     token: str | None = None,
     crawler_lock: HostLock | None = None,
+    processes: int = 1,
 ) -> SnapshotdApp:
-    """The application of one process. ``token`` and ``crawler_lock``: the token drawn for
-    all workers of one ``serve`` (whose console URL is logged by their supervisor) and the
-    lock whose holder among them runs the crawler."""
+    """The application of one process. ``token``, ``crawler_lock`` and ``processes``: the
+    token drawn for all workers of one ``serve`` (whose console URL is logged by their
+    supervisor), the lock whose holder among them runs the crawler, and how many they are."""
     announce = token is None  # else the supervisor logged the console URL
     if settings.api_tokens:
         token = None
@@ -138,6 +139,7 @@ def create_app(
             crawler=crawler,
             generated_token=token,
             crawler_lock=crawler_lock,
+            processes=processes,
         ),
         announce=announce,
     )

@@ -155,10 +155,12 @@ class SnapshotCache:
 class NewPaths:
     """What admission needs to bound a site's new paths: how many it has (counted in the
     store at most once per ``count_ttl`` seconds, plus the ones added here since) and how
-    many bots added in the last 60 s (in this process)."""
+    many bots added in the last 60 s. That one is counted in this process, one of
+    ``processes`` sharing the budget evenly (the workers of one ``serve``), so each path
+    added here counts ``processes`` times."""
 
-    def __init__(self, store: Store, count_ttl: float = 1.0) -> None:
-        self.store, self.count_ttl = store, count_ttl
+    def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
+        self.store, self.count_ttl, self.processes = store, count_ttl, processes
         self._counts: dict[str, tuple[float, int]] = {}
         self._added: dict[str, deque[float]] = {}
 
@@ -173,7 +175,7 @@ class NewPaths:
         added = self._added.setdefault(site, deque())
         while added and added[0] <= time.monotonic() - 60.0:
             added.popleft()
-        return len(added)
+        return len(added) * self.processes
 
     def add(self, site: SiteSettings) -> None:
         """Count a path just added."""
@@ -234,6 +236,7 @@ class Proxy:
         rules: Mapping[str, RuleSet],
         *,
         metrics: Metrics | None = None,
+        processes: int = 1,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -244,7 +247,7 @@ class Proxy:
         self.bots = {s.name: BotMatcher(s.bots_add, s.bots_remove) for s in settings.sites}
         self.cache = SnapshotCache()
         self._worker = str(os.getpid()).encode()
-        self.new_paths = NewPaths(store)
+        self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
 

@@ -138,11 +138,13 @@ def build_services(
     seeds: dict[str, Sequence[str]] | None = None,
     generated_token: str | None = None,
     crawler_lock: HostLock | None = None,
+    processes: int = 1,
 ) -> Services:
     """Make the pieces of one process: the proxy when an ``upstream`` is given (``serve``),
     a crawler when asked (``once`` and ``seeds`` are its own, see
     :class:`~snapshotd.crawl.engine.Crawler`), run only while holding ``crawler_lock`` when
-    one is given. Raises RulesError for a broken rules file."""
+    one is given. ``processes``: how many worker processes of one ``serve`` this is one of.
+    Raises RulesError for a broken rules file."""
     store = store or open_store(settings.db)
     renderer = renderer or default_renderer(settings)
     rules = rules if rules is not None else load_site_rules(settings)
@@ -151,7 +153,9 @@ def build_services(
     capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
     proxy = None
     if upstream is not None:
-        proxy = Proxy(settings, store, capture, upstream, rules, metrics=metrics)
+        proxy = Proxy(
+            settings, store, capture, upstream, rules, metrics=metrics, processes=processes
+        )
     return Services(
         settings=settings,
         store=store,

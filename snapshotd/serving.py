@@ -186,6 +186,7 @@ class Supervisor:
                 rules=self.rules,
                 token=token,
                 crawler_lock=HostLock(lock) if self.crawler else None,
+                processes=self.settings.workers,
             )
             code = 0 if serve_one(app, self.settings, [sockets[index]]) else START_FAILED
         except Exception as exc:

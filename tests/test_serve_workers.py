@@ -18,7 +18,7 @@ from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import alive, require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
-from tests.test_crawler_process import processed, tree
+from tests.test_crawler_process import _rows, processed, tree
 from tests.test_serve_process import serving
 
 pytestmark = pytest.mark.browser
@@ -142,4 +142,28 @@ def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp
             assert hits(base) == asked + more
             assert serve.stop() == 0
         err = serve.stderr
+    assert "Traceback" not in err, err
+
+
+def test_the_workers_share_one_budget_of_new_paths_per_minute(tmp_path):
+    db = tmp_path / "budget.db"
+    asyncio.run(put_snapshot(db, "/known", "<html><body><p>known</p></body></html>"))
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        text = config.read_text().replace(
+            "capture_new = false\n", "new_paths_per_minute = 2\n"
+        ).replace("[server]\n", "[server]\nmiss_wait = 0.0\n")
+        config.write_text(text)
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            for n in range(16):
+                r = httpx.get(
+                    f"{base}/new/{n}", headers={"User-Agent": BOT}, trust_env=False, timeout=30
+                )
+                assert r.headers["x-snapshotd-cache"] in ("MISS", "BYPASS"), r.headers
+            queued = _rows(db, "SELECT path FROM paths WHERE path LIKE '/new/%'")
+            assert serve.stop() == 0
+        err = serve.stderr
+    # Each of the two workers may add one of the site's two new paths a minute.
+    assert 1 <= len(queued) <= 2, (queued, err)
     assert "Traceback" not in err, err
