@@ -86,18 +86,15 @@ _NEXT_PENDING = (
     "SELECT id FROM paths WHERE state = 'pending' "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
-# Each asked site's own head of the queue (its index, whatever other sites hold), then the
-# best of those: a constant cost per site even when another site fills the queue.
+# Each asked site's own head (its index: a constant cost per site), then the best of those.
 _HEADS_OF = (
     "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
     "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS head "
     "ORDER BY head.priority DESC, head.queued_at, head.id LIMIT 1"
 )
-# The same choice, locking only the row it takes: the first few of each site's queue read
-# unlocked, then the best of them that no other claim holds. A row lock is a write, so
-# locking every site's head made each claim write one row per site, and concurrent claims
-# fight over the same heads. When every candidate is held, ``_HEADS_OF`` decides.
+# Locking only the row taken (a lock is a write): the first 8 of each site's queue read
+# unlocked, then the best one no other claim holds; else ``_HEADS_OF``.
 CLAIM_CANDIDATES = 8
 _NEXT_PENDING_OF = (
     "SELECT id FROM paths WHERE id = ANY(ARRAY("
@@ -528,12 +525,11 @@ class PostgresStore:
             params.append(list(dict.fromkeys(sites)))
             queries = [_NEXT_PENDING_OF, _HEADS_OF]
         for query in queries:
-            row = await self._db.fetchrow(
+            if row := await self._db.fetchrow(
                 "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
                 f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
                 *params,
-            )
-            if row:
+            ):
                 return _record(row)
         return None
 
