@@ -167,3 +167,33 @@ def test_the_workers_share_one_budget_of_new_paths_per_minute(tmp_path):
     # Each of the two workers may add one of the site's two new paths a minute.
     assert 1 <= len(queued) <= 2, (queued, err)
     assert "Traceback" not in err, err
+
+
+def test_the_crawler_follows_the_links_of_pages_another_worker_captured(tmp_path):
+    db = tmp_path / "follow.db"
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        config.write_text(config.read_text().replace("capture_new = false\n", ""))
+        with serving("--config", str(config), "--workers", "2") as serve:
+            base = serve.url()
+            assert wait_until(lambda: "crawler started" in serve.stderr, 60), serve.stderr
+            holder = re.findall(r"crawler runs in worker pid=(\d+)", serve.stderr)[0]
+            captured = None
+            for path in ("/b/1", "/b/2", "/a/2", "/a/3", "/deep/1", "/deep/2", "/deep/3"):
+                r = httpx.get(base + path, headers={"User-Agent": BOT}, trust_env=False,
+                              timeout=60)
+                if r.headers["x-snapshotd-cache"] == "MISS" and r.headers[WORKER] != holder:
+                    captured = path
+                    break
+            assert captured, serve.stderr
+
+            def followed() -> bool:
+                rows = _rows(db, f"SELECT links_due FROM paths WHERE path = '{captured}'")
+                return rows == [(0,)]
+
+            # Stored marked by the worker that captured it; followed by the crawler's worker
+            # at a maintenance once it is older than one.
+            assert wait_until(followed, 60), serve.stderr
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
