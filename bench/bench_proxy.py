@@ -1,14 +1,19 @@
 """Proxy throughput and latency, each beside its baseline in the same run.
 
-1. Cache hits: snapshotd serving a stored 40 KB snapshot to a bot, against a bare Starlette
-   app returning the same bytes; same uvicorn settings, same load tool (wrk). Both plain
-   (the snapshot is stored gzipped, so snapshotd decompresses) and gzip-accepting clients.
-2. Pass-through: a person's request through snapshotd to an origin, against the origin
-   directly: requests per second under load, and the added latency of one request at a time.
+The origin is nginx serving a 40 KB page statically. For ``serve`` with 1 and with 2 worker
+processes (``--workers``):
 
-    python bench/bench_proxy.py [--duration 5] [--connections 32]
+1. Cache hits: snapshotd serving the stored snapshot of that page to a bot, against nginx
+   serving the same file statically (plain, and gzip-accepting with ``gzip_static``).
+   Target: at least 0.5 of nginx.
+2. Pass-through: a person's request through snapshotd to the origin, against nginx
+   ``proxy_pass`` to the same origin (and the origin directly); requests per second under
+   load, and the added latency of one request at a time. Target: at least 0.8 of nginx.
 
-Needs wrk (``apt-get install wrk``). Servers run as separate processes on 127.0.0.1.
+    python bench/bench_proxy.py [--duration 5] [--connections 32] [--workers 1,2]
+
+Needs wrk and nginx (installed with apt-get when missing and run as root on Debian).
+Every server is a separate process on 127.0.0.1; nginx runs ``worker_processes auto``.
 """
 
 from __future__ import annotations
@@ -45,34 +50,39 @@ def page_40k() -> str:
     return html[: 40 * 1024 - len("</ul></body></html>")] + "</ul></body></html>"
 
 
-SERVER = """
-import sys, uvicorn
-sys.path.insert(0, {root!r})
-kind, port, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-if kind == "bare":
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
-    body = open(arg, "rb").read()
-    gz = __import__("gzip").compress(body, mtime=0)
-    async def page(request: Request) -> Response:
-        if "gzip" in request.headers.get("accept-encoding", ""):
-            return Response(gz, media_type="text/html; charset=utf-8",
-                            headers={{"content-encoding": "gzip"}})
-        return Response(body, media_type="text/html; charset=utf-8")
-    app = Starlette(routes=[Route("/{{p:path}}", page)])
-else:
-    from snapshotd.app import create_app
-    from snapshotd.config import Settings, SiteSettings
-    class NoRender:
-        async def start(self): pass
-        async def close(self): pass
-        async def capture(self, url, site): raise RuntimeError("the bench renders nothing")
-    db, origin = arg.split("|")
-    settings = Settings(db=db, sites=(SiteSettings(name="bench", origin=origin),))
-    app = create_app(settings, renderer=NoRender(), crawler=False)
-uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+NGINX = """
+{user}
+worker_processes auto;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    default_type text/html;
+    client_body_temp_path {tmp}/nginx-body;
+    proxy_temp_path {tmp}/nginx-proxy;
+    fastcgi_temp_path {tmp}/nginx-fastcgi;
+    uwsgi_temp_path {tmp}/nginx-uwsgi;
+    scgi_temp_path {tmp}/nginx-scgi;
+    upstream origin {{ server 127.0.0.1:{origin}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{origin} reuseport;
+        root {tmp}/www;
+        location / {{ gzip_static on; try_files /page.html =404; }}
+    }}
+    server {{
+        listen 127.0.0.1:{proxy} reuseport;
+        location / {{
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
 """
 
 
@@ -82,25 +92,79 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    def __init__(self, kind: str, arg: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVER.format(root=str(ROOT)), kind, str(self.port), arg]
+def wait_answering(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            httpx.get(url, timeout=1, trust_env=False)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not start")
+
+
+class Nginx:
+    """nginx as the origin (the page, statically) and as a ``proxy_pass`` to it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.origin_port, self.proxy_port = free_port(), free_port()
+        self.origin = f"http://127.0.0.1:{self.origin_port}"
+        self.proxy = f"http://127.0.0.1:{self.proxy_port}"
+        conf = tmp / "nginx.conf"
+        conf.write_text(
+            NGINX.format(
+                tmp=tmp, origin=self.origin_port, proxy=self.proxy_port,
+                user="user root;" if os.geteuid() == 0 else "",
+            )
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(self.url + "/_snapshotd/healthz", timeout=1, trust_env=False)
-                return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{kind} server did not start")
+        self.proc = subprocess.Popen([nginx_binary(), "-p", str(tmp), "-c", str(conf)])
+        wait_answering(self.origin + "/page", self.proc, "nginx")
+        wait_answering(self.proxy + "/page", self.proc, "nginx")
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+class Snapshotd:
+    """``snapshotd serve --workers N --no-crawler`` in front of the origin."""
+
+    def __init__(self, tmp: Path, db: str, origin: str, workers: int) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = tmp / f"serve-{workers}.toml"
+        config.write_text(
+            f'[server]\ndb = "{db}"\napi_tokens = ["bench"]\n[browser]\nconcurrency = 1\n'
+            f'[[site]]\nname = "bench"\norigin = "{origin}"\nseeds = []\n'
+            "capture_new = false\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "snapshotd", "serve", "--config", str(config),
+             "--port", str(self.port), "--workers", str(workers), "--no-crawler"],
+            env=env, stderr=subprocess.DEVNULL,
+        )
+        wait_answering(self.url + "/_snapshotd/healthz", self.proc, "snapshotd")
+        time.sleep(2)  # every worker up, not only the first
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def nginx_binary() -> str:
+    """nginx on PATH or in /usr/sbin, installed from Debian's package when root."""
+    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "nginx"], check=True, env=env)
+        found = shutil.which("nginx", path="/usr/sbin:/usr/bin")
+    if not found:
+        raise SystemExit("nginx not found: apt-get install nginx")
+    return found
 
 
 def wrk(url: str, duration: int, connections: int, headers: dict[str, str]) -> tuple[float, str]:
@@ -141,9 +205,15 @@ async def seed_store(db: str, html: str) -> None:
         )
 
 
-def best_of(runs: int, fn, *args):  # type: ignore[no-untyped-def]
-    results = [fn(*args) for _ in range(runs)]
-    return max(results, key=lambda r: r[0])
+def compare(
+    pairs: list[tuple[str, str]], args: argparse.Namespace, headers: dict[str, str]
+) -> list[tuple[float, str]]:
+    """The best of ``args.rounds`` wrk runs of each URL, the runs alternating."""
+    runs: list[list[tuple[float, str]]] = [[] for _ in pairs]
+    for _ in range(args.rounds):
+        for i, (_label, url) in enumerate(pairs):
+            runs[i].append(wrk(url, args.duration, args.connections, headers))
+    return [max(r) for r in runs]
 
 
 def main() -> int:
@@ -151,58 +221,70 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per pair")
+    parser.add_argument("--workers", default="1,2", help="serve's worker counts to measure")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         print("wrk not found: apt-get install wrk", file=sys.stderr)
         return 2
 
     tmp = Path(tempfile.mkdtemp(prefix="snapshotd-bench-"))
+    tmp.chmod(0o755)
     html = page_40k()
-    page = tmp / "page.html"
-    page.write_text(html)
+    www = tmp / "www"
+    www.mkdir()
+    (www / "page.html").write_text(html)
+    (www / "page.html.gz").write_bytes(gzip.compress(html.encode()))
     db = str(tmp / "bench.db")
     asyncio.run(seed_store(db, html))
     print(f"snapshot: {len(html.encode())} bytes, {len(gzip.compress(html.encode()))} gzipped")
-    print(f"cpu: {os.cpu_count()} cores; wrk -t1 -c{args.connections} -d{args.duration}s\n")
+    print(f"cpu: {os.cpu_count()} cores; wrk -t1 -c{args.connections} -d{args.duration}s; "
+          f"best of {args.rounds} alternating rounds\n")
 
-    bare = Server("bare", str(page))
-    proxy = Server("proxy", f"{db}|{bare.url}")
+    nginx = Nginx(tmp)
     try:
-        print("1. cache hit vs bare Starlette (best of rounds, alternating)")
-        for label, extra in (("identity", {}), ("gzip", {"Accept-Encoding": "gzip"})):
-            hb = {"User-Agent": BOT, **extra}
-            base_runs, hit_runs = [], []
-            for _ in range(args.rounds):
-                base_runs.append(wrk(bare.url + "/page", args.duration, args.connections, hb))
-                hit_runs.append(wrk(proxy.url + "/page", args.duration, args.connections, hb))
-            b, h = max(base_runs), max(hit_runs)
-            check = httpx.get(proxy.url + "/page", headers=hb, trust_env=False)
-            assert check.headers["x-snapshotd-cache"] == "HIT", check.headers
-            print(
-                f"   {label:8}  bare {b[0]:8.0f} req/s (p50 {b[1]:>8})   "
-                f"snapshotd HIT {h[0]:8.0f} req/s (p50 {h[1]:>8})   ratio {h[0] / b[0]:.2f}"
-            )
-
-        print("\n2. pass-through (a person) vs the origin directly")
-        person = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"}
-        direct_runs, via_runs = [], []
-        for _ in range(args.rounds):
-            direct_runs.append(wrk(bare.url + "/page", args.duration, args.connections, person))
-            via_runs.append(wrk(proxy.url + "/page", args.duration, args.connections, person))
-        d, v = max(direct_runs), max(via_runs)
-        print(
-            f"   throughput: direct {d[0]:8.0f} req/s   via snapshotd {v[0]:8.0f} req/s   "
-            f"ratio {v[0] / d[0]:.2f}"
-        )
-        ld = sequential_latency(bare.url + "/page", person)
-        lv = sequential_latency(proxy.url + "/page", person)
-        print(
-            f"   latency, one at a time (median of 300): direct {ld:.2f} ms   "
-            f"via snapshotd {lv:.2f} ms   added {lv - ld:.2f} ms"
-        )
+        for workers in (int(w) for w in args.workers.split(",")):
+            proxy = Snapshotd(tmp, db, nginx.origin, workers)
+            try:
+                print(f"serve --workers {workers}")
+                print("1. cache hit vs nginx serving the same file statically")
+                for label, extra in (("identity", {}), ("gzip", {"Accept-Encoding": "gzip"})):
+                    hb = {"User-Agent": BOT, **extra}
+                    check = httpx.get(proxy.url + "/page", headers=hb, trust_env=False)
+                    assert check.headers["x-snapshotd-cache"] == "HIT", check.headers
+                    n, h = compare(
+                        [("nginx", nginx.origin + "/page"), ("hit", proxy.url + "/page")],
+                        args, hb,
+                    )
+                    print(
+                        f"   {label:8}  nginx static {n[0]:8.0f} req/s (p50 {n[1]:>8})   "
+                        f"snapshotd HIT {h[0]:8.0f} req/s (p50 {h[1]:>8})   "
+                        f"ratio {h[0] / n[0]:.2f} (target 0.50)"
+                    )
+                print("2. pass-through (a person) vs nginx proxy_pass, same origin")
+                person = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"}
+                d, n, v = compare(
+                    [
+                        ("direct", nginx.origin + "/page"),
+                        ("nginx", nginx.proxy + "/page"),
+                        ("snapshotd", proxy.url + "/page"),
+                    ],
+                    args, person,
+                )
+                print(
+                    f"   throughput: origin directly {d[0]:8.0f} req/s   nginx proxy_pass "
+                    f"{n[0]:8.0f} req/s   snapshotd {v[0]:8.0f} req/s   "
+                    f"ratio to nginx {v[0] / n[0]:.2f} (target 0.80)"
+                )
+                ln = sequential_latency(nginx.proxy + "/page", person)
+                lv = sequential_latency(proxy.url + "/page", person)
+                print(
+                    f"   latency, one at a time (median of 300): nginx proxy_pass {ln:.2f} ms"
+                    f"   snapshotd {lv:.2f} ms   added {lv - ln:.2f} ms\n"
+                )
+            finally:
+                proxy.stop()
     finally:
-        proxy.stop()
-        bare.stop()
+        nginx.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

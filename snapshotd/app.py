@@ -6,7 +6,8 @@ upstream) so tests can hand in real small ones; the process's pieces are made by
 :meth:`~snapshotd.services.Services.running`.
 
 With no ``server.api_tokens`` configured, ``create_app`` draws a random token for the API of
-this process; the lifespan logs the console URL holding it once, at start.
+this process (``serve --workers N`` draws one for all of its workers and logs the URL
+itself); the lifespan logs the console URL holding it once, at start.
 
 Shutdown, in this order: ``begin_shutdown`` (called by the server as soon as it stops, and
 by the lifespan) starts no capture and lets every request waiting on one be answered with
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from snapshotd.api import PREFIX as API_PREFIX
 from snapshotd.api import create_api
 from snapshotd.config import Settings
+from snapshotd.hostlock import HostLock
 from snapshotd.proxy import Proxy
 from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
@@ -49,9 +51,10 @@ def console_url(settings: Settings, token: str) -> str:
 class SnapshotdApp:
     """Routes ``/_snapshotd/...`` to the API and everything else to the proxy."""
 
-    def __init__(self, ctx: Services) -> None:
+    def __init__(self, ctx: Services, *, announce: bool = True) -> None:
         assert ctx.proxy is not None, "serve's services hold a proxy"
         self.ctx = ctx
+        self.announce = announce
         self.proxy: Proxy = ctx.proxy
         self.api: ASGIApp = create_api(ctx)
         self.startup_error: BaseException | None = None
@@ -71,7 +74,7 @@ class SnapshotdApp:
                     ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
                     "on" if ctx.crawler is not None else "off",
                 )
-                if ctx.generated_token is not None:
+                if ctx.generated_token is not None and self.announce:
                     log.info("console: %s", console_url(ctx.settings, ctx.generated_token))
                 yield
             finally:
@@ -115,7 +118,18 @@ def create_app(
     upstream: Upstream | None = None,
     crawler: bool = True,
     rules: dict[str, RuleSet] | None = None,
+    token: str | None = None,
+    crawler_lock: HostLock | None = None,
+    processes: int = 1,
 ) -> SnapshotdApp:
+    """The application of one process. ``token``, ``crawler_lock`` and ``processes``: the
+    token drawn for all workers of one ``serve`` (whose console URL is logged by their
+    supervisor), the lock whose holder among them runs the crawler, and how many they are."""
+    announce = token is None  # else the supervisor logged the console URL
+    if settings.api_tokens:
+        token = None
+    elif token is None:
+        token = draw_token()
     return SnapshotdApp(
         build_services(
             settings,
@@ -124,6 +138,14 @@ def create_app(
             rules=rules,
             upstream=upstream or Upstream(),
             crawler=crawler,
-            generated_token=None if settings.api_tokens else secrets.token_urlsafe(32),
-        )
+            generated_token=token,
+            crawler_lock=crawler_lock,
+            processes=processes,
+        ),
+        announce=announce,
     )
+
+
+def draw_token() -> str:
+    """A token for the API of a ``serve`` whose settings name none."""
+    return secrets.token_urlsafe(32)

@@ -8,7 +8,6 @@ import csv
 import json
 import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -55,7 +54,7 @@ class UserError(Exception):
 def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
         key: getattr(args, key, None)
-        for key in ("host", "port", "db", "origin", "hosts", "miss_wait")
+        for key in ("host", "port", "db", "origin", "hosts", "miss_wait", "workers")
     }
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
@@ -79,6 +78,22 @@ def _check_chromium(settings: Settings) -> str:
         raise UserError(str(exc)) from None
 
 
+async def _check_browser(settings: Settings) -> None:
+    """Start and close the browser once: BrowserCannotStart is one line, said before any
+    worker process is made (each would say it again)."""
+    from snapshotd.services import default_renderer
+
+    renderer = default_renderer(settings)
+    quiet = logging.getLogger("snapshotd.render")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # this browser is not the one that serves: no "launched"
+    try:
+        await renderer.start()
+    finally:
+        await renderer.close()
+        quiet.setLevel(level)
+
+
 async def _check_store(db: str) -> None:
     """Open (creating or upgrading) and close the store: a StoreError is one line."""
     store = open_store(db)
@@ -89,69 +104,36 @@ async def _check_store(db: str) -> None:
 # ---------------------------------------------------------------------------- commands
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket of ``serve``, bound before anything starts, so a port in use is
-    one line and nothing claims to listen."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        sock = socket.create_server((host, port), family=family, backlog=2048)
-    except OSError as exc:
-        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise UserError(f"cannot listen on {where}: {reason}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from snapshotd.app import create_app
+    from snapshotd.serving import bind_sockets, serve_one, serve_workers
 
     settings = _settings(args, need_site=True)
     rules = _check_rules(settings)
     _check_chromium(settings)
     asyncio.run(_check_store(settings.db))
-    sock = _listen(settings.host, settings.port)
-    settings = replace(settings, port=sock.getsockname()[1])  # --port 0: the one drawn
-    app = create_app(settings, crawler=not args.no_crawler, rules=rules)
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=5,
-    )
-
-    class Server(uvicorn.Server):
-        """Tells the application as soon as shutdown starts, before uvicorn waits for the
-        requests under way: bots waiting on a capture are answered (fail open) instead of
-        being cut off when the graceful wait runs out."""
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            log.info("listening on http://%s:%d", settings.host, settings.port)
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            app.begin_shutdown()
-            await super().shutdown(sockets)
-
-    server = Server(config)
-    # A start-up failure is said once, below; uvicorn's own lines would repeat it.
-    uvicorn_log = logging.getLogger("uvicorn.error")
-    uvicorn_log.setLevel(logging.WARNING)
-    uvicorn_log.addFilter(lambda record: server.started or record.levelno < logging.ERROR)
     try:
-        server.run(sockets=[sock])
-    except SystemExit:
-        if app.startup_error is None:
-            raise
+        sockets = bind_sockets(settings.host, settings.port, settings.workers)
+    except OSError as exc:
+        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        raise UserError(f"cannot listen on {host}:{settings.port}: {reason}") from None
+    settings = replace(settings, port=sockets[0].getsockname()[1])  # --port 0: the one drawn
+    if settings.workers > 1:
+        try:
+            asyncio.run(_check_browser(settings))
+            return serve_workers(settings, sockets, crawler=not args.no_crawler, rules=rules)
+        finally:
+            for sock in sockets:
+                sock.close()
+    app = create_app(settings, crawler=not args.no_crawler, rules=rules)
+    try:
+        started = serve_one(app, settings, sockets)
     finally:
-        sock.close()
+        sockets[0].close()
     if app.startup_error is not None:
         raise UserError(str(app.startup_error).strip().splitlines()[0])
-    return 0 if server.started else 2
+    return 0 if started else 2
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -392,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"
     )
     p.add_argument("--port", type=int, help="port to listen on (default 8080; 0 picks a free one)")
+    p.add_argument(
+        "--workers", type=int, metavar="N",
+        help="processes sharing the port (default: one per core, up to 4)",
+    )
     p.add_argument("--no-crawler", action="store_true", help="do not run the crawler here")
     p.set_defaults(func=cmd_serve)
 

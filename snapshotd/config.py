@@ -145,11 +145,20 @@ class SiteSettings:
         return IgnoredParams(self.ignore_params)
 
 
+MAX_DEFAULT_WORKERS = 4
+
+
+def default_workers() -> int:
+    """``serve``'s worker processes when none are configured: one per core, up to 4."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
+
+
 @dataclass(frozen=True)
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     db: str = "snapshotd.db"
+    workers: int = field(default_factory=default_workers)
     api_tokens: tuple[str, ...] = ()
     miss_wait: float = 10.0
     browser: BrowserSettings = field(default_factory=BrowserSettings)
@@ -199,6 +208,7 @@ _SERVER_KINDS = {
     "db": "str",
     "api_tokens": "list",
     "miss_wait": "float",
+    "workers": "int",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "bots_add",
@@ -375,8 +385,8 @@ def load_settings(
     """Merge the TOML file, ``SNAPSHOTD_*`` variables and flag ``overrides`` (highest wins).
 
     ``overrides`` keys are server keys (``host``, ``port``, ``db``, ``miss_wait``,
-    ``api_tokens``) plus ``origin``, which replaces the sites with one named ``default``, and
-    ``hosts`` (comma-separated), that site's ``hosts``.
+    ``workers``, ``api_tokens``) plus ``origin``, which replaces the sites with one named
+    ``default``, and ``hosts`` (comma-separated), that site's ``hosts``.
     ``None`` values are ignored.
     """
     env = os.environ if env is None else env
@@ -423,6 +433,8 @@ def load_settings(
     port = server_values.get("port", 8080)
     if not 0 <= port <= 65535:
         raise ConfigError(f"{where}: server.port {port} is out of range")
+    if not 1 <= server_values.get("workers", 1) <= 256:
+        raise ConfigError(f"{where}: server.workers must be between 1 and 256")
 
     browser_values = _section(where, "browser", browser, _BROWSER_KINDS, env)
     if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):

@@ -1,13 +1,30 @@
 """Prometheus metrics, one registry per application so several apps can live in a process;
-beside them, the per-minute counters kept in the store (:mod:`snapshotd.stats`)."""
+beside them, the per-minute counters kept in the store (:mod:`snapshotd.stats`).
+
+The worker processes of one ``serve`` count in one directory (prometheus-client's
+multiprocess mode, :func:`share_between_processes`), so each of them reports the sums of
+all; the gauges, read from the store, report the latest value set by any of them.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from snapshotd.stats import RENDER_BUCKETS, MinuteCounters
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "share_between_processes"]
+
+_SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def share_between_processes(directory: str) -> None:
+    """Count every metric made from now on in this process, and in the processes it forks,
+    in ``directory``, which they all share."""
+    os.environ[_SHARED_DIR] = directory
+    values.ValueClass = values.MultiProcessValue()
 
 
 class Metrics:
@@ -31,6 +48,7 @@ class Metrics:
             "Pending paths by priority",
             ["priority"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.render_seconds = Histogram(
             "snapshotd_render_seconds",
@@ -49,6 +67,7 @@ class Metrics:
             "Paths by site and state (read from the store when scraped)",
             ["site", "state"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
 
     def captures_by_outcome(self) -> dict[str, int]:
@@ -61,4 +80,9 @@ class Metrics:
         return out
 
     def render(self) -> bytes:
+        """The exposition text: of every process sharing the directory, else of this one."""
+        if os.environ.get(_SHARED_DIR):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry)
         return generate_latest(self.registry)

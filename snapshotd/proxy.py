@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 import weakref
 from collections import OrderedDict, deque
@@ -66,6 +67,8 @@ _STATUS_TEXT = {
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
+# On snapshot answers and health checks: the pid of the worker process that answered.
+WORKER_HEADER = "x-snapshotd-worker"
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
@@ -160,10 +163,12 @@ class SnapshotCache:
 class NewPaths:
     """What admission needs to bound a site's new paths: how many it has (counted in the
     store at most once per ``count_ttl`` seconds, plus the ones added here since) and how
-    many bots added in the last 60 s (in this process)."""
+    many bots added in the last 60 s. That one is counted in this process, one of
+    ``processes`` sharing the budget evenly (the workers of one ``serve``), so each path
+    added here counts ``processes`` times."""
 
-    def __init__(self, store: Store, count_ttl: float = 1.0) -> None:
-        self.store, self.count_ttl = store, count_ttl
+    def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
+        self.store, self.count_ttl, self.processes = store, count_ttl, processes
         self._counts: dict[str, tuple[float, int]] = {}
         self._added: dict[str, deque[float]] = {}
 
@@ -178,7 +183,7 @@ class NewPaths:
         added = self._added.setdefault(site, deque())
         while added and added[0] <= time.monotonic() - 60.0:
             added.popleft()
-        return len(added)
+        return len(added) * self.processes
 
     def add(self, site: SiteSettings) -> None:
         """Count a path just added."""
@@ -239,6 +244,7 @@ class Proxy:
         rules: Mapping[str, RuleSet],
         *,
         metrics: Metrics | None = None,
+        processes: int = 1,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -251,7 +257,8 @@ class Proxy:
             for s in settings.sites
         }
         self.cache = SnapshotCache()
-        self.new_paths = NewPaths(store)
+        self._worker = str(os.getpid()).encode()
+        self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
 
@@ -522,6 +529,7 @@ class Proxy:
             (b"etag", snapshot.etag.encode()),
             (b"vary", b"User-Agent, Accept-Encoding"),
             (b"x-snapshotd-cache", result.encode()),
+            (WORKER_HEADER.encode(), self._worker),
         ]
         for name, value in snapshot.headers.items():
             out.append((name.lower().encode("latin-1"), value.encode("latin-1", "replace")))

@@ -16,19 +16,27 @@ Invariants:
   opening failed is not closed; everything opened before it is;
 - in a process that runs a crawler, the capture service is built with the queue through which
   it hands the crawler the captures it makes on its own (proxy misses, the render endpoint),
-  so their links are followed too (:mod:`snapshotd.capture`).
+  so their links are followed too (:mod:`snapshotd.capture`);
+- with a ``crawler_lock`` (the workers of one ``serve``), the crawler starts only in the
+  process holding that lock (:mod:`snapshotd.hostlock`), which every other worker tries
+  again each second, so when the holder dies another takes the crawler over. Until then
+  a worker's own captures stay marked as having their links due, and the holder follows
+  them (:class:`~snapshotd.crawl.engine.Crawler` with ``follow_others``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from snapshotd.capture import CaptureService, LinksToFollow
 from snapshotd.config import Settings
 from snapshotd.crawl.engine import Crawler
+from snapshotd.hostlock import HostLock
 from snapshotd.metrics import Metrics
 from snapshotd.proxy import Proxy
 from snapshotd.render import BrowserPool
@@ -36,6 +44,10 @@ from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet, load_site_rules
 from snapshotd.store import Store, open_store
 from snapshotd.upstream import Upstream
+
+log = logging.getLogger("snapshotd")
+
+LOCK_POLL_SECONDS = 1.0
 
 
 class BrowserStartError(Exception):
@@ -57,6 +69,8 @@ class Services:
     crawler: Crawler | None = None
     # Drawn at start when no token is configured; the API of this process takes only it.
     generated_token: str | None = None
+    # Shared by the workers of one serve: only its holder runs the crawler.
+    crawler_lock: HostLock | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
@@ -71,14 +85,22 @@ class Services:
                 raise BrowserStartError(str(exc)) from exc
             try:
                 await self.capture.start()
+                waiting: asyncio.Task[None] | None = None
                 try:
-                    if self.crawler is not None:
+                    if self.crawler is not None and self.crawler_lock is None:
                         await self.crawler.start()
+                    elif self.crawler is not None:
+                        waiting = asyncio.create_task(self._crawl_when_locked(), name="lock")
                     yield self
                 finally:
+                    if waiting is not None:
+                        waiting.cancel()
+                        await asyncio.gather(waiting, return_exceptions=True)
                     await self.capture.close()
                     if self.crawler is not None:
                         await self.crawler.stop()
+                    if self.crawler_lock is not None:
+                        self.crawler_lock.release()
             finally:
                 await self.renderer.close()
                 if self.upstream is not None:
@@ -86,6 +108,20 @@ class Services:
         finally:
             await self.metrics.minutes.close(self.store)  # the last counts, then the store
             await self.store.close()
+
+
+    async def _crawl_when_locked(self) -> None:
+        """Start the crawler once this process holds the crawler lock. Meanwhile the
+        captures handed to the crawler are left to the holder: they stay marked in the
+        store, and it follows them."""
+        assert self.crawler is not None and self.crawler_lock is not None
+        while not self.crawler_lock.try_acquire():
+            links = self.capture.links
+            while links is not None and not links.empty():
+                links.get_nowait()
+            await asyncio.sleep(LOCK_POLL_SECONDS)
+        log.info("crawler runs in worker pid=%d", os.getpid())
+        await self.crawler.start()
 
 
 def default_renderer(settings: Settings) -> Renderer:
@@ -104,10 +140,14 @@ def build_services(
     once: bool = False,
     seeds: dict[str, Sequence[str]] | None = None,
     generated_token: str | None = None,
+    crawler_lock: HostLock | None = None,
+    processes: int = 1,
 ) -> Services:
     """Make the pieces of one process: the proxy when an ``upstream`` is given (``serve``),
     a crawler when asked (``once`` and ``seeds`` are its own, see
-    :class:`~snapshotd.crawl.engine.Crawler`). Raises RulesError for a broken rules file."""
+    :class:`~snapshotd.crawl.engine.Crawler`), run only while holding ``crawler_lock`` when
+    one is given. ``processes``: how many worker processes of one ``serve`` this is one of.
+    Raises RulesError for a broken rules file."""
     store = store or open_store(settings.db)
     renderer = renderer or default_renderer(settings)
     rules = rules if rules is not None else load_site_rules(settings)
@@ -116,7 +156,9 @@ def build_services(
     capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
     proxy = None
     if upstream is not None:
-        proxy = Proxy(settings, store, capture, upstream, rules, metrics=metrics)
+        proxy = Proxy(
+            settings, store, capture, upstream, rules, metrics=metrics, processes=processes
+        )
     return Services(
         settings=settings,
         store=store,
@@ -128,10 +170,12 @@ def build_services(
         proxy=proxy,
         crawler=(
             Crawler(
-                settings, store, capture, metrics=metrics, rules=rules, once=once, seeds=seeds
+                settings, store, capture, metrics=metrics, rules=rules, once=once, seeds=seeds,
+                follow_others=crawler_lock is not None,
             )
             if crawler
             else None
         ),
         generated_token=generated_token,
+        crawler_lock=crawler_lock,
     )

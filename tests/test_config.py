@@ -183,3 +183,19 @@ def test_bot_categories_are_a_site_setting(tmp_path):
     )
     with pytest.raises(ConfigError, match="unknown category 'spam'"):
         load_settings(cfg, env={})
+
+
+def test_workers_default_to_one_per_core_up_to_four_and_come_from_file_env_and_flag(tmp_path):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert load_settings(env={}).workers == max(1, min(cores, 4))
+    path = write(tmp_path, "[server]\nworkers = 3\n")
+    assert load_settings(path, env={}).workers == 3
+    assert load_settings(path, env={"SNAPSHOTD_WORKERS": "5"}).workers == 5
+    assert load_settings(path, env={}, overrides={"workers": 1}).workers == 1
+    for bad in ("0", "-1", "257"):
+        with pytest.raises(ConfigError, match="server.workers must be between 1 and 256"):
+            load_settings(write(tmp_path, f"[server]\nworkers = {bad}\n"), env={})
+    with pytest.raises(ConfigError, match="SNAPSHOTD_WORKERS"):
+        load_settings(env={"SNAPSHOTD_WORKERS": "many"})

@@ -42,8 +42,14 @@ def write_config(
     return config
 
 
+def workers_under_test() -> int:
+    """The worker processes of each ``serve`` these tests start: ``$SNAPSHOTD_TEST_WORKERS``,
+    else 1 (so that the whole suite can run both ways)."""
+    return int(os.environ.get("SNAPSHOTD_TEST_WORKERS", "1"))
+
+
 def snapshotd(*args: str, stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SNAPSHOTD_WORKERS": str(workers_under_test())}
     env.pop("SNAPSHOTD_CONFIG", None)
     env.pop("SNAPSHOTD_API_TOKEN", None)
     return subprocess.Popen(

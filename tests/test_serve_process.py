@@ -23,7 +23,7 @@ from starlette.routing import Route
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
-from tests.test_crawler_process import _rows, kill_all, snapshotd, tree
+from tests.test_crawler_process import _rows, kill_all, snapshotd, tree, workers_under_test
 
 pytestmark = pytest.mark.browser
 
@@ -57,6 +57,10 @@ class Serve:
 
     def __init__(self, *args: str) -> None:
         self.proc = snapshotd("serve", "--port", "0", *args)
+        # Started when each worker process has said so.
+        self.workers = int(args[args.index("--workers") + 1]) if "--workers" in args else (
+            workers_under_test()
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -74,11 +78,16 @@ class Serve:
         found: list[str] = []
 
         def started() -> bool:
-            for line in self.lines:
-                m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-                if m:
-                    found.append(m.group(1))
-                    return True
+            # One process says it listens once it does; each worker of several says it runs.
+            pattern = "listening on" if self.workers == 1 else "running on"
+            running = [
+                m.group(1)
+                for line in list(self.lines)
+                if (m := re.search(pattern + r" (http://127\.0\.0\.1:\d+)", line))
+            ]
+            if len(running) >= self.workers:
+                found.extend(running)
+                return True
             return self.proc.poll() is not None
 
         assert wait_until(started, timeout) and found, self.stderr
@@ -121,13 +130,16 @@ def write_config(tmp_path: Path, origin: str, db: Path) -> Path:
     return config
 
 
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["1-worker", "2-workers"])
 @pytest.mark.parametrize("crawler", [False, True], ids=["no-crawler", "crawler"])
-def test_sigterm_answers_every_waiting_bot_and_gives_their_paths_back(tmp_path, crawler):
+def test_sigterm_answers_every_waiting_bot_and_gives_their_paths_back(
+    tmp_path, crawler, workers
+):
     origin = SlowOrigin()
     db = tmp_path / "serve.db"
     with serve_asgi(origin.app) as origin_url:
         config = write_config(tmp_path, origin_url, db)
-        flags = () if crawler else ("--no-crawler",)
+        flags = ("--workers", workers) + (() if crawler else ("--no-crawler",))
         with serving("--config", str(config), *flags) as serve:
             base = serve.url()
 

@@ -147,3 +147,30 @@ async def test_releasing_leases_while_a_batch_is_queued_never_deadlocks(schema):
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_claim_of_several_sites_writes_only_the_row_it_takes(schema):
+    """Claims scale with the processes making them only if a claim locks nothing but its
+    own row: a row lock is a write to that row, and the heads of the other sites would be
+    written by every claim and fought over by every concurrent claimer."""
+    store = PostgresStore(schema)
+    await store.open()
+    try:
+        sites = [f"site{n}" for n in range(5)]
+        for n, site in enumerate(sites):
+            await store.enqueue_many(site, [(f"/{i}", 0) for i in range(3)], 3 if n == 2 else 1)
+        record = await store.claim("w", 60, sites=sites)
+        assert record is not None and record.site == "site2"
+        conn = await asyncpg.connect(schema)
+        try:
+            touched = await conn.fetch(
+                "SELECT site, path FROM paths WHERE xmax::text <> '0' ORDER BY site, path"
+            )
+        finally:
+            await conn.close()
+        others = [(r["site"], r["path"]) for r in touched if r["path"] != record.path or (
+            r["site"] != record.site
+        )]
+        assert others == []
+    finally:
+        await store.close()

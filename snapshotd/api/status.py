@@ -3,13 +3,15 @@ counts and this process's capture rate, and the per-minute counters behind the c
 charts.
 
 Invariants:
-- ``healthz`` is open and tells only whether the store answers;
+- ``healthz`` is open and tells only whether the store answers (and, in a header, which
+  worker process answered);
 - the capture rate is measured over the samples of the last minute, kept on the application's
   state (``rate_samples``), so two applications in one process do not mix their samples.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 
@@ -19,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import AUTH_ERRORS, operation, param
+from snapshotd.proxy import WORKER_HEADER
 from snapshotd.stats import RENDER_BUCKETS
 from snapshotd.store.base import STATES
 
@@ -46,7 +49,11 @@ def capture_rate(request: Request) -> tuple[dict[str, int], float | None]:
 )
 async def healthz(request: Request) -> Response:
     ok = await context(request).store.ping()
-    return JSONResponse({"status": "ok" if ok else "unavailable"}, 200 if ok else 503)
+    return JSONResponse(
+        {"status": "ok" if ok else "unavailable"},
+        200 if ok else 503,
+        headers={WORKER_HEADER: str(os.getpid())},
+    )
 
 
 @operation(

@@ -13,7 +13,9 @@ Invariants:
 - the crawler follows the links of every capture it runs (stored marked by
   ``capture.run(..., follow_links=True)``) as part of that capture, and of every capture the
   capture service hands over through its ``links`` queue (the proxy misses of this process);
-  what a stop or a crash left marked is followed at the next start;
+  what a stop or a crash left marked is followed at the next start; with ``follow_others``
+  (the workers of one ``serve``) what the other processes stored marked is followed at
+  each maintenance;
 - ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
   pending or being captured.
 """
@@ -92,8 +94,10 @@ class Crawler:
         clock: Callable[[], float] = time.time,
         grace: float = STOP_GRACE,
         maintenance_every: float = MAINTENANCE_SECONDS,
+        follow_others: bool = False,
     ) -> None:
         self.settings = settings
+        self.follow_others = follow_others
         self.store = store
         self.capture = capture
         self.metrics = metrics or capture.metrics
@@ -230,6 +234,11 @@ class Crawler:
             await self.frontier.count(site)
             if self.once:
                 continue
+            if self.follow_others:
+                # Older than one maintenance, so this process's own are followed already.
+                await self.follower.follow_due_links(
+                    site, captured_before=self.clock() - self.maintenance_every
+                )
             if site.obey_robots:
                 await self.frontier.refresh_robots(site)
             await self.frontier.sitemaps(site)

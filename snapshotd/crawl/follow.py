@@ -64,11 +64,13 @@ class Follower:
         await self.follow(site, outcome.record, outcome.result, outcome.duplicate_of)
         await self.store.links_followed(site.name, outcome.record.path)
 
-    async def follow_due_links(self, site: SiteSettings) -> None:
+    async def follow_due_links(
+        self, site: SiteSettings, *, captured_before: float | None = None
+    ) -> None:
         """Follow the links of captures stored without them having been followed: the worker
         that stored them stopped or died in between. One pass over what was stored before this
-        start; a live worker's newer captures are its own to follow."""
-        started = self.clock()
+        start (or ``captured_before``); a live worker's newer captures are its own to follow."""
+        started = self.clock() if captured_before is None else captured_before
         followed = last = 0
         while batch := await self.store.links_due(site.name, after=last, captured_before=started):
             last = batch[-1][0]

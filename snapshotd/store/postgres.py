@@ -26,7 +26,8 @@ import asyncpg
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
-from snapshotd.store.counters import COUNTERS_TABLE, PostgresCounters
+from snapshotd.store.counters import PostgresCounters
+from snapshotd.store.postgres_schema import MIGRATIONS
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -35,50 +36,6 @@ _PATH_COLUMNS = (
     "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
 )
 
-# Each entry upgrades the schema by one version; never edit an entry once released.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE paths (
-        id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        site         TEXT    NOT NULL,
-        path         TEXT    NOT NULL,
-        state        TEXT    NOT NULL,
-        priority     INTEGER NOT NULL,
-        hops         INTEGER NOT NULL DEFAULT 0,
-        status       INTEGER,
-        created_at   DOUBLE PRECISION NOT NULL,
-        queued_at    DOUBLE PRECISION NOT NULL,
-        captured_at  DOUBLE PRECISION,
-        expires_at   DOUBLE PRECISION,
-        error        TEXT,
-        duplicate_of TEXT,
-        attempts     INTEGER NOT NULL DEFAULT 0,
-        lease_owner  TEXT,
-        lease_until  DOUBLE PRECISION,
-        links_due    BOOLEAN NOT NULL DEFAULT FALSE,
-        UNIQUE (site, path)
-    );
-    CREATE INDEX paths_pending ON paths (priority DESC, queued_at, id) WHERE state = 'pending';
-    CREATE INDEX paths_pending_site ON paths (site, priority DESC, queued_at, id)
-        WHERE state = 'pending';
-    CREATE INDEX paths_expiry ON paths (site, expires_at) WHERE state IN ('processed', 'error');
-    CREATE INDEX paths_lease ON paths (lease_until) WHERE state = 'processing';
-    CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due;
-    CREATE TABLE snapshots (
-        path_id      BIGINT PRIMARY KEY REFERENCES paths (id) ON DELETE CASCADE,
-        body_gz      BYTEA   NOT NULL,
-        status       INTEGER NOT NULL,
-        headers      TEXT    NOT NULL,
-        etag         TEXT    NOT NULL,
-        content_hash TEXT    NOT NULL,
-        final_url    TEXT    NOT NULL,
-        captured_at  DOUBLE PRECISION NOT NULL
-    );
-    CREATE INDEX snapshots_hash ON snapshots (content_hash);
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    COUNTERS_TABLE,
-]
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
 
@@ -89,13 +46,23 @@ _NEXT_PENDING = (
     "SELECT id FROM paths WHERE state = 'pending' "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
-# Each asked site's own head of the queue (its index, whatever other sites hold), then the
-# best of those: a constant cost per site even when another site fills the queue.
-_NEXT_PENDING_OF = (
+# Each asked site's own head (its index: a constant cost per site), then the best of those.
+_HEADS_OF = (
     "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
     "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
     "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS head "
     "ORDER BY head.priority DESC, head.queued_at, head.id LIMIT 1"
+)
+# Locking only the row taken (a lock is a write): the first 8 of each site's queue read
+# unlocked, then the best one no other claim holds; else ``_HEADS_OF``.
+CLAIM_CANDIDATES = 8
+_NEXT_PENDING_OF = (
+    "SELECT id FROM paths WHERE id = ANY(ARRAY("
+    "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
+    "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
+    f"ORDER BY priority DESC, queued_at, id LIMIT {CLAIM_CANDIDATES}) AS head "
+    f"ORDER BY head.priority DESC, head.queued_at, head.id LIMIT {CLAIM_CANDIDATES})) "
+    "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
 
 
@@ -516,16 +483,18 @@ class PostgresStore(PostgresCounters):
             return None
         now = self.clock()
         params: list[Any] = [owner, now + lease_seconds]
-        query = _NEXT_PENDING
+        queries = [_NEXT_PENDING]
         if sites is not None:
             params.append(list(dict.fromkeys(sites)))
-            query = _NEXT_PENDING_OF
-        row = await self._db.fetchrow(
-            "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-            f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
-            *params,
-        )
-        return _record(row) if row else None
+            queries = [_NEXT_PENDING_OF, _HEADS_OF]
+        for query in queries:
+            if row := await self._db.fetchrow(
+                "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
+                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
+                *params,
+            ):
+                return _record(row)
+        return None
 
     async def claim_path(
         self, site: str, path: str, owner: str, lease_seconds: float

@@ -1,0 +1,211 @@
+"""Running ``serve``: one uvicorn server in this process, or N worker processes sharing the
+port under a supervisor (``server.workers``, SPEC 3.1).
+
+Invariants:
+- every worker is a fork of the supervisor made before any event loop runs in it; each
+  builds its own application (store connections, renderer, caches), listens on its own
+  socket of one ``SO_REUSEPORT`` group bound by the supervisor (so the kernel spreads the
+  connections), and counts its metrics in a directory all of them share;
+- the crawler runs in one worker at a time, the holder of a lock on a file of this
+  ``serve`` (:mod:`snapshotd.hostlock`);
+- a worker that dies is replaced at once, on the same socket; one that could not start
+  stops them all, and ``serve`` exits 2;
+- SIGTERM or SIGINT to the supervisor goes to every worker as SIGTERM, each drains as a
+  single process does, and the supervisor exits 0 once all have ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+from types import FrameType
+
+from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
+from snapshotd.config import Settings
+from snapshotd.hostlock import HostLock
+from snapshotd.metrics import share_between_processes
+from snapshotd.rewrite import RuleSet
+
+log = logging.getLogger("snapshotd")
+
+BACKLOG = 2048
+START_FAILED = 2
+
+
+def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket]) -> bool:
+    """Serve ``app`` on ``sockets`` (bound already, so a port in use was said before anything
+    started) until stopped; whether the server started. A start-up failure is left in
+    ``app.startup_error`` for the caller to say once."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        backlog=BACKLOG,
+    )
+    workers = settings.workers > 1
+    where = f"http://{settings.host}:{settings.port}"
+
+    class Server(uvicorn.Server):
+        """Tells the application as soon as shutdown starts, before uvicorn waits for the
+        requests under way: bots waiting on a capture are answered (fail open) instead of
+        being cut off when the graceful wait runs out."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # said once it is true, in snapshotd's words
+                if workers:
+                    log.info("worker pid=%d running on %s", os.getpid(), where)
+                else:
+                    log.info("listening on %s", where)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            app.begin_shutdown()
+            await super().shutdown(sockets)
+
+    server = Server(config)
+    # A start-up failure is said once, by the caller; uvicorn's own lines would repeat it.
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.setLevel(logging.WARNING)
+    uvicorn_log.addFilter(lambda record: server.started or record.levelno < logging.ERROR)
+    try:
+        server.run(sockets=sockets)
+    except SystemExit:
+        if app.startup_error is None:
+            raise
+    return bool(server.started)
+
+
+def bind_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """``count`` listening sockets of one ``SO_REUSEPORT`` group on ``host:port`` (a free
+    port when 0). OSError when the address cannot be had."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:  # one process alone must find a port in use taken
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            address = sock.getsockname()  # the port the first one was given
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+class Supervisor:
+    """Starts the workers, replaces a dead one, and stops them all on SIGTERM/SIGINT."""
+
+    def __init__(self, settings: Settings, *, crawler: bool, rules: dict[str, RuleSet]) -> None:
+        self.settings = settings
+        self.crawler = crawler
+        self.rules = rules
+        self.children: dict[int, int] = {}  # pid -> worker index
+        self.stopping = False
+
+    def run(self, shared: str, sockets: list[socket.socket]) -> int:
+        """Workers on ``sockets`` (bound by the caller, who closes them) until stopped."""
+        settings = self.settings
+        token = None if settings.api_tokens else draw_token()
+        metrics_dir = os.path.join(shared, "metrics")
+        os.mkdir(metrics_dir)
+        share_between_processes(metrics_dir)
+        lock = os.path.join(shared, "crawler.lock")
+        log.info(
+            "listening on http://%s:%d workers=%d", settings.host, settings.port, settings.workers
+        )
+        if token is not None:
+            log.info("console: %s", console_url(settings, token))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._stop)
+        for index in range(settings.workers):
+            self._spawn(index, sockets, token, lock)
+        return self._watch(sockets, token, lock)
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stopping:
+            log.info("stopping %d workers", len(self.children))
+        self.stopping = True
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def _watch(self, sockets: list[socket.socket], token: str | None, lock: str) -> int:
+        code = 0
+        while self.children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            index = self.children.pop(pid, None)
+            if index is None or self.stopping:
+                continue
+            exit_code = os.waitstatus_to_exitcode(status)
+            if exit_code == START_FAILED:
+                log.error("worker pid=%d could not start: stopping every worker", pid)
+                code = START_FAILED
+                self._stop(signal.SIGTERM, None)
+                continue
+            how = f"signal {-exit_code}" if exit_code < 0 else f"exit {exit_code}"
+            log.warning("worker pid=%d died (%s): starting another", pid, how)
+            self._spawn(index, sockets, token, lock)
+        return code
+
+    def _spawn(
+        self, index: int, sockets: list[socket.socket], token: str | None, lock: str
+    ) -> None:
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid:
+            self.children[pid] = index
+            return
+        code = START_FAILED
+        try:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, signal.SIG_DFL)
+            for other, sock in enumerate(sockets):
+                if other != index:
+                    sock.close()
+            app = create_app(
+                self.settings,
+                crawler=self.crawler,
+                rules=self.rules,
+                token=token,
+                crawler_lock=HostLock(lock) if self.crawler else None,
+                processes=self.settings.workers,
+            )
+            code = 0 if serve_one(app, self.settings, [sockets[index]]) else START_FAILED
+        except Exception as exc:
+            log.error("worker pid=%d failed: %s", os.getpid(), exc)
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+
+
+def serve_workers(
+    settings: Settings,
+    sockets: list[socket.socket],
+    *,
+    crawler: bool,
+    rules: dict[str, RuleSet],
+) -> int:
+    """Run a worker process on each of ``sockets`` (see :func:`bind_sockets`) until SIGTERM;
+    the exit status."""
+    with tempfile.TemporaryDirectory(prefix="snapshotd-serve-") as shared:
+        return Supervisor(settings, crawler=crawler, rules=rules).run(shared, sockets)

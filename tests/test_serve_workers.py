@@ -1,0 +1,199 @@
+"""``snapshotd serve --workers 2``: two processes share the port, one of them runs the
+crawler (another takes over when it dies), their metrics add up, a recapture reaches both
+within the snapshot cache's second, and SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from snapshotd.store.sqlite import SQLiteStore
+from tests.chromium import alive, require_chromium, wait_until
+from tests.servers import serve_asgi
+from tests.sites.shop import Shop
+from tests.test_crawler_process import _rows, processed, tree
+from tests.test_serve_process import serving
+
+pytestmark = pytest.mark.browser
+
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+TOKEN = "workers-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+WORKER = "x-snapshotd-worker"
+
+
+def write_config(tmp_path: Path, origin: str, db: Path, *, seeds: str = "[]") -> Path:
+    config = tmp_path / "workers.toml"
+    config.write_text(
+        f'[server]\ndb = "{db}"\napi_tokens = ["{TOKEN}"]\n'
+        f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
+        "javascript_timeout = 0.2\nrender_timeout = 10.0\nblock_resources = []\n"
+        f'[[site]]\nname = "shop"\norigin = "{origin}"\nseeds = {seeds}\nsitemaps = []\n'
+        "capture_new = false\n"
+    )
+    return config
+
+
+async def put_snapshot(db: Path, path: str, html: str) -> None:
+    """Store a capture of ``path`` the way a worker of another process would."""
+    store = SQLiteStore(str(db))
+    await store.open()
+    try:
+        await store.enqueue("shop", path, 1, force=True)
+        assert await store.claim_path("shop", path, "elsewhere:1:test", 60)
+        await store.complete(
+            "shop", path, "elsewhere:1:test", html=html, status=200, headers={},
+            final_url=path, expires_at=time.time() + 3600,
+        )
+    finally:
+        await store.close()
+
+
+def pids_answering(base: str, *, want: int = 2, tries: int = 200) -> set[str]:
+    """The worker pids seen answering health checks, each on a new connection."""
+    seen: set[str] = set()
+    for _ in range(tries):
+        seen.add(httpx.get(f"{base}/_snapshotd/healthz", trust_env=False).headers[WORKER])
+        if len(seen) >= want:
+            break
+    return seen
+
+
+def bot_pages(base: str, path: str, *, tries: int = 200) -> tuple[dict[str, set[str]], int]:
+    """The bodies each worker answers a bot with for ``path`` (at least 20 requests, until
+    both workers have answered), and how many requests that took."""
+    bodies: dict[str, set[str]] = {}
+    asked = 0
+    while asked < tries and (asked < 20 or len(bodies) < 2):
+        r = httpx.get(base + path, headers={"User-Agent": BOT}, trust_env=False, timeout=30)
+        asked += 1
+        assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "HIT", r.headers
+        bodies.setdefault(r.headers[WORKER], set()).add(r.text)
+    return bodies, asked
+
+
+def hits(base: str) -> int:
+    text = httpx.get(f"{base}/_snapshotd/metrics", headers=AUTH, trust_env=False).text
+    found = re.search(r'snapshotd_requests_total\{result="HIT"\} (\d+)', text)
+    assert found, text
+    return int(float(found.group(1)))
+
+
+def test_two_workers_share_the_port_and_one_crawls_until_it_dies(tmp_path):
+    site = Shop()
+    db = tmp_path / "workers.db"
+    with serve_asgi(site.app) as origin:
+        config = write_config(tmp_path, origin, db, seeds='["/"]')
+        with serving("--config", str(config), "--workers", "2") as serve:
+            base = serve.url()
+            pids = pids_answering(base)
+            assert len(pids) == 2, pids
+            children = {str(p) for p in tree(serve.proc.pid)}
+            assert pids <= children and str(serve.proc.pid) not in pids
+            assert wait_until(lambda: "/" in processed(db), 60), serve.stderr
+            assert serve.stderr.count("crawler started") == 1, serve.stderr
+            holder = re.search(r"crawler runs in worker pid=(\d+)", serve.stderr)
+            assert holder and holder.group(1) in pids, serve.stderr
+
+            # The crawler's worker dies: the other takes the crawler over, a new one serves.
+            dead = int(holder.group(1))
+            os.kill(dead, signal.SIGKILL)
+            assert wait_until(lambda: serve.stderr.count("crawler started") == 2, 60), (
+                serve.stderr
+            )
+            taken = re.findall(r"crawler runs in worker pid=(\d+)", serve.stderr)
+            assert len(taken) == 2 and int(taken[1]) != dead and alive(int(taken[1]))
+            assert wait_until(lambda: len(pids_answering(base) - {str(dead)}) == 2, 60)
+            assert not alive(dead)
+            code = serve.stop()
+        err = serve.stderr
+    assert code == 0, err
+    assert "Traceback" not in err, err
+    assert f"worker pid={dead} died" in err
+
+
+def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp_path):
+    db = tmp_path / "metrics.db"
+    asyncio.run(put_snapshot(db, "/page", "<html><body><p>first</p></body></html>"))
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            before, asked = bot_pages(base, "/page")
+            assert len(before) == 2, before
+            for bodies in before.values():
+                assert len(bodies) == 1 and "first" in next(iter(bodies)), before
+            # Every bot request, whichever worker answered it, is counted once.
+            assert hits(base) == asked
+
+            asyncio.run(put_snapshot(db, "/page", "<html><body><p>second</p></body></html>"))
+            time.sleep(1.1)  # the snapshot cache of each worker keeps an entry for 1 s
+            after, more = bot_pages(base, "/page")
+            assert len(after) == 2, after
+            for bodies in after.values():
+                assert len(bodies) == 1 and "second" in next(iter(bodies)), after
+            assert hits(base) == asked + more
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
+
+
+def test_the_workers_share_one_budget_of_new_paths_per_minute(tmp_path):
+    db = tmp_path / "budget.db"
+    asyncio.run(put_snapshot(db, "/known", "<html><body><p>known</p></body></html>"))
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        text = config.read_text().replace(
+            "capture_new = false\n", "new_paths_per_minute = 2\n"
+        ).replace("[server]\n", "[server]\nmiss_wait = 0.0\n")
+        config.write_text(text)
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            for n in range(16):
+                r = httpx.get(
+                    f"{base}/new/{n}", headers={"User-Agent": BOT}, trust_env=False, timeout=30
+                )
+                assert r.headers["x-snapshotd-cache"] in ("MISS", "BYPASS"), r.headers
+            queued = _rows(db, "SELECT path FROM paths WHERE path LIKE '/new/%'")
+            assert serve.stop() == 0
+        err = serve.stderr
+    # Each of the two workers may add one of the site's two new paths a minute.
+    assert 1 <= len(queued) <= 2, (queued, err)
+    assert "Traceback" not in err, err
+
+
+def test_the_crawler_follows_the_links_of_pages_another_worker_captured(tmp_path):
+    db = tmp_path / "follow.db"
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        config.write_text(config.read_text().replace("capture_new = false\n", ""))
+        with serving("--config", str(config), "--workers", "2") as serve:
+            base = serve.url()
+            assert wait_until(lambda: "crawler started" in serve.stderr, 60), serve.stderr
+            holder = re.findall(r"crawler runs in worker pid=(\d+)", serve.stderr)[0]
+            captured = None
+            for path in ("/b/1", "/b/2", "/a/2", "/a/3", "/deep/1", "/deep/2", "/deep/3"):
+                r = httpx.get(base + path, headers={"User-Agent": BOT}, trust_env=False,
+                              timeout=60)
+                if r.headers["x-snapshotd-cache"] == "MISS" and r.headers[WORKER] != holder:
+                    captured = path
+                    break
+            assert captured, serve.stderr
+
+            def followed() -> bool:
+                rows = _rows(db, f"SELECT links_due FROM paths WHERE path = '{captured}'")
+                return rows == [(0,)]
+
+            # Stored marked by the worker that captured it; followed by the crawler's worker
+            # at a maintenance once it is older than one.
+            assert wait_until(followed, 60), serve.stderr
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
