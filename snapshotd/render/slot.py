@@ -20,6 +20,9 @@ Invariants:
   ``wait_for_capture_ready``, ``javascript_timeout`` seconds with no request in flight after
   the main frame's load event (a new request cancels the timer; it restarts when all are done).
   ``render_timeout`` bounds the capture, serialisation included.
+- A request to the site's own origin that fails at the network level ends the capture as
+  ``origin unreachable: …``: what the page shows was built without it. The wipe clears the
+  context's HTTP cache, so no answer of one capture is served to the next.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd import snapshot
 from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.policy import is_origin_url
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
 
@@ -93,6 +97,14 @@ _RESET_TIMEOUT = 10.0
 # size it piles up to some 70 MB a renderer before V8 acts.
 _COLLECT_ABOVE = 16 * 2**20
 _NET_ERROR = re.compile(r"net::ERR_[A-Z_0-9]+")
+# Chromium's errors for a request that never got a whole answer from the server: no
+# connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
+# or the capture cancelled them, a policy refused them) are not among them.
+_UNREACHABLE = re.compile(
+    r"net::ERR_(?:CONNECTION_|SOCKS_|PROXY_|TUNNEL_|ADDRESS_|NAME_|NETWORK_|INTERNET_|SSL_|"
+    r"CERT_|HTTP2_|TIMED_OUT|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING|"
+    r"CONTENT_LENGTH_MISMATCH|INVALID_HTTP_RESPONSE|RESPONSE_HEADERS_)[A-Z_0-9]*"
+)
 # Playwright's resource type names, as the DevTools protocol spells them.
 _CDP_TYPES = {
     "xhr": "XHR",
@@ -112,6 +124,7 @@ class CaptureCrashed(Exception):
 class _Signals:
     """What the page and the network told one capture so far."""
 
+    origin: str = ""  # the site's
     in_flight: set[Request] = field(default_factory=set)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
@@ -123,6 +136,10 @@ class _Signals:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     crashed: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    # The first request to the site's origin that failed at the network level.
+    lost: asyncio.Future[tuple[str, str]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     first_document: Response | None = None
@@ -145,6 +162,14 @@ class _Signals:
         self.in_flight.discard(request)
         if not self.in_flight:
             self.idle.set()
+
+    def failed(self, request: Request) -> None:
+        self.ended(request)
+        match = _UNREACHABLE.search(request.failure or "")
+        if match and self.origin and is_origin_url(request.url, self.origin):
+            parts = urlsplit(request.url)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            _settle(self.lost, (match.group(0), f"{request.method} {target}"))
 
     def crash(self, why: str) -> None:
         _settle(self.crashed, why)
@@ -233,7 +258,7 @@ class Slot:
         await context.add_init_script(INIT_SCRIPT)
         context.on("request", lambda r: self._signals.started(r))
         context.on("requestfinished", lambda r: self._signals.ended(r))
-        context.on("requestfailed", lambda r: self._signals.ended(r))
+        context.on("requestfailed", lambda r: self._signals.failed(r))
         page = self._page = await context.new_page()
         page.on("response", self._on_response)
         page.on("load", lambda _: self._signals.loaded.set())
@@ -323,7 +348,8 @@ class Slot:
             self._origin = site.origin
         self._guard.origin = site.origin
         self._guard.refused.clear()
-        signals = self._signals = _Signals()
+        self._guard.unreachable.clear()
+        signals = self._signals = _Signals(origin=site.origin)
 
         def on_disconnect(_: Browser) -> None:
             signals.crash("browser disconnected")
@@ -382,6 +408,11 @@ class Slot:
                 raise CaptureCrashed(signals.crashed.result()) from None
             if self._guard.refused:
                 return result(status=0, error=f"refused: {self._guard.refused[0]}", final_url=url)
+            lost = _UNREACHABLE.search(str(exc))
+            if lost and is_origin_url(url, site.origin):
+                _settle(signals.lost, (lost.group(0), f"GET {urlsplit(url).path or '/'}"))
+            if signals.lost.done():
+                return result(status=0, error=self._unreachable(signals), final_url=url)
             match = _NET_ERROR.search(str(exc))
             why = match.group(0) if match else str(exc).splitlines()[0][:200]
             return result(status=0, error=f"navigation failed: {why}", final_url=url)
@@ -389,7 +420,7 @@ class Slot:
         if document is not None and document.status >= 500:
             return result(status=document.status, error=f"http {document.status}")
 
-        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed]
+        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
         quiet = None
         if not site.wait_for_capture_ready:
             quiet = asyncio.ensure_future(_quiet(signals, self.settings.javascript_timeout))
@@ -401,6 +432,9 @@ class Slot:
                 quiet.cancel()
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
+        if signals.lost.done():
+            # What the page shows was built without an answer from its origin.
+            return result(status=0, error=self._unreachable(signals))
 
         html = await self._serialize(page, signals)
         # The document now shown: a client-side navigation may have replaced the first one.
@@ -430,6 +464,13 @@ class Slot:
         if status < 300 and cleaned.empty:
             return result(status=status, headers=headers, error="empty body")
         return result(status=status, headers=headers, html=cleaned.html)
+
+    def _unreachable(self, signals: _Signals) -> str:
+        """The error of a capture that lost a request to its origin: what the guard saw when
+        it tried to connect, else Chromium's error for the request."""
+        error, request = signals.lost.result()
+        why = self._guard.unreachable[0] if self._guard.unreachable else error
+        return f"origin unreachable: {why} ({request})"
 
     async def _serialize(self, page: Page, signals: _Signals) -> str:
         """The serialised DOM; retried when a navigation replaces the document meanwhile."""
@@ -515,6 +556,9 @@ class Slot:
                 # One concurrent round: the blank page has no script left to race with.
                 clears: list[Awaitable[Any]] = [
                     context.clear_cookies(),
+                    # The context's HTTP cache (memory and disk): no answer of this capture,
+                    # a document, its data or a script, is served to the next one.
+                    cdp.send("Network.clearBrowserCache"),
                     self._reset_history(cdp),
                     page.evaluate("() => { window.name = ''; }"),
                 ]
