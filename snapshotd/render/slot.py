@@ -52,12 +52,14 @@ from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import is_origin_url
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
+from snapshotd.render.readiness import quiet, settle_script, settled
 
-__all__ = ["INIT_SCRIPT", "READY_BINDING", "CaptureCrashed", "Slot"]
+__all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
 
 log = logging.getLogger("snapshotd.render")
 
 READY_BINDING = "__snapshotdCaptureReady"
+SHARED_WORKER_BINDING = "__snapshotdSharedWorker"
 
 # Defined before any page script. The property cannot be replaced by the page (an assignment
 # is ignored rather than thrown, so strict-mode apps that assign it keep working).
@@ -79,8 +81,22 @@ INIT_SCRIPT = """
       get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
     });
   } catch (e) {}
+  // The request for a shared worker's script is never reported as finished: say which it is.
+  const Shared = window.SharedWorker;
+  if (typeof Shared === "function") {
+    const started = window["__WORKER_BINDING__"];
+    const SharedWorker = function SharedWorker(url, options) {
+      if (!new.target) return Shared(url, options);  // throws as the browser's does
+      try { started(String(new URL(url, document.baseURI))); } catch (e) {}
+      return Reflect.construct(Shared, arguments, new.target);
+    };
+    SharedWorker.prototype = Shared.prototype;
+    Object.defineProperty(window, "SharedWorker", {
+      value: SharedWorker, writable: true, configurable: true, enumerable: false,
+    });
+  }
 })();
-""".replace("__BINDING__", READY_BINDING)
+""".replace("__BINDING__", READY_BINDING).replace("__WORKER_BINDING__", SHARED_WORKER_BINDING)
 
 # Serialised in the page rather than with page.content(), which first injects Playwright's
 # utility script into every new document: a third of a small capture's time.
@@ -125,7 +141,9 @@ class _Signals:
     """What the page and the network told one capture so far."""
 
     origin: str = ""  # the site's
-    in_flight: set[Request] = field(default_factory=set)
+    in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
+    last_activity: float = field(default_factory=time.monotonic)  # a request started or ended
+    shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -151,17 +169,28 @@ class _Signals:
         self.idle.set()
 
     def started(self, request: Request) -> None:
-        self.in_flight.add(request)
-        self.idle.clear()
-        self.busy.set()
         origin = _origin_of(request.url)
         if origin:
             self.origins.add(origin)
+        if request.url in self.shared_workers:
+            return
+        self.in_flight[request] = self.last_activity = time.monotonic()
+        self.idle.clear()
+        self.busy.set()
 
     def ended(self, request: Request) -> None:
-        self.in_flight.discard(request)
+        if self.in_flight.pop(request, None) is None:
+            return
+        self.last_activity = time.monotonic()
         if not self.in_flight:
             self.idle.set()
+        self.busy.set()
+
+    def shared_worker(self, url: str) -> None:
+        """A shared worker started from ``url``: its script request will never end."""
+        self.shared_workers.add(url)
+        for request in [r for r in self.in_flight if r.url == url]:
+            self.ended(request)
 
     def failed(self, request: Request) -> None:
         self.ended(request)
@@ -200,19 +229,6 @@ def _is_main_frame(request: Request, page: Page) -> bool:
         return request.frame == page.main_frame
     except PlaywrightError:  # service worker requests have no frame
         return False
-
-
-async def _quiet(signals: _Signals, seconds: float) -> None:
-    """Return once no request has been in flight for ``seconds`` after the load event."""
-    await signals.loaded.wait()
-    while True:
-        await signals.idle.wait()
-        signals.busy.clear()
-        try:
-            await asyncio.wait_for(signals.busy.wait(), seconds)
-        except TimeoutError:
-            if not signals.in_flight:
-                return
 
 
 async def _first(*futures: asyncio.Future[Any]) -> None:
@@ -255,7 +271,12 @@ class Slot:
             accept_downloads=False,
         )
         await context.expose_binding(READY_BINDING, self._on_ready)
-        await context.add_init_script(INIT_SCRIPT)
+        await context.expose_binding(
+            SHARED_WORKER_BINDING, lambda _source, url: self._signals.shared_worker(str(url))
+        )
+        await context.add_init_script(
+            INIT_SCRIPT + settle_script(self.settings.javascript_timeout)
+        )
         context.on("request", lambda r: self._signals.started(r))
         context.on("requestfinished", lambda r: self._signals.ended(r))
         context.on("requestfailed", lambda r: self._signals.failed(r))
@@ -421,15 +442,18 @@ class Slot:
             return result(status=document.status, error=f"http {document.status}")
 
         waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
-        quiet = None
+        rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
-            quiet = asyncio.ensure_future(_quiet(signals, self.settings.javascript_timeout))
-            waits.append(quiet)
+            rules.append(
+                asyncio.ensure_future(quiet(signals, self.settings.javascript_timeout))
+            )
+            if site.readiness == "adaptive":
+                rules.append(asyncio.ensure_future(settled(signals, page)))
         try:
-            await _first(*waits)
+            await _first(*waits, *rules)
         finally:
-            if quiet is not None:
-                quiet.cancel()
+            for rule in rules:
+                rule.cancel()
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
         if signals.lost.done():
