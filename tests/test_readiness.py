@@ -17,7 +17,7 @@ from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render.chromium import LAUNCH_ARGS
 from tests.chromium import require_chromium
-from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise
+from tests.corpus import CASES, Case, visible_text
 from tests.corpus.server import NODE_MODULES, create_app
 from tests.servers import serve_asgi
 
@@ -50,16 +50,6 @@ async def reader(origin: str) -> AsyncIterator[Browser]:
         )
         yield browser
         await browser.close()
-
-
-async def visible_text(reader: Browser, html: str) -> str:
-    context = await reader.new_context(java_script_enabled=False, offline=True)
-    try:
-        page = await context.new_page()
-        await page.set_content(html, wait_until="domcontentloaded")
-        return normalise(await page.evaluate(VISIBLE_TEXT))
-    finally:
-        await context.close()
 
 
 def require_apps(case: Case) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playwright.async_api import Browser
+
 from examples.spa.app import ITEMS
 
-__all__ = ["CASES", "Case", "VISIBLE_TEXT", "normalise"]
+__all__ = ["CASES", "Case", "VISIBLE_TEXT", "normalise", "visible_text"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,15 @@ VISIBLE_TEXT = """() => {
 
 def normalise(text: str) -> str:
     return " ".join(text.split())
+
+
+async def visible_text(browser: Browser, html: str) -> str:
+    """The visible text of ``html`` shown with JavaScript off, as a crawler that runs none
+    sees it (nothing is fetched: the context is offline)."""
+    context = await browser.new_context(java_script_enabled=False, offline=True)
+    try:
+        page = await context.new_page()
+        await page.set_content(html, wait_until="domcontentloaded")
+        return normalise(await page.evaluate(VISIBLE_TEXT))
+    finally:
+        await context.close()
