@@ -45,6 +45,7 @@ CASES = (
     Case("EventSource", "/c/eventsource", "Streamed: first news"),
     Case("WebSocket", "/c/websocket", "Socket says: hello over a socket"),
     Case("shared worker", "/c/sharedworker", "Beside a shared worker: alpha"),
+    Case("DOM changing forever", "/c/restless", "Never still Changes:"),
     Case("AngularJS + ngRoute, item", "/apps/angular/#!/items/3", _item(3), app=True),
     Case("AngularJS + ngRoute, list", "/apps/angular/#!/", _LIST, app=True),
     Case("React + React Router, item", "/apps/react/items/4", _item(4), app=True),
