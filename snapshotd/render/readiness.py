@@ -13,10 +13,11 @@ Invariants:
   seconds (a long poll) or of a streaming kind (EventSource, WebSocket) is not counted;
   repeating intervals are waited for up to their first tick only; a timer or animation frame
   asked for by a callback that was itself a timer's or frame's child is not waited for
-  (``MAX_CHAIN``), and the DOM changes such a callback (or a later interval tick) makes do
-  not count as changes. Timers due further away than ``javascript_timeout`` are not waited
+  (``MAX_CHAIN``), and neither the DOM changes such a callback (or a later interval tick)
+  makes nor the requests it starts (``fetch``, ``XMLHttpRequest``; by URL, for the rest of
+  the capture) count. Timers due further away than ``javascript_timeout`` are not waited
   for.
-- The page's side is ``SETTLE_SCRIPT``, run before any page script; it wraps ``setTimeout``,
+- The page's side is ``settle_script``, run before any page script; it wraps ``setTimeout``,
   ``setInterval``, ``requestAnimationFrame`` and their ``clear``/``cancel`` functions, each
   calling the browser's own, so the page sees the same ids and timing.
 """
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_CHAIN",
     "SETTLE",
     "SETTLE_KEY",
+    "BACKGROUND_BINDING",
     "quiet",
     "settle_script",
     "settled",
@@ -45,12 +47,14 @@ SETTLE = 0.2  # seconds the DOM and the network must stay still
 LONG_REQUEST = 10.0  # seconds after which a request in flight no longer holds the page
 MAX_CHAIN = 2  # a timer's (or frame's) child is waited for; its grandchild is not
 SETTLE_KEY = "__snapshotdSettle"
+BACKGROUND_BINDING = "__snapshotdBackground"
 _STREAMING = frozenset({"eventsource", "websocket"})
 _MAX_NAP = 0.5  # the longest the page's own estimate is trusted before asking again
 
 _SETTLE_SCRIPT = """
 (() => {
-  const key = "__KEY__", horizon = __HORIZON__, settleMs = __SETTLE__, maxChain = __CHAIN__;
+  const key = "__KEY__", background = "__BACKGROUND__";
+  const horizon = __HORIZON__, settleMs = __SETTLE__, maxChain = __CHAIN__;
   const W = window;
   if (Object.prototype.hasOwnProperty.call(W, key)) return;
   const now = () => performance.now();
@@ -126,6 +130,34 @@ _SETTLE_SCRIPT = """
       return native.caf.call(W, id);
     });
   }
+  // Requests started where nothing counts (polling from an interval, say) hold no page.
+  const report = (url) => {
+    if (counting) return;
+    try {
+      const u = new URL(url, document.baseURI);
+      u.hash = "";
+      W[background](u.href);
+    } catch (e) {}
+  };
+  if (typeof W.fetch === "function") {
+    const nativeFetch = W.fetch;
+    define("fetch", function fetch(input, init) {
+      report(input instanceof Request ? input.url : String(input));
+      return nativeFetch.apply(this, arguments);
+    });
+  }
+  if (W.XMLHttpRequest) {
+    const urls = new WeakMap(), proto = W.XMLHttpRequest.prototype;
+    const open = proto.open, send = proto.send;
+    proto.open = function (method, url) {
+      urls.set(this, String(url));
+      return open.apply(this, arguments);
+    };
+    proto.send = function () {
+      if (urls.has(this)) report(urls.get(this));
+      return send.apply(this, arguments);
+    };
+  }
   observer = new MutationObserver(() => { lastChange = now(); });
   observer.observe(document, {
     subtree: true, childList: true, characterData: true, attributes: true,
@@ -150,6 +182,7 @@ def settle_script(javascript_timeout: float) -> str:
     """The page's side of ``settled``: timers due within ``javascript_timeout`` are waited."""
     return (
         _SETTLE_SCRIPT.replace("__KEY__", SETTLE_KEY)
+        .replace("__BACKGROUND__", BACKGROUND_BINDING)
         .replace("__HORIZON__", str(int(javascript_timeout * 1000)))
         .replace("__SETTLE__", str(int(SETTLE * 1000)))
         .replace("__CHAIN__", str(MAX_CHAIN))
@@ -158,10 +191,12 @@ def settle_script(javascript_timeout: float) -> str:
 
 class NetworkSignals(Protocol):
     """What readiness reads of a capture's network: requests in flight with the time each
-    started, the time of the last start or end, and events for idle, busy and loaded."""
+    started, each URL's last start or end, the URLs the page asked for in the background,
+    and events for idle, busy and loaded."""
 
     in_flight: dict[Request, float]
-    last_activity: float
+    background: set[str]
+    last_seen: dict[str, float]
     idle: asyncio.Event
     busy: asyncio.Event
     loaded: asyncio.Event
@@ -185,7 +220,9 @@ def _holding(signals: NetworkSignals, now: float) -> list[float]:
     return [
         started
         for request, started in signals.in_flight.items()
-        if now - started < LONG_REQUEST and request.resource_type not in _STREAMING
+        if now - started < LONG_REQUEST
+        and request.resource_type not in _STREAMING
+        and request.url not in signals.background
     ]
 
 
@@ -198,7 +235,11 @@ async def _network_rest(signals: NetworkSignals) -> None:
             # Woken by the next start or end, or when the oldest becomes a long request.
             timeout = LONG_REQUEST - (now - min(holding))
         else:
-            timeout = SETTLE - (now - signals.last_activity)
+            last = max(
+                (t for url, t in signals.last_seen.items() if url not in signals.background),
+                default=0.0,
+            )
+            timeout = SETTLE - (now - last)
             if timeout <= 0:
                 return
         signals.busy.clear()

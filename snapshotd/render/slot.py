@@ -52,7 +52,7 @@ from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import is_origin_url
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
-from snapshotd.render.readiness import quiet, settle_script, settled
+from snapshotd.render.readiness import BACKGROUND_BINDING, quiet, settle_script, settled
 
 __all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
 
@@ -142,8 +142,9 @@ class _Signals:
 
     origin: str = ""  # the site's
     in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
-    last_activity: float = field(default_factory=time.monotonic)  # a request started or ended
+    last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
     shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
+    background: set[str] = field(default_factory=set)  # requested where nothing counts
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -174,16 +175,21 @@ class _Signals:
             self.origins.add(origin)
         if request.url in self.shared_workers:
             return
-        self.in_flight[request] = self.last_activity = time.monotonic()
+        self.in_flight[request] = self.last_seen[request.url] = time.monotonic()
         self.idle.clear()
         self.busy.set()
 
     def ended(self, request: Request) -> None:
         if self.in_flight.pop(request, None) is None:
             return
-        self.last_activity = time.monotonic()
+        self.last_seen[request.url] = time.monotonic()
         if not self.in_flight:
             self.idle.set()
+        self.busy.set()
+
+    def in_background(self, url: str) -> None:
+        """The page asked for ``url`` where nothing counts (adaptive readiness)."""
+        self.background.add(url)
         self.busy.set()
 
     def shared_worker(self, url: str) -> None:
@@ -273,6 +279,9 @@ class Slot:
         await context.expose_binding(READY_BINDING, self._on_ready)
         await context.expose_binding(
             SHARED_WORKER_BINDING, lambda _source, url: self._signals.shared_worker(str(url))
+        )
+        await context.expose_binding(
+            BACKGROUND_BINDING, lambda _source, url: self._signals.in_background(str(url))
         )
         await context.add_init_script(
             INIT_SCRIPT + settle_script(self.settings.javascript_timeout)

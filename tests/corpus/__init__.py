@@ -42,6 +42,7 @@ CASES = (
     Case("endless spinner, content at 1 s", "/c/spinner", "* Content behind a spinner"),
     Case("clock ticking forever", "/c/clock", "A page with a clock Ticks:"),
     Case("long poll", "/c/longpoll", "Polling: alpha"),
+    Case("requests every 150 ms, forever", "/c/polling", "Polled page: alpha"),
     Case("EventSource", "/c/eventsource", "Streamed: first news"),
     Case("WebSocket", "/c/websocket", "Socket says: hello over a socket"),
     Case("shared worker", "/c/sharedworker", "Beside a shared worker: alpha"),

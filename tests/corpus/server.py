@@ -8,7 +8,7 @@
 - ``/node_modules/...``: files of ``apps/node_modules`` (installed by the Makefile from the
   committed ``apps/package-lock.json``);
 - data: ``/api/step/<n>`` (150 ms each), ``/api/items[/<n>]`` (50 ms), a long poll held for up
-  to 60 s, an endless event stream, and a WebSocket that stays open.
+  to 60 s, a status answered at once, an endless event stream, and a WebSocket that stays open.
 """
 
 from __future__ import annotations
@@ -83,6 +83,10 @@ async def item(request: Request) -> Response:
     return JSONResponse(ITEMS[n - 1])
 
 
+async def status(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
 async def long_poll(request: Request) -> Response:
     for _ in range(120):  # answered after 60 s, or when the client goes away
         if await request.is_disconnected():
@@ -120,6 +124,7 @@ def create_app() -> Starlette:
             Route("/api/step/{n:int}", step),
             Route("/api/items", items),
             Route("/api/items/{n:int}", item),
+            Route("/api/status", status),
             Route("/api/longpoll", long_poll),
             Route("/api/events", events),
             WebSocketRoute("/ws", socket),
