@@ -32,8 +32,21 @@ tests/browser_agents/node_modules/.package-lock.json: tests/browser_agents/packa
 		npm ci --prefix tests/browser_agents --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the browser corpus test will be skipped"; fi
 
+# The readiness corpus's framework builds (Vue, React, Preact, AngularJS) from npm.
+tests/corpus/apps/node_modules/.package-lock.json: tests/corpus/apps/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/corpus/apps --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the corpus's framework apps will be skipped"; fi
+
+# The prerender server bench/bench_readiness.py compares against.
+bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix bench/prerender --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: bench_readiness.py will leave prerender out"; fi
+
 test: chromium tests/prerender_node/node_modules/.package-lock.json \
-		tests/browser_agents/node_modules/.package-lock.json
+		tests/browser_agents/node_modules/.package-lock.json \
+		tests/corpus/apps/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q
 
@@ -45,7 +58,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check snapshotd tests bench
 	$(BIN)/mypy snapshotd
 
-bench: chromium
+bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

@@ -41,6 +41,7 @@ class ConfigError(Exception):
     """A user error in the configuration: one line, naming the file and key."""
 
 
+READINESS = ("adaptive", "quiet")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -103,6 +104,7 @@ class SiteSettings:
     ignore_params: tuple[str, ...] = (TRACKING_WORD,)
     crawl_delay: float = 0.0
     wait_for_capture_ready: bool = False
+    readiness: str = "adaptive"  # or "quiet" (section 4 of docs/SPEC.md)
     bots_add: tuple[str, ...] = ()
     bots_remove: tuple[str, ...] = ()
     bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
@@ -370,6 +372,11 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}.max_pages: must be at least 1")
     if values.get("new_paths_per_minute", 1) < 1:
         raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
+    if values.get("readiness", "adaptive") not in READINESS:
+        raise ConfigError(
+            f"{where}.readiness: expected one of {', '.join(READINESS)}, "
+            f"got {values['readiness']!r}"
+        )
     for name in values.get("ignore_params", ()):
         if not name or "&" in name or "=" in name:
             raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")

@@ -27,6 +27,7 @@ __all__ = [
     "check_host",
     "check_url",
     "is_origin",
+    "is_origin_url",
     "parse_host",
 ]
 
@@ -183,6 +184,19 @@ def is_origin(host: str, port: int, origin: str, scheme: str | None = None) -> b
         and port == own_port
         and _same_host(parsed, own_host)
     )
+
+
+def is_origin_url(url: str, origin: str) -> bool:
+    """Whether ``url`` is on ``origin``: the same scheme, host and port."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return False
+    if port is None or not parts.hostname:
+        return False
+    return is_origin(parts.hostname, port, origin, scheme)
 
 
 def check_host(host: str, port: int, origin: str, scheme: str | None = None) -> str | None:

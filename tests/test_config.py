@@ -59,6 +59,12 @@ def test_full_file(tmp_path):
     assert shop.bots_add == ("mybot",) and shop.bots_remove == ("twitterbot",)
     assert s.site_for_host("shop.example.com:8080") is shop
     assert s.site_for_host("other.com") is s.site("blog")  # a site with no hosts takes any
+    assert shop.readiness == "adaptive"  # the default
+
+
+def test_readiness_quiet(tmp_path):
+    s = load_settings(write(tmp_path, "[[site]]\norigin='http://x'\nreadiness='quiet'"), env={})
+    assert s.sites[0].readiness == "quiet"
 
 
 def test_env_overrides_file_and_flags_override_env(tmp_path):
@@ -92,6 +98,10 @@ def test_origin_flag_alone_makes_a_default_site():
         ("[[site]]\norigin='http://x'\nignore_params=['a=b']", "not a parameter name"),
         ("[[site]]\norigin='http://x'\nignore_params=['']", "not a parameter name"),
         ("[browser]\nmiss_queue = -1", "miss_queue must not be negative"),
+        (
+            "[[site]]\norigin='http://x'\nreadiness='fast'",
+            "site[0].readiness: expected one of adaptive, quiet, got 'fast'",
+        ),
     ],
 )
 def test_errors_name_file_and_key(tmp_path, text, message):

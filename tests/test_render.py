@@ -167,7 +167,9 @@ async def test_early_capture_ready_ends_the_capture_at_once(pool, site, servers)
 
 
 async def test_content_fetched_after_a_delay_is_waited_for(pool, site, servers) -> None:
-    result = await pool.capture(f"{servers.origin}/p/delayed", site)
+    # SEO4Ajax's rule alone (the adaptive one is tested on the corpus, test_readiness.py).
+    quiet = replace(site, readiness="quiet")
+    result = await pool.capture(f"{servers.origin}/p/delayed", quiet)
     assert result.ok, result
     assert '<p class="late">Arrived late</p>' in result.html
     # fetch at 0.3 s, answered at 0.7 s, then the 1 s quiet period
@@ -177,7 +179,8 @@ async def test_content_fetched_after_a_delay_is_waited_for(pool, site, servers) 
 
 
 async def test_a_page_that_never_idles_ends_at_render_timeout(pool, site, servers) -> None:
-    result = await pool.capture(f"{servers.origin}/p/poll", site)
+    # Under SEO4Ajax's rule; adaptive readiness lets polling go (tests/corpus, "/c/polling").
+    result = await pool.capture(f"{servers.origin}/p/poll", replace(site, readiness="quiet"))
     assert result.error == "timeout"
     assert SETTINGS.render_timeout - 0.2 <= result.elapsed < SETTINGS.render_timeout + 2
     assert result.html == ""
@@ -435,7 +438,9 @@ async def test_a_killed_chromium_is_replaced(servers, site) -> None:
     pool = BrowserPool(replace(SETTINGS, concurrency=1))
     await pool.start()
     try:
-        capture = asyncio.ensure_future(pool.capture(f"{servers.origin}/p/slowready", site))
+        # The page calls onCaptureReady after 3 s, and nothing else may end it before.
+        waiting = replace(site, wait_for_capture_ready=True)
+        capture = asyncio.ensure_future(pool.capture(f"{servers.origin}/p/slowready", waiting))
         await asyncio.sleep(1.0)
         browsers = [p for p in chromium_pids() if "--type=" not in _cmdline(p)]
         assert browsers

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import struct
 
 from snapshotd.egress import Resolver, judge, resolve_host
@@ -31,6 +32,8 @@ class EgressGuard:
     def __init__(self, origin: str = "", *, resolve: Resolver | None = None) -> None:
         self.origin = origin
         self.refused: list[str] = []
+        # "host:port: why" for each judged address that could not be connected to.
+        self.unreachable: list[str] = []
         self._resolve = resolve or resolve_host
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -87,10 +90,12 @@ class EgressGuard:
                 log.info("refused %s:%s: %s", host, port, reason)
                 await self._reply(writer, _REP_NOT_ALLOWED)
                 return
-            up_reader, upstream = await self._connect(addresses, port)
-            if upstream is None:
+            connected = await self._connect(addresses, port)
+            if isinstance(connected, str):
+                self.unreachable.append(f"{host}:{port}: {connected}")
                 await self._reply(writer, _REP_REFUSED)
                 return
+            up_reader, upstream = connected
             self._writers.add(upstream)
             await self._reply(writer, _REP_OK)
             await asyncio.gather(_pump(reader, upstream), _pump(up_reader, writer))
@@ -135,15 +140,19 @@ class EgressGuard:
 
     async def _connect(
         self, addresses: list[str], port: int
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter | None]:
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str:
+        """A connection to the first address that answers; else what the last one did."""
+        why = "no address"
         for address in addresses:
             try:
                 async with asyncio.timeout(_CONNECT_TIMEOUT):
                     r, w = await asyncio.open_connection(address.strip("[]"), port)
                 return r, w
-            except (OSError, TimeoutError):
-                continue
-        return asyncio.StreamReader(), None
+            except TimeoutError:
+                why = "connection timed out"
+            except OSError as exc:
+                why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        return why
 
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, code: int) -> None:

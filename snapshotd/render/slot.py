@@ -20,6 +20,9 @@ Invariants:
   ``wait_for_capture_ready``, ``javascript_timeout`` seconds with no request in flight after
   the main frame's load event (a new request cancels the timer; it restarts when all are done).
   ``render_timeout`` bounds the capture, serialisation included.
+- A request to the site's own origin that fails at the network level ends the capture as
+  ``origin unreachable: …``: what the page shows was built without it. The wipe clears the
+  context's HTTP cache, so no answer of one capture is served to the next.
 """
 
 from __future__ import annotations
@@ -46,14 +49,17 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd import snapshot
 from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.policy import is_origin_url
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
+from snapshotd.render.readiness import BACKGROUND_BINDING, quiet, settle_script, settled
 
-__all__ = ["INIT_SCRIPT", "READY_BINDING", "CaptureCrashed", "Slot"]
+__all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
 
 log = logging.getLogger("snapshotd.render")
 
 READY_BINDING = "__snapshotdCaptureReady"
+SHARED_WORKER_BINDING = "__snapshotdSharedWorker"
 
 # Defined before any page script. The property cannot be replaced by the page (an assignment
 # is ignored rather than thrown, so strict-mode apps that assign it keep working).
@@ -75,8 +81,22 @@ INIT_SCRIPT = """
       get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
     });
   } catch (e) {}
+  // The request for a shared worker's script is never reported as finished: say which it is.
+  const Shared = window.SharedWorker;
+  if (typeof Shared === "function") {
+    const started = window["__WORKER_BINDING__"];
+    const SharedWorker = function SharedWorker(url, options) {
+      if (!new.target) return Shared(url, options);  // throws as the browser's does
+      try { started(String(new URL(url, document.baseURI))); } catch (e) {}
+      return Reflect.construct(Shared, arguments, new.target);
+    };
+    SharedWorker.prototype = Shared.prototype;
+    Object.defineProperty(window, "SharedWorker", {
+      value: SharedWorker, writable: true, configurable: true, enumerable: false,
+    });
+  }
 })();
-""".replace("__BINDING__", READY_BINDING)
+""".replace("__BINDING__", READY_BINDING).replace("__WORKER_BINDING__", SHARED_WORKER_BINDING)
 
 # Serialised in the page rather than with page.content(), which first injects Playwright's
 # utility script into every new document: a third of a small capture's time.
@@ -93,6 +113,14 @@ _RESET_TIMEOUT = 10.0
 # size it piles up to some 70 MB a renderer before V8 acts.
 _COLLECT_ABOVE = 16 * 2**20
 _NET_ERROR = re.compile(r"net::ERR_[A-Z_0-9]+")
+# Chromium's errors for a request that never got a whole answer from the server: no
+# connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
+# or the capture cancelled them, a policy refused them) are not among them.
+_UNREACHABLE = re.compile(
+    r"net::ERR_(?:CONNECTION_|SOCKS_|PROXY_|TUNNEL_|ADDRESS_|NAME_|NETWORK_|INTERNET_|SSL_|"
+    r"CERT_|HTTP2_|TIMED_OUT|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING|"
+    r"CONTENT_LENGTH_MISMATCH|INVALID_HTTP_RESPONSE|RESPONSE_HEADERS_)[A-Z_0-9]*"
+)
 # Playwright's resource type names, as the DevTools protocol spells them.
 _CDP_TYPES = {
     "xhr": "XHR",
@@ -112,7 +140,11 @@ class CaptureCrashed(Exception):
 class _Signals:
     """What the page and the network told one capture so far."""
 
-    in_flight: set[Request] = field(default_factory=set)
+    origin: str = ""  # the site's
+    in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
+    last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
+    shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
+    background: set[str] = field(default_factory=set)  # requested where nothing counts
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -125,6 +157,10 @@ class _Signals:
     crashed: asyncio.Future[str] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    # The first request to the site's origin that failed at the network level.
+    lost: asyncio.Future[tuple[str, str]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     first_document: Response | None = None
     document: Response | None = None
     origins: set[str] = field(default_factory=set)
@@ -134,17 +170,41 @@ class _Signals:
         self.idle.set()
 
     def started(self, request: Request) -> None:
-        self.in_flight.add(request)
-        self.idle.clear()
-        self.busy.set()
         origin = _origin_of(request.url)
         if origin:
             self.origins.add(origin)
+        if request.url in self.shared_workers:
+            return
+        self.in_flight[request] = self.last_seen[request.url] = time.monotonic()
+        self.idle.clear()
+        self.busy.set()
 
     def ended(self, request: Request) -> None:
-        self.in_flight.discard(request)
+        if self.in_flight.pop(request, None) is None:
+            return
+        self.last_seen[request.url] = time.monotonic()
         if not self.in_flight:
             self.idle.set()
+        self.busy.set()
+
+    def in_background(self, url: str) -> None:
+        """The page asked for ``url`` where nothing counts (adaptive readiness)."""
+        self.background.add(url)
+        self.busy.set()
+
+    def shared_worker(self, url: str) -> None:
+        """A shared worker started from ``url``: its script request will never end."""
+        self.shared_workers.add(url)
+        for request in [r for r in self.in_flight if r.url == url]:
+            self.ended(request)
+
+    def failed(self, request: Request) -> None:
+        self.ended(request)
+        match = _UNREACHABLE.search(request.failure or "")
+        if match and self.origin and is_origin_url(request.url, self.origin):
+            parts = urlsplit(request.url)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            _settle(self.lost, (match.group(0), f"{request.method} {target}"))
 
     def crash(self, why: str) -> None:
         _settle(self.crashed, why)
@@ -175,19 +235,6 @@ def _is_main_frame(request: Request, page: Page) -> bool:
         return request.frame == page.main_frame
     except PlaywrightError:  # service worker requests have no frame
         return False
-
-
-async def _quiet(signals: _Signals, seconds: float) -> None:
-    """Return once no request has been in flight for ``seconds`` after the load event."""
-    await signals.loaded.wait()
-    while True:
-        await signals.idle.wait()
-        signals.busy.clear()
-        try:
-            await asyncio.wait_for(signals.busy.wait(), seconds)
-        except TimeoutError:
-            if not signals.in_flight:
-                return
 
 
 async def _first(*futures: asyncio.Future[Any]) -> None:
@@ -230,10 +277,18 @@ class Slot:
             accept_downloads=False,
         )
         await context.expose_binding(READY_BINDING, self._on_ready)
-        await context.add_init_script(INIT_SCRIPT)
+        await context.expose_binding(
+            SHARED_WORKER_BINDING, lambda _source, url: self._signals.shared_worker(str(url))
+        )
+        await context.expose_binding(
+            BACKGROUND_BINDING, lambda _source, url: self._signals.in_background(str(url))
+        )
+        await context.add_init_script(
+            INIT_SCRIPT + settle_script(self.settings.javascript_timeout)
+        )
         context.on("request", lambda r: self._signals.started(r))
         context.on("requestfinished", lambda r: self._signals.ended(r))
-        context.on("requestfailed", lambda r: self._signals.ended(r))
+        context.on("requestfailed", lambda r: self._signals.failed(r))
         page = self._page = await context.new_page()
         page.on("response", self._on_response)
         page.on("load", lambda _: self._signals.loaded.set())
@@ -323,7 +378,8 @@ class Slot:
             self._origin = site.origin
         self._guard.origin = site.origin
         self._guard.refused.clear()
-        signals = self._signals = _Signals()
+        self._guard.unreachable.clear()
+        signals = self._signals = _Signals(origin=site.origin)
 
         def on_disconnect(_: Browser) -> None:
             signals.crash("browser disconnected")
@@ -382,6 +438,11 @@ class Slot:
                 raise CaptureCrashed(signals.crashed.result()) from None
             if self._guard.refused:
                 return result(status=0, error=f"refused: {self._guard.refused[0]}", final_url=url)
+            lost = _UNREACHABLE.search(str(exc))
+            if lost and is_origin_url(url, site.origin):
+                _settle(signals.lost, (lost.group(0), f"GET {urlsplit(url).path or '/'}"))
+            if signals.lost.done():
+                return result(status=0, error=self._unreachable(signals), final_url=url)
             match = _NET_ERROR.search(str(exc))
             why = match.group(0) if match else str(exc).splitlines()[0][:200]
             return result(status=0, error=f"navigation failed: {why}", final_url=url)
@@ -389,18 +450,24 @@ class Slot:
         if document is not None and document.status >= 500:
             return result(status=document.status, error=f"http {document.status}")
 
-        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed]
-        quiet = None
+        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
+        rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
-            quiet = asyncio.ensure_future(_quiet(signals, self.settings.javascript_timeout))
-            waits.append(quiet)
+            rules.append(
+                asyncio.ensure_future(quiet(signals, self.settings.javascript_timeout))
+            )
+            if site.readiness == "adaptive":
+                rules.append(asyncio.ensure_future(settled(signals, page)))
         try:
-            await _first(*waits)
+            await _first(*waits, *rules)
         finally:
-            if quiet is not None:
-                quiet.cancel()
+            for rule in rules:
+                rule.cancel()
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
+        if signals.lost.done():
+            # What the page shows was built without an answer from its origin.
+            return result(status=0, error=self._unreachable(signals))
 
         html = await self._serialize(page, signals)
         # The document now shown: a client-side navigation may have replaced the first one.
@@ -430,6 +497,13 @@ class Slot:
         if status < 300 and cleaned.empty:
             return result(status=status, headers=headers, error="empty body")
         return result(status=status, headers=headers, html=cleaned.html)
+
+    def _unreachable(self, signals: _Signals) -> str:
+        """The error of a capture that lost a request to its origin: what the guard saw when
+        it tried to connect, else Chromium's error for the request."""
+        error, request = signals.lost.result()
+        why = self._guard.unreachable[0] if self._guard.unreachable else error
+        return f"origin unreachable: {why} ({request})"
 
     async def _serialize(self, page: Page, signals: _Signals) -> str:
         """The serialised DOM; retried when a navigation replaces the document meanwhile."""
@@ -515,6 +589,9 @@ class Slot:
                 # One concurrent round: the blank page has no script left to race with.
                 clears: list[Awaitable[Any]] = [
                     context.clear_cookies(),
+                    # The context's HTTP cache (memory and disk): no answer of this capture,
+                    # a document, its data or a script, is served to the next one.
+                    cdp.send("Network.clearBrowserCache"),
                     self._reset_history(cdp),
                     page.evaluate("() => { window.name = ''; }"),
                 ]

@@ -1,0 +1,84 @@
+"""Readiness against the truth corpus: real Chromium, the corpus's origin on loopback.
+
+Each page of :mod:`tests.corpus` is captured, its snapshot rendered again with JavaScript off,
+and the visible text compared with what the page is known to show once done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, async_playwright
+
+from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.render import BrowserPool
+from snapshotd.render.chromium import LAUNCH_ARGS
+from tests.chromium import require_chromium
+from tests.corpus import CASES, Case, visible_text
+from tests.corpus.server import NODE_MODULES, create_app
+from tests.servers import serve_asgi
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+SETTINGS = BrowserSettings(concurrency=2, javascript_timeout=3.0, render_timeout=20.0)
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[str]:
+    require_chromium()
+    with serve_asgi(create_app()) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool(origin: str) -> AsyncIterator[BrowserPool]:
+    pool = BrowserPool(SETTINGS)
+    await pool.start()
+    yield pool
+    await pool.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def reader(origin: str) -> AsyncIterator[Browser]:
+    """A Chromium that shows snapshots with JavaScript off, as a crawler that runs none would."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
+        )
+        yield browser
+        await browser.close()
+
+
+def require_apps(case: Case) -> None:
+    """The frameworks' npm packages (``make test`` installs them)."""
+    if case.app and not NODE_MODULES.is_dir():
+        missing = f"npm packages are missing: run npm ci --prefix {NODE_MODULES.parent}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(missing)
+        pytest.skip(missing)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_adaptive_captures_what_the_page_shows_once_done(
+    pool, reader, origin, case: Case
+) -> None:
+    require_apps(case)
+    site = SiteSettings(origin=origin)
+    assert site.readiness == "adaptive"  # the default
+    result = await pool.capture(origin + case.path, site)
+    assert result.ok, result
+    assert await visible_text(reader, result.html) == case.expected
+
+
+@pytest.mark.parametrize("path", ["/c/sharedworker", "/c/timer"])
+async def test_quiet_readiness_still_waits_for_network_quiet(pool, reader, origin, path) -> None:
+    # A shared worker's script request never reports its end: it must not hold the page.
+    case = next(c for c in CASES if c.path == path)
+    site = SiteSettings(origin=origin, readiness="quiet")
+    result = await pool.capture(origin + case.path, site)
+    assert result.ok, result
+    assert await visible_text(reader, result.html) == case.expected
+
