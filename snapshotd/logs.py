@@ -56,9 +56,22 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler on the process's stderr as it is when each line is written, so a line
+    never goes to a stream that was replaced and closed since."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def setup_logging(verbose: bool = False, fmt: str = "text") -> None:
     """Log to stderr at INFO (DEBUG when ``verbose``) in ``fmt`` (``text`` or ``json``)."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setFormatter(JSONFormatter() if fmt == "json" else UTCFormatter())
     handler.set_name("snapshotd")
     root = logging.getLogger()

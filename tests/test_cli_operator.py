@@ -246,3 +246,19 @@ def test_log_lines_above_the_crawl_progress_bar_have_iso_utc_times():
     line = next(line for line in out.getvalue().splitlines() if "robots.txt" in line)
     today = time.strftime("%Y-%m-%d", time.gmtime())
     assert re.search(rf"{today}T\d\d:\d\d:\d\d\.\d{{3}}Z", line), line
+
+
+def test_log_lines_go_to_stderr_as_it_is_when_they_are_written(monkeypatch) -> None:
+    import io
+    import logging
+
+    from snapshotd.logs import setup_logging
+
+    first = io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    setup_logging()
+    first.close()  # a stream replaced and closed since, as a test runner does
+    second = io.StringIO()
+    monkeypatch.setattr("sys.stderr", second)
+    logging.getLogger("snapshotd.test").info("after")
+    assert second.getvalue().endswith("INFO snapshotd.test after\n")

@@ -47,9 +47,9 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
-from snapshotd import snapshot
 from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import is_origin_url
+from snapshotd.render import cleanup
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.readiness import BACKGROUND_BINDING, quiet, settle_script, settled
@@ -475,7 +475,7 @@ class Slot:
         status = document.status if document is not None else 200
         if status >= 500:
             return result(status=status, error=f"http {status}")
-        cleaned = snapshot.clean(html, strip_scripts=site.strip_scripts)
+        cleaned = cleanup.clean(html, strip_scripts=site.strip_scripts)
         headers = dict(cleaned.headers)
         if cleaned.status is not None:
             status = cleaned.status

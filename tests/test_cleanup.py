@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotd.snapshot import clean, is_executable_script
+from snapshotd.render.cleanup import clean, is_executable_script
 
 
 def page(head: str = "", body: str = "<p>Hello</p>") -> str:
