@@ -336,24 +336,7 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
             return
-        started = False
-
-        async def watched(message: MutableMapping[str, Any]) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.snapshot_request(site, path, host, headers, scope, receive, watched)
-        except Exception as exc:
-            # Fail open: a store or capture fault must not cost the bot the page.
-            log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
-            if started:
-                raise
-            self.metrics.requests.labels("BYPASS").inc()
-            await self.upstream.forward(
-                site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
-            )
+        await self.snapshot_request(site, path, host, headers, scope, receive, send)
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.requests.labels("PASS").inc()
@@ -370,7 +353,9 @@ class Proxy:
         send: Send,
     ) -> None:
         """Answer a bot's request for a site path (rules, then the store, then fail-open),
-        then log one access line: bot, site, path, result, status and milliseconds.
+        then log one access line: bot, site, path, result, status and milliseconds. A fault
+        before the answer starts (the store, a capture) fails open too: the bot gets the
+        origin's page, marked ``BYPASS``.
 
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
@@ -385,18 +370,27 @@ class Proxy:
 
         try:
             result = await self._answer(site, path, host, headers, scope, receive, watched)
+        except Exception as exc:
+            log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
+            if status:  # the answer had started: it can only be cut off
+                raise
+            self.metrics.requests.labels("BYPASS").inc()
+            await self.upstream.forward(
+                site.origin, scope, receive, _with_header(watched, b"x-snapshotd-cache", b"BYPASS")
+            )
         finally:
             ms = round((time.monotonic() - started) * 1000)
             bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
             self.metrics.minutes.request(site.name, bot, path, result, status, ms)
-            access_log.info(
-                "%s %s %s %s %s %dms",
-                bot, site.name, path, result, status or "-", ms,
-                extra={
-                    "bot": bot, "site": site.name, "path": path, "result": result,
-                    "status": status or None, "ms": ms,
-                },
-            )
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info(
+                    "%s %s %s %s %s %dms",
+                    bot, site.name, path, result, status or "-", ms,
+                    extra={
+                        "bot": bot, "site": site.name, "path": path, "result": result,
+                        "status": status or None, "ms": ms,
+                    },
+                )
 
     async def _answer(
         self,

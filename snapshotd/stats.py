@@ -50,26 +50,27 @@ class MinuteCounters:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._counts: dict[tuple[int, str, str], int] = {}
-        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
         self._task: asyncio.Task[None] | None = None
         self._pruned = 0.0
 
-    def add(self, site: str, name: str, n: int = 1) -> None:
-        key = (int(self.clock() // 60), site, name)
+    def add(self, site: str, name: str, n: int = 1, *, now: float | None = None) -> None:
+        key = (int((self.clock() if now is None else now) // 60), site, name)
         self._counts[key] = self._counts.get(key, 0) + n
 
     def request(
         self, site: str, bot: str, path: str, result: str, status: int, ms: int
     ) -> None:
-        """A snapshot request answered."""
-        self.add(site, f"result:{result}")
-        self.add(site, f"bot:{bot}")
-        self.recent.append(
-            {
-                "time": self.clock(), "site": site, "bot": bot, "path": path,
-                "result": result, "status": status or None, "ms": ms,
-            }
-        )
+        """A snapshot request answered (on the way of every one: kept cheap)."""
+        now = self.clock()
+        self.add(site, "result:" + result, now=now)
+        self.add(site, "bot:" + bot, now=now)
+        self.recent.append((now, site, bot, path, result, status or None, ms))
+
+    def recent_requests(self) -> list[dict[str, Any]]:
+        """The last bot requests, newest first."""
+        keys = ("time", "site", "bot", "path", "result", "status", "ms")
+        return [dict(zip(keys, entry, strict=True)) for entry in reversed(self.recent)]
 
     def capture(self, site: str, outcome: str) -> None:
         self.add(site, f"capture:{outcome}")

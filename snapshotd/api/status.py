@@ -138,6 +138,6 @@ async def stats(request: Request) -> Response:
             "to": now * 60,
             "render_buckets": [*(f"{b:g}" for b in RENDER_BUCKETS), "inf"],
             "rows": [[m * 60, site, name, value] for m, site, name, value in rows],
-            "recent": list(reversed(minutes.recent)),
+            "recent": minutes.recent_requests(),
         }
     )
