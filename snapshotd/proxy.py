@@ -185,12 +185,12 @@ class NewPaths:
             added.popleft()
         return len(added) * self.processes
 
-    def add(self, site: SiteSettings) -> None:
+    def add(self, site: str) -> None:
         """Count a path just added."""
         now = time.monotonic()
-        self._added.setdefault(site.name, deque()).append(now)
-        at, size = self._counts.get(site.name, (now, 0))
-        self._counts[site.name] = (at, size + 1)
+        self._added.setdefault(site, deque()).append(now)
+        at, size = self._counts.get(site, (now, 0))
+        self._counts[site] = (at, size + 1)
 
 
 class _BotFacts(StoreFacts):
@@ -453,7 +453,7 @@ class Proxy:
             else:
                 future, new = started
                 if new and decision.new:
-                    self.new_paths.add(site)
+                    self.new_paths.add(site.name)
                 snapshot = await self._wait_for_capture(site, path, future)
                 if snapshot is not None:
                     await self._send_snapshot(snapshot, "MISS", headers, scope, send)
