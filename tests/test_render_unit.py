@@ -154,3 +154,38 @@ async def test_guard_judges_what_a_name_resolves_to() -> None:
     assert reason is not None and reason.startswith("cannot resolve")
     reason, _ = await guard.judge("169.254.169.254", 80)
     assert reason is not None and "metadata" in reason
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_guard_pump_stops_quietly_when_the_other_side_closed_first(loop: str) -> None:
+    """``serve`` runs on uvloop, whose transports raise on writing to a closed connection
+    where asyncio's only warn: a copy whose far side already closed ends without an error."""
+    import uvloop
+
+    from snapshotd.render.guard import _pump
+
+    async def scenario() -> None:
+        accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+        accepted = asyncio.Queue()
+        server = await asyncio.start_server(
+            lambda r, w: accepted.put_nowait((r, w)), "127.0.0.1", 0
+        )
+        port = server.sockets[0].getsockname()[1]
+        source_writer = (await asyncio.open_connection("127.0.0.1", port))[1]
+        source_reader, source_end = await accepted.get()
+        _, far_writer = await asyncio.open_connection("127.0.0.1", port)
+        _, far_end = await accepted.get()
+        far_writer.close()  # the far side went away while data is still coming
+        source_writer.write(b"late bytes")
+        source_writer.write_eof()
+        try:
+            await asyncio.wait_for(_pump(source_reader, far_writer), 5)
+        finally:
+            for writer in (source_writer, source_end, far_end):
+                writer.close()
+            server.close()
+            await server.wait_closed()
+
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(scenario())

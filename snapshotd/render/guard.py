@@ -161,11 +161,15 @@ class EgressGuard:
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction until its end, then end the other side's writing too. Stops when
+    the other side was closed meanwhile (uvloop, unlike asyncio, raises on writing to it)."""
     try:
         while data := await reader.read(65536):
+            if writer.is_closing():
+                return
             writer.write(data)
             await writer.drain()
-        if writer.can_write_eof():
+        if writer.can_write_eof() and not writer.is_closing():
             writer.write_eof()
     except OSError:
         writer.close()
