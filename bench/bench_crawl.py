@@ -35,6 +35,7 @@ from snapshotd.capture import CaptureService  # noqa: E402
 from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
 from snapshotd.crawl.engine import Crawler  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.sites import SiteRegistry
 from snapshotd.store import Store  # noqa: E402
 from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
@@ -60,7 +61,7 @@ async def crawl_once(settings: Settings, origin: str, postgres: str = "") -> tup
             warm = [pool.capture(u, site) for u in urls(origin, 2 * settings.browser.concurrency)]
             await asyncio.gather(*warm)
             capture = CaptureService(settings, store, pool)
-            crawler = Crawler(settings, store, capture, once=True)
+            crawler = Crawler(SiteRegistry(settings, store), store, capture, once=True)
             started = time.perf_counter()
             await crawler.start()
             await crawler.finished.wait()

@@ -71,7 +71,7 @@ class SnapshotdApp:
             try:
                 log.info(
                     "serving sites=%s crawler=%s",
-                    ",".join(f"{s.name}->{s.origin}" for s in ctx.settings.sites),
+                    ",".join(f"{s.name}->{s.origin}" for s in ctx.sites.sites) or "none",
                     "on" if ctx.crawler is not None else "off",
                 )
                 if ctx.generated_token is not None and self.announce:

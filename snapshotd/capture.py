@@ -103,9 +103,10 @@ class CaptureService:
         # Set by ``stop``: no capture starts, and whoever waits on one stops waiting.
         self.stopping = asyncio.Event()
 
-    @property
-    def lease_seconds(self) -> float:
-        return self.settings.browser.render_timeout + LEASE_SECONDS_MARGIN
+    def lease_seconds(self, *sites: SiteSettings) -> float:
+        """A lease long enough for a capture of any of ``sites`` (their render timeouts)."""
+        timeouts = [self.settings.browser.timeouts(site)[1] for site in sites]
+        return max(timeouts, default=self.settings.browser.render_timeout) + LEASE_SECONDS_MARGIN
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -295,7 +296,7 @@ class CaptureService:
             return await asyncio.shield(future)
         if self.stopping.is_set():
             return None
-        record = await self.store.claim_path(site.name, path, self.owner, self.lease_seconds)
+        record = await self.store.claim_path(site.name, path, self.owner, self.lease_seconds(site))
         if record is None:
             future = self._inflight.get((site.name, path))
             return await asyncio.shield(future) if future is not None else None

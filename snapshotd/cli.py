@@ -18,6 +18,7 @@ from snapshotd.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES, fill_recipe
 from snapshotd.render.chromium import BrowserCannotStart
 from snapshotd.rewrite import RulesError, RuleSet, load_site_rules
+from snapshotd.site_command import SITE_ACTIONS
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 from snapshotd.store.base import iso_time
 
@@ -108,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from snapshotd.app import create_app
     from snapshotd.serving import bind_sockets, serve_one, serve_workers
 
-    settings = _settings(args, need_site=True)
+    settings = _settings(args)
     rules = _check_rules(settings)
     _check_chromium(settings)
     asyncio.run(_check_store(settings.db))
@@ -139,7 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from snapshotd.crawl.commands import run_worker
 
-    settings = _settings(args, need_site=True)
+    settings = _settings(args)
     _check_rules(settings)
     _check_chromium(settings)
     return asyncio.run(run_worker(settings))
@@ -292,6 +293,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     return asyncio.run(_report(_existing_db(args), args.format, sys.stdout))
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from snapshotd.site_command import SiteCommandError, run_site_command
+
+    db = _settings(args).db
+    if args.action != "set":
+        db = _existing_db(args)
+    try:
+        return asyncio.run(run_site_command(db, args.action, args.name, args.setting, sys.stdout))
+    except SiteCommandError as exc:
+        raise UserError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- parser
@@ -457,6 +470,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = command(
+        "site",
+        "list, show, create, change, pause, resume, restart or delete the sites in the store "
+        "(running processes see it within a second)",
+        "snapshotd site set shop origin=http://127.0.0.1:3000 'seeds=[\"/\"]' max_pages=500",
+    )
+    p.add_argument("action", choices=SITE_ACTIONS, help="what to do")
+    p.add_argument("name", nargs="?", help="the site's name (all but list)")
+    p.add_argument(
+        "setting", nargs="*", metavar="KEY=VALUE",
+        help="set: a [[site]] key and a TOML value (max_pages=500, obey_robots=false, "
+        "bots.add='[\"MyBot\"]'); the others keep theirs",
+    )
+    common(p)
+    p.set_defaults(func=cmd_site)
+
+    p = command(
         "report", "one row per path, CSV or JSON lines", "snapshotd report --format csv > paths.csv"
     )
     common(p)
@@ -466,7 +495,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "site" and all("=" in e and e[0] != "-" for e in extra):
+        args.setting += extra  # KEY=VALUE after an option: argparse leaves them over
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     setup_logging(args.verbose, args.log_format)
     try:
         return int(args.func(args) or 0)

@@ -34,6 +34,8 @@ __all__ = [
     "load_settings",
     "parse_bool",
     "parse_duration",
+    "site_from_mapping",
+    "site_to_mapping",
 ]
 
 
@@ -42,6 +44,7 @@ class ConfigError(Exception):
 
 
 READINESS = ("adaptive", "quiet")
+SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -76,6 +79,13 @@ class BrowserSettings:
         if self.miss_queue < 0:
             object.__setattr__(self, "miss_queue", 4 * self.concurrency)
 
+    def timeouts(self, site: SiteSettings) -> tuple[float, float]:
+        """A site's ``javascript_timeout`` and ``render_timeout``: its own, else these."""
+        return (
+            site.javascript_timeout if site.javascript_timeout >= 0 else self.javascript_timeout,
+            site.render_timeout if site.render_timeout > 0 else self.render_timeout,
+        )
+
     @property
     def miss_slots(self) -> int:
         """Render slots proxy misses may hold at once: one is always left to the crawler."""
@@ -108,6 +118,9 @@ class SiteSettings:
     bots_add: tuple[str, ...] = ()
     bots_remove: tuple[str, ...] = ()
     bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
+    # -1 (unset): the [browser] value (BrowserSettings.timeouts).
+    javascript_timeout: float = -1.0
+    render_timeout: float = -1.0
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -372,6 +385,8 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}.max_pages: must be at least 1")
     if values.get("new_paths_per_minute", 1) < 1:
         raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
+    if "render_timeout" in values and values["render_timeout"] <= 0:
+        raise ConfigError(f"{where}.render_timeout: must be positive")
     if values.get("readiness", "adaptive") not in READINESS:
         raise ConfigError(
             f"{where}.readiness: expected one of {', '.join(READINESS)}, "
@@ -380,7 +395,33 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     for name in values.get("ignore_params", ()):
         if not name or "&" in name or "=" in name:
             raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")
+    name = values.get("name", "default")
+    if not re.fullmatch(SITE_NAME, name):
+        raise ConfigError(f"{where}: site name {name!r} may hold only letters, digits, . _ -")
     return SiteSettings(**values)
+
+
+def site_from_mapping(raw: Mapping[str, Any], where: str = "site") -> SiteSettings:
+    """A site from the keys of a ``[[site]]`` table (the API's JSON, the store's), checked as
+    the config file's are; a relative ``rules`` path is taken from the working directory."""
+    return _site(where, raw, Path.cwd())
+
+
+def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
+    """The keys of a ``[[site]]`` table that :func:`site_from_mapping` reads back as ``site``
+    (JSON-ready: lists, numbers, strings; unset timeouts left out)."""
+    out: dict[str, Any] = {}
+    for f in fields(SiteSettings):
+        value = getattr(site, f.name)
+        if f.name.startswith("bots_") or (f.name.endswith("_timeout") and value < 0):
+            continue
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    out["bots"] = {
+        "add": list(site.bots_add),
+        "remove": list(site.bots_remove),
+        "categories": list(site.bots_categories),
+    }
+    return out
 
 
 def load_settings(
@@ -478,8 +519,6 @@ def load_settings(
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"{where}: two sites are named {name!r}")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise ConfigError(f"{where}: site name {name!r} may hold only letters, digits, . _ -")
 
     return Settings(
         **server_values,

@@ -26,17 +26,17 @@ import os
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
 from snapshotd.admission import StoreFacts, admit, decide
-from snapshotd.bots import BotMatcher, is_static_asset
+from snapshotd.bots import is_static_asset
 from snapshotd.capture import CaptureService
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config import SiteSettings
 from snapshotd.metrics import Metrics
-from snapshotd.rewrite import RuleSet
+from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
     Snapshot,
@@ -237,25 +237,22 @@ class Proxy:
 
     def __init__(
         self,
-        settings: Settings,
+        sites: SiteRegistry,
         store: Store,
         capture: CaptureService,
         upstream: Upstream,
-        rules: Mapping[str, RuleSet],
         *,
         metrics: Metrics | None = None,
         processes: int = 1,
     ) -> None:
-        self.settings = settings
+        self.sites = sites
+        self.miss_wait = sites.settings.miss_wait
         self.store = store
         self.capture = capture
         self.upstream = upstream
-        self.rules = rules
+        self.rules = sites.rules
         self.metrics = metrics or capture.metrics
-        self.bots = {
-            s.name: BotMatcher(s.bots_add, s.bots_remove, s.bots_categories)
-            for s in settings.sites
-        }
+        self.bots = sites.bots
         self.cache = SnapshotCache()
         self._worker = str(os.getpid()).encode()
         self.new_paths = NewPaths(store, processes=processes)
@@ -311,7 +308,7 @@ class Proxy:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, 400, "Bad Request: malformed Host header\n")
             return
-        site = self.settings.site_for_host(host)
+        site = self.sites.site_for_host(host)
         if site is None:
             self.metrics.requests.labels("ERROR").inc()
             await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
@@ -444,7 +441,9 @@ class Proxy:
             await self._send_snapshot(decision.snapshot, result, headers, scope, send)
             return result
         refusal = decision.reason if decision.kind == "refused" else None
-        if decision.kind == "capture":
+        if decision.kind == "capture" and self.sites.is_paused(site.name):
+            refusal = "paused"
+        elif decision.kind == "capture":
             # From admission's last question to the miss's start nothing awaits, so the
             # limits hold under a flood.
             started = self.capture.start_miss(site, path, decision.priority)
@@ -476,12 +475,12 @@ class Proxy:
         stopping = self.capture.stopping
         if stopping.is_set():
             return None
-        deadline = time.monotonic() + self.settings.miss_wait
+        deadline = time.monotonic() + self.miss_wait
         # The capture goes on after a timeout: the next bot gets it from the cache.
         stopped = asyncio.ensure_future(stopping.wait())
         try:
             done, _ = await asyncio.wait(
-                {task, stopped}, timeout=self.settings.miss_wait, return_when="FIRST_COMPLETED"
+                {task, stopped}, timeout=self.miss_wait, return_when="FIRST_COMPLETED"
             )
         finally:
             stopped.cancel()

@@ -8,7 +8,8 @@ Invariants:
 - every piece is made once, from the frozen settings, before anything opens: the default
   renderer (a :class:`~snapshotd.render.BrowserPool`) and the sites' rules only here, the
   proxy before the API that serves its render endpoint, so nothing is patched in afterwards;
-- ``running`` opens the store (and starts storing the minute counters), then the renderer,
+- ``running`` opens the store (and starts storing the minute counters), then the sites
+  (the configured ones written to the store, all of them read), then the renderer,
   then the capture service (which takes back
   expired leases), then the crawler; it closes the capture service first (no capture starts;
   those under way get their grace, the rest are cut short and every lease of this process is
@@ -41,7 +42,8 @@ from snapshotd.metrics import Metrics
 from snapshotd.proxy import Proxy
 from snapshotd.render import BrowserPool
 from snapshotd.render.base import Renderer
-from snapshotd.rewrite import RuleSet, load_site_rules
+from snapshotd.rewrite import RuleSet
+from snapshotd.sites import SiteRegistry
 from snapshotd.store import Store, open_store
 from snapshotd.upstream import Upstream
 
@@ -60,8 +62,8 @@ class Services:
 
     settings: Settings
     store: Store
+    sites: SiteRegistry
     renderer: Renderer
-    rules: dict[str, RuleSet]
     metrics: Metrics
     capture: CaptureService
     upstream: Upstream | None = None  # serve only
@@ -79,6 +81,7 @@ class Services:
         await self.store.open()
         self.metrics.minutes.start(self.store)
         try:
+            await self.sites.open()  # closed with the store: the poll only reads it
             try:
                 await self.renderer.start()
             except Exception as exc:
@@ -106,6 +109,7 @@ class Services:
                 if self.upstream is not None:
                     await self.upstream.close()
         finally:
+            await self.sites.close()
             await self.metrics.minutes.close(self.store)  # the last counts, then the store
             await self.store.close()
 
@@ -147,30 +151,28 @@ def build_services(
     a crawler when asked (``once`` and ``seeds`` are its own, see
     :class:`~snapshotd.crawl.engine.Crawler`), run only while holding ``crawler_lock`` when
     one is given. ``processes``: how many worker processes of one ``serve`` this is one of.
-    Raises RulesError for a broken rules file."""
+    ``rules`` stand for the configured sites' rules files."""
     store = store or open_store(settings.db)
+    sites = SiteRegistry(settings, store, rules=rules)
     renderer = renderer or default_renderer(settings)
-    rules = rules if rules is not None else load_site_rules(settings)
     metrics = Metrics()
     links: LinksToFollow | None = asyncio.Queue() if crawler else None
     capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
     proxy = None
     if upstream is not None:
-        proxy = Proxy(
-            settings, store, capture, upstream, rules, metrics=metrics, processes=processes
-        )
+        proxy = Proxy(sites, store, capture, upstream, metrics=metrics, processes=processes)
     return Services(
         settings=settings,
         store=store,
+        sites=sites,
         renderer=renderer,
-        rules=rules,
         metrics=metrics,
         capture=capture,
         upstream=upstream,
         proxy=proxy,
         crawler=(
             Crawler(
-                settings, store, capture, metrics=metrics, rules=rules, once=once, seeds=seeds,
+                sites, store, capture, metrics=metrics, once=once, seeds=seeds,
                 follow_others=crawler_lock is not None,
             )
             if crawler

@@ -63,8 +63,8 @@ def test_missing_chromium_stops_start_up(tmp_path):
     assert "chromium" in line.lower()
 
 
-def test_no_site_is_a_clear_error(tmp_path):
-    line = one_line_error(run("serve", "--db", str(tmp_path / "x.db")))
+def test_crawl_with_no_site_is_a_clear_error(tmp_path):
+    line = one_line_error(run("crawl", "--db", str(tmp_path / "x.db")))
     assert "--origin" in line
 
 

@@ -21,6 +21,7 @@ from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.commands import run_crawl
 from snapshotd.crawl.engine import Crawler
 from snapshotd.render import BrowserPool
+from snapshotd.sites import SiteRegistry
 from snapshotd.store import open_store
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
@@ -272,7 +273,7 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
     await pool.start()
     capture = CaptureService(settings, store, pool, reclaim_every=0.2)
     await capture.start()
-    crawler = Crawler(settings, store, capture, maintenance_every=0.2)
+    crawler = Crawler(SiteRegistry(settings, store), store, capture, maintenance_every=0.2)
     await crawler.start()
     try:
         deadline = time.monotonic() + 20

@@ -14,6 +14,7 @@ from snapshotd.config import Settings, SiteSettings
 from snapshotd.crawl.commands import _crawl_seeds
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
+from snapshotd.sites import SiteRegistry
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
 OTHER = SiteSettings(name="o", origin="https://other.example.org")
@@ -23,7 +24,7 @@ SETTINGS = Settings(sites=(SITE, OTHER))
 async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-def]
     """A crawler on ``store`` for site "s", rules empty, as it stands after its start."""
     capture = CaptureService(settings, store, renderer)
-    crawler = Crawler(settings, store, capture, rules={"s": RuleSet.empty()})
+    crawler = Crawler(SiteRegistry(settings, store, rules={"s": RuleSet.empty()}), store, capture)
     crawler.frontier.size["s"] = await store.site_size("s")
     return crawler
 
@@ -51,7 +52,7 @@ def test_site_path(url, path):
 
 
 def test_crawl_seeds():
-    assert _crawl_seeds(SETTINGS, None) == {"s": ("/",), "o": ("/",)}
+    assert _crawl_seeds(SETTINGS, None) is None  # each site its own seeds
     assert _crawl_seeds(SETTINGS, ["/x", "https://other.example.org/y", "http://nowhere/z"]) == {
         "s": ["/x"],
         "o": ["/x", "https://other.example.org/y"],

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from snapshotd.api import console, paths, render, sitemap, status
+from snapshotd.api import console, paths, render, sitemap, sites, status
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error
 from snapshotd.api.inputs import MAX_BODY
@@ -60,6 +60,12 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{PREFIX}/api/openapi.json", openapi_json),
     Route(f"{API}/sites", status.sites),
     Route(f"{API}/stats", status.stats),
+    Route(_SITE, sites.get_site, methods=["GET"]),
+    Route(_SITE, sites.put_site, methods=["PUT"]),
+    Route(_SITE, sites.delete_site, methods=["DELETE"]),
+    Route(f"{_SITE}/pause", sites.pause_site, methods=["POST"]),
+    Route(f"{_SITE}/resume", sites.resume_site, methods=["POST"]),
+    Route(f"{_SITE}/restart", sites.restart_site, methods=["POST"]),
     Route(f"{_SITE}/paths", paths.list_paths, methods=["GET"]),
     Route(f"{_SITE}/paths", paths.post_paths, methods=["POST"]),
     Route(f"{_SITE}/paths/{{path:path}}", paths.get_path, methods=["GET"]),

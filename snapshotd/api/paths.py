@@ -60,7 +60,7 @@ DEFAULT_PAGE = 50
 def site_or_404(request: Request) -> SiteSettings:
     """The site named by the ``{site}`` parameter."""
     name = request.path_params["site"]
-    site = context(request).settings.site(name)
+    site = context(request).sites.site(name)
     if site is None:
         raise ApiError(404, f"no site is named {name!r}", "site")
     return site
@@ -88,7 +88,7 @@ async def queue(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Rules first (no writes), then one transaction for every path that is queued, or
     one per ``chunk`` paths, so a long list does not hold the store's writer for long."""
-    rules = ctx.rules.get(site.name)
+    rules = ctx.sites.rules.get(site.name)
     facts = StoreFacts(ctx.store, site.name)
     now = time.time()
     results: list[dict[str, Any]] = []

@@ -104,7 +104,7 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
             send, 400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url"
         )
         return
-    site = ctx.settings.site_for_url(target)
+    site = ctx.sites.site_for_url(target)
     if site is None:
         log.info("render refused host=%s: no configured site", parts.netloc[:200])
         await send_error(

@@ -104,7 +104,7 @@ async def post_sitemap(request: Request) -> Response:
         if parts.scheme or parts.netloc:
             if parts.scheme not in ("http", "https") or not hostname:
                 reason = "not an http(s) URL"
-            elif ctx.settings.site_for_url(url) is not site:
+            elif ctx.sites.site_for_url(url) is not site:
                 reason = "another site's host"
         if reason is None:
             try:

@@ -67,7 +67,7 @@ async def metrics(request: Request) -> Response:
     for prio, n in (await ctx.store.queue_depth()).items():
         ctx.metrics.queue_depth.labels(str(prio)).set(n)
     counts = await ctx.store.counts()
-    for s in ctx.settings.sites:
+    for s in ctx.sites.sites:
         for state in STATES:
             ctx.metrics.paths.labels(s.name, state).set(counts.get(s.name, {}).get(state, 0))
     return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -84,7 +84,7 @@ async def sites(request: Request) -> Response:
     depth = await ctx.store.queue_depth()
     by_outcome, rate = capture_rate(request)
     out = []
-    for s in ctx.settings.sites:
+    for s in ctx.sites.sites:
         c = {state: counts.get(s.name, {}).get(state, 0) for state in STATES}
         out.append(
             {

@@ -202,6 +202,7 @@
       cell(row, s.total, "num");
     }
     drawStatus();
+    await drawSite();
     const outcomes = Object.entries(data.captures || {})
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
@@ -245,6 +246,87 @@
       `${number(done)} of ${number(site.total)} paths done (${pct.toFixed(0)}%), ` +
       `${number(left)} left${eta}.`;
   }
+
+  // ------------------------------------------------------------------ the site itself
+
+  const siteUrl = (name) => `/api/v1/sites/${encodeURIComponent(name)}`;
+
+  async function drawSite() {
+    const none = !ui.site;
+    for (const id of ["site-pause", "site-resume", "site-restart", "site-delete", "site-settings"]) {
+      $(id).hidden = none;
+    }
+    $("new-site").open = none || $("new-site").open;
+    $("site-name").textContent = none ? "(none yet: create one)" : ui.site;
+    if (none) {
+      $("site-state").textContent = "";
+      return;
+    }
+    const site = await api("GET", siteUrl(ui.site));
+    $("site-state").textContent = site.paused ? "paused" : "crawling";
+    $("site-state").className = `badge ${site.paused ? "paused" : "ok"}`;
+    $("site-pause").hidden = site.paused;
+    $("site-resume").hidden = !site.paused;
+    const editor = $("settings-json");
+    if (document.activeElement !== editor && editor.dataset.site !== ui.site) {
+      editor.value = JSON.stringify(site.settings, null, 2);
+      editor.dataset.site = ui.site;
+    }
+  }
+
+  async function siteAction(action, question) {
+    const name = ui.site;
+    if (!name || (question && !confirm(question))) return;
+    try {
+      const res = action === "delete"
+        ? await api("DELETE", siteUrl(name))
+        : await api("POST", `${siteUrl(name)}/${action}`);
+      say(action === "delete" ? `Deleted site ${name} and its ${res.paths} paths.`
+        : action === "restart" ? `Restarted ${name}: removed ${res.paths} paths, crawling again.`
+        : `${action === "pause" ? "Paused" : "Resumed"} the crawl of ${name}.`);
+      $("settings-json").dataset.site = "";
+      await tick();
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  $("site-pause").addEventListener("click", () => siteAction("pause"));
+  $("site-resume").addEventListener("click", () => siteAction("resume"));
+  $("site-restart").addEventListener("click", () =>
+    siteAction("restart", `Remove every path and snapshot of ${ui.site} and crawl it again?`));
+  $("site-delete").addEventListener("click", () =>
+    siteAction("delete", `Delete the site ${ui.site} with all its paths and snapshots?`));
+
+  async function putSite(name, settings, done) {
+    try {
+      await api("PUT", siteUrl(name), { json: settings });
+      say(done);
+      ui.site = name;
+      $("settings-json").dataset.site = "";
+      await tick();
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  $("settings-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    let settings;
+    try {
+      settings = JSON.parse($("settings-json").value);
+    } catch (err) {
+      say(`The settings are not JSON: ${err.message}`, true);
+      return;
+    }
+    putSite(ui.site, settings, `Saved the settings of ${ui.site}.`);
+  });
+
+  $("new-site-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = $("new-site-name").value.trim();
+    putSite(name, { origin: $("new-site-origin").value.trim() }, `Created site ${name}.`);
+  });
 
   $("site").addEventListener("change", () => {
     ui.site = $("site").value;

@@ -36,10 +36,13 @@ __all__ = ["run_crawl", "run_worker"]
 log = logging.getLogger("snapshotd.crawler")
 
 
-def _crawl_seeds(settings: Settings, seeds: Sequence[str] | None) -> dict[str, Sequence[str]]:
-    """``--seed`` values per site: a path seeds every site, a URL the site it belongs to."""
+def _crawl_seeds(
+    settings: Settings, seeds: Sequence[str] | None
+) -> dict[str, Sequence[str]] | None:
+    """``--seed`` values per configured site: a path seeds every one, a URL the site it
+    belongs to; None (each site's own seeds) without ``--seed``."""
     if not seeds:
-        return {s.name: s.seeds for s in settings.sites}
+        return None
     out: dict[str, list[str]] = {s.name: [] for s in settings.sites}
     for seed in seeds:
         if seed.startswith("/"):

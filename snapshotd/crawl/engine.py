@@ -28,16 +28,17 @@ import logging
 import os
 import socket
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config import SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
 from snapshotd.fetch import Fetcher
 from snapshotd.metrics import Metrics
-from snapshotd.rewrite import RuleSet, load_site_rules
+from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
@@ -75,19 +76,19 @@ class Crawler:
 
     ``once``: the ``snapshotd crawl`` mode, which ends by itself (``finished`` is set) when
     nothing is pending or being captured, and does not requeue expired paths after start.
-    ``rules`` defaults to loading each site's rules file; ``http`` (for robots.txt and
-    sitemaps, under the address policy of each site) defaults to a :class:`Fetcher` made at
-    start and closed by :meth:`stop`.
+    Sites, their rules and whether they are paused come from ``sites``, which tells the
+    crawler of every site added or changed (restarted too), each then seeded again.
+    ``http`` (for robots.txt and sitemaps, under the address policy of each site) defaults
+    to a :class:`Fetcher` made at start and closed by :meth:`stop`.
     """
 
     def __init__(
         self,
-        settings: Settings,
+        sites: SiteRegistry,
         store: Store,
         capture: CaptureService,
         *,
         metrics: Metrics | None = None,
-        rules: dict[str, RuleSet] | None = None,
         http: Fetcher | None = None,
         once: bool = False,
         seeds: dict[str, Sequence[str]] | None = None,
@@ -96,18 +97,17 @@ class Crawler:
         maintenance_every: float = MAINTENANCE_SECONDS,
         follow_others: bool = False,
     ) -> None:
-        self.settings = settings
+        self.registry = sites
         self.follow_others = follow_others
         self.store = store
         self.capture = capture
         self.metrics = metrics or capture.metrics
-        self.rules = rules if rules is not None else load_site_rules(settings)
+        self.rules = sites.rules
         self.once = once
-        self.seeds = seeds if seeds is not None else {s.name: s.seeds for s in settings.sites}
+        self.seeds = seeds  # instead of each site's own
         self.clock = clock
         self.grace = grace
         self.maintenance_every = maintenance_every
-        self.sites = {s.name: s for s in settings.sites}
         self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http)
         self.follower = Follower(self.frontier, store, clock=clock)
         self.finished = asyncio.Event()
@@ -118,10 +118,62 @@ class Crawler:
         self._workers: list[asyncio.Task[None]] = []
         self._active = 0
         self._claim_lock = asyncio.Lock()
-        self._busy: dict[str, int] = {name: 0 for name in self.sites}
-        self._next_start: dict[str, float] = {name: 0.0 for name in self.sites}
+        self._busy: defaultdict[str, int] = defaultdict(int)
+        self._next_start: defaultdict[str, float] = defaultdict(float)
+        sites.listen(self._sites_changed)
         self._generation = 0
         self._wake = asyncio.Event()
+
+    @property
+    def sites(self) -> dict[str, SiteSettings]:
+        """The sites as they are now, by name."""
+        return {s.name: s for s in self.registry.sites}
+
+    def _seeds_of(self, site: SiteSettings) -> Sequence[str]:
+        return site.seeds if self.seeds is None else self.seeds.get(site.name, ())
+
+    def _sites_changed(self, changed: set[str], removed: set[str]) -> None:
+        """Seed every site added or changed (a restarted one starts again from its seeds);
+        once the captures under way of a removed site end, remove what they left."""
+        if self._booted and not self._stopping:
+            for work in (self._start_sites(changed) if changed else None,
+                         self._clear_removed(removed) if removed else None):
+                if work is not None:
+                    task = asyncio.create_task(work, name="sites")
+                    self._tasks.append(task)
+                    task.add_done_callback(self._forget)
+        self._notify()
+
+    async def _clear_removed(self, names: set[str]) -> None:
+        """A capture of a removed site that was under way may still have queued its links
+        after the removal: once none is under way, remove those too."""
+        while any(self._busy[name] for name in names):
+            await asyncio.sleep(POLL_SECONDS / 10)
+        for name in names:
+            if self.registry.site(name) is None:
+                await self.store.clear_site(name)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
+
+    async def _start_sites(self, names: set[str]) -> None:
+        for name in sorted(names):
+            site = self.sites.get(name)
+            if site is None:
+                continue
+            try:
+                await self._start_site(site)
+                await self.frontier.sitemaps(site)
+            except Exception as exc:
+                log.error("could not start site=%s: %s", name, exc)
+        self._notify()
+
+    async def _start_site(self, site: SiteSettings) -> None:
+        await self.frontier.count(site)
+        if site.obey_robots:
+            await self.frontier.refresh_robots(site)
+        await self.frontier.seed(site, self._seeds_of(site))
 
     @property
     def stats(self) -> CrawlStats:
@@ -176,7 +228,7 @@ class Crawler:
             return
         self._workers = [
             asyncio.create_task(self._worker(), name=f"crawler-worker-{n}")
-            for n in range(self.settings.browser.concurrency)
+            for n in range(self.registry.settings.browser.concurrency)
         ]
         if self.capture.links is not None:
             self._tasks.append(asyncio.create_task(self._follow_handed_over(), name="links"))
@@ -207,10 +259,7 @@ class Crawler:
                 n = await self.store.release_leases(owner)
                 log.info("released %d leases of dead worker %s", n, owner)
         for site in self.sites.values():
-            await self.frontier.count(site)
-            if site.obey_robots:
-                await self.frontier.refresh_robots(site)
-            await self.frontier.seed(site, self.seeds.get(site.name, ()))
+            await self._start_site(site)
             await self.follower.follow_due_links(site)
             await self._requeue_expired(site)
         self._notify()
@@ -271,27 +320,37 @@ class Crawler:
         wake, self._wake = self._wake, asyncio.Event()
         wake.set()
 
-    def _eligible(self, now: float) -> list[str]:
+    def _eligible(self, now: float) -> list[SiteSettings]:
         return [
-            name
-            for name, site in self.sites.items()
-            if site.crawl_delay <= 0 or (self._busy[name] == 0 and self._next_start[name] <= now)
+            site
+            for site in self.registry.sites
+            if not self.registry.is_paused(site.name)
+            and (
+                site.crawl_delay <= 0
+                or (self._busy[site.name] == 0 and self._next_start[site.name] <= now)
+            )
         ]
 
     async def _claim(self) -> tuple[SiteSettings, PathRecord] | None:
         # One claim at a time, so "a site with crawl_delay has one capture at a time" holds.
         async with self._claim_lock:
-            names = self._eligible(time.monotonic())
-            if not names or self.capture.stopping.is_set():
+            eligible = self._eligible(time.monotonic())
+            if not eligible or self.capture.stopping.is_set():
                 return None
             record = await self.store.claim(
-                self.capture.owner, self.capture.lease_seconds, sites=names
+                self.capture.owner,
+                self.capture.lease_seconds(*eligible),
+                sites=[s.name for s in eligible],
             )
             if record is None:
                 return None
+            site = self.sites.get(record.site)
+            if site is None:  # removed meanwhile
+                await self.store.release(record.site, record.path, self.capture.owner)
+                return None
             self._busy[record.site] += 1
             self._active += 1
-            return self.sites[record.site], record
+            return site, record
 
     def _release(self, site: SiteSettings) -> None:
         self._busy[site.name] -= 1
@@ -338,7 +397,7 @@ class Crawler:
         """Capture a path this crawler claimed, follow what it points to, count it."""
         try:
             outcome = await self.capture.run(site, record, follow_links=True)
-            if outcome.stored:
+            if outcome.stored and self.registry.site(site.name) is not None:
                 await self.follower.follow_outcome(site, outcome)
         except asyncio.CancelledError:
             raise

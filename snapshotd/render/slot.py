@@ -19,7 +19,9 @@ Invariants:
 - Ready is the first of: ``window.onCaptureReady()`` from the page's main frame; unless
   ``wait_for_capture_ready``, ``javascript_timeout`` seconds with no request in flight after
   the main frame's load event (a new request cancels the timer; it restarts when all are done).
-  ``render_timeout`` bounds the capture, serialisation included.
+  ``render_timeout`` bounds the capture, serialisation included. Both are the site's own
+  when it sets them (``BrowserSettings.timeouts``); the adaptive rule's timer horizon, set
+  in the context's init script, stays the ``[browser]`` ``javascript_timeout``.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. The wipe clears the
   context's HTTP cache, so no answer of one capture is served to the next.
@@ -387,7 +389,7 @@ class Slot:
         self.browser.on("disconnected", on_disconnect)
         clean = False
         try:
-            async with asyncio.timeout(self.settings.render_timeout):
+            async with asyncio.timeout(self.settings.timeouts(site)[1]):
                 result = await self._capture(self._page, url, site, signals, started)
             clean = result.error is None or result.error.startswith(("http ", "empty body"))
             return result
@@ -454,7 +456,7 @@ class Slot:
         rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
             rules.append(
-                asyncio.ensure_future(quiet(signals, self.settings.javascript_timeout))
+                asyncio.ensure_future(quiet(signals, self.settings.timeouts(site)[0]))
             )
             if site.readiness == "adaptive":
                 rules.append(asyncio.ensure_future(settled(signals, page)))

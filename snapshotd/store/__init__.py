@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from snapshotd.store.base import STATES, PathRecord, Snapshot, Store, StoreError
+from snapshotd.store.base import STATES, PathRecord, SiteRow, Snapshot, Store, StoreError
 from snapshotd.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "PathRecord",
     "Snapshot",
     "SQLiteStore",
+    "SiteRow",
     "Store",
     "StoreError",
     "is_postgres",

@@ -76,6 +76,17 @@ class PathRecord:
     id: int = 0
 
 
+@dataclass(frozen=True)
+class SiteRow:
+    """A site as stored: its settings as JSON (the keys of a ``[[site]]`` table)."""
+
+    name: str
+    settings: str
+    paused: bool
+    created_at: float
+    updated_at: float
+
+
 # A snapshot's HTML up to this size is kept once decompressed; a larger one never is.
 KEEP_DECOMPRESSED = 2**20
 
@@ -270,3 +281,17 @@ class Store(Protocol):
     async def counters(self, since: int) -> list[tuple[int, str, str, int]]: ...
 
     async def prune_counters(self, before: int) -> int: ...
+
+    async def list_sites(self) -> list[SiteRow]:
+        """Every site in the store (store/sites), by name."""
+        ...
+
+    async def put_site(self, name: str, settings: str) -> None:
+        """Create the site, or replace its settings (JSON) when they differ."""
+        ...
+
+    async def set_site_paused(self, name: str, paused: bool) -> bool: ...
+
+    async def clear_site(self, name: str, *, remove: bool = False) -> int:
+        """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""
+        ...

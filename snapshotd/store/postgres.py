@@ -28,6 +28,7 @@ from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.postgres_schema import MIGRATIONS
+from snapshotd.store.sites import PostgresSites
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -92,7 +93,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore(PostgresCounters):
+class PostgresStore(PostgresCounters, PostgresSites):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(

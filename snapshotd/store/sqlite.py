@@ -20,6 +20,7 @@ import aiosqlite
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
 from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
+from snapshotd.store.sites import SITES_TABLE, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -73,6 +74,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
     """,
     COUNTERS_TABLE,
+    SITES_TABLE,
 ]
 
 
@@ -130,7 +132,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore(SQLiteCounters):
+class SQLiteStore(SQLiteCounters, SQLiteSites):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:

@@ -1,0 +1,143 @@
+"""Sites as runtime objects (SPEC 7): create, read, replace, pause, resume, restart and remove
+a site. A change is stored first and seen by this process at once, by every other process
+within a second (:mod:`snapshotd.sites`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from snapshotd.api.base import ApiError, context
+from snapshotd.api.inputs import parse_json_object, read_body
+from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
+from snapshotd.api.paths import site_or_404
+from snapshotd.config import (
+    SITE_NAME,
+    ConfigError,
+    SiteSettings,
+    site_from_mapping,
+    site_to_mapping,
+)
+from snapshotd.rewrite import RulesError
+from snapshotd.store.base import STATES, iso_time
+
+_FIELD = re.compile(r"^site\.(\w+)")
+_SETTINGS_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "the keys of a [[site]] table of the config file (SPEC 2); "
+                "'origin' is required, every other key has its default",
+            }
+        }
+    },
+}
+
+
+def site_from_body(name: str, raw: dict[str, Any]) -> SiteSettings:
+    """The site a request body describes, checked as the config file is (400 naming the key)."""
+    if raw.get("name", name) != name:
+        raise ApiError(400, f"the body names the site {raw['name']!r}, the URL {name!r}", "name")
+    if not re.fullmatch(SITE_NAME, name):
+        raise ApiError(400, f"site name {name!r} may hold only letters, digits, . _ -", "site")
+    try:
+        return site_from_mapping({**raw, "name": name}, "site")
+    except ConfigError as exc:
+        field = _FIELD.match(str(exc))
+        raise ApiError(400, str(exc), field.group(1) if field else "body") from None
+
+
+async def site_answer(request: Request) -> dict[str, Any]:
+    """A site as the API shows it: its settings, whether paused, its counts per state."""
+    ctx = context(request)
+    site = site_or_404(request)
+    counts = (await ctx.store.counts()).get(site.name, {})
+    return {
+        "name": site.name,
+        "paused": ctx.sites.is_paused(site.name),
+        "created_at": iso_time(ctx.sites.created.get(site.name)),
+        "counts": {state: counts.get(state, 0) for state in STATES},
+        "settings": site_to_mapping(site),
+    }
+
+
+@operation(
+    "a site: its settings, whether it is paused, and its paths per state",
+    params=[SITE],
+    responses={"200": "Site", **AUTH_ERRORS, **NOT_FOUND},
+)
+async def get_site(request: Request) -> Response:
+    return JSONResponse(await site_answer(request))
+
+
+@operation(
+    "create the site, or replace its settings (a key left out takes its default); "
+    "every process serves and crawls it within a second",
+    params=[SITE],
+    body=_SETTINGS_BODY,
+    responses={
+        "200": "Site (replaced)",
+        "201": "Site (created)",
+        "400": "a bad setting, named in 'field'",
+        **AUTH_ERRORS,
+    },
+)
+async def put_site(request: Request) -> Response:
+    ctx = context(request)
+    name = request.path_params["site"]
+    site = site_from_body(name, parse_json_object(await read_body(request)))
+    existed = ctx.sites.site(name) is not None
+    try:
+        await ctx.sites.put(site)
+    except RulesError as exc:
+        raise ApiError(400, str(exc), "rules") from None
+    return JSONResponse(await site_answer(request), 200 if existed else 201)
+
+
+@operation(
+    "remove the site with all its paths, snapshots and counters",
+    params=[SITE],
+    responses={"200": '{"deleted": name, "paths": n}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def delete_site(request: Request) -> Response:
+    ctx = context(request)
+    name = site_or_404(request).name
+    return JSONResponse({"deleted": name, "paths": await ctx.sites.delete(name)})
+
+
+@operation(
+    "pause the site's crawl: no new capture starts for it (bots still get its snapshots)",
+    params=[SITE],
+    responses={"200": '{"site": name, "paused": true}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def pause_site(request: Request) -> Response:
+    name = site_or_404(request).name
+    await context(request).sites.set_paused(name, True)
+    return JSONResponse({"site": name, "paused": True})
+
+
+@operation(
+    "resume the site's crawl",
+    params=[SITE],
+    responses={"200": '{"site": name, "paused": false}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def resume_site(request: Request) -> Response:
+    name = site_or_404(request).name
+    await context(request).sites.set_paused(name, False)
+    return JSONResponse({"site": name, "paused": False})
+
+
+@operation(
+    "remove every path and snapshot of the site, keep its settings, crawl it again from "
+    "its seeds",
+    params=[SITE],
+    responses={"200": '{"restarted": name, "paths": n}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def restart_site(request: Request) -> Response:
+    name = site_or_404(request).name
+    return JSONResponse({"restarted": name, "paths": await context(request).sites.restart(name)})

@@ -1,0 +1,117 @@
+"""``snapshotd site list|show|set|pause|resume|restart|delete``: the sites in the store,
+changed there directly; every running process sees a change within a second."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from snapshotd.config import ConfigError, site_from_mapping, site_to_mapping
+from snapshotd.rewrite import RulesError, load_rules
+from snapshotd.sites import site_json
+from snapshotd.store import STATES, Store, open_store
+from snapshotd.store.base import iso_time
+
+__all__ = ["SITE_ACTIONS", "SiteCommandError", "run_site_command"]
+
+SITE_ACTIONS = ("list", "show", "set", "pause", "resume", "restart", "delete")
+
+
+class SiteCommandError(Exception):
+    """A user error: one line."""
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    """``key=value`` (``bots.add=[...]`` for a nested key): the value read as a TOML value
+    (``500``, ``true``, ``["/", "/pricing"]``, ``"7d"``), else taken as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise SiteCommandError(f"{text!r}: expected key=value, e.g. max_pages=500")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def assign(settings: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
+    out = json.loads(json.dumps(settings))
+    for text in assignments:
+        keys, value = parse_assignment(text)
+        target = out
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+            if not isinstance(target, dict):
+                raise SiteCommandError(f"{text!r}: {key} is not a table")
+        target[keys[-1]] = value
+    return out
+
+
+async def run_site_command(
+    db: str, action: str, name: str | None, assignments: Sequence[str], out: TextIO
+) -> int:
+    store = open_store(db)
+    await store.open()
+    try:
+        return await _run(store, action, name, assignments, out)
+    finally:
+        await store.close()
+
+
+async def _run(
+    store: Store, action: str, name: str | None, assignments: Sequence[str], out: TextIO
+) -> int:
+    rows = {row.name: row for row in await store.list_sites()}
+    if action == "list":
+        counts = await store.counts()
+        if not rows:
+            out.write("(no sites yet: snapshotd site set NAME origin=URL)\n")
+            return 0
+        width = max(len("site"), *(len(n) for n in rows))
+        out.write(f"{'site':<{width}}  {'state':<7}  {'paths':>8}  origin\n")
+        for row in rows.values():
+            origin = json.loads(row.settings).get("origin", "")
+            total = sum(counts.get(row.name, {}).values())
+            state = "paused" if row.paused else "active"
+            out.write(f"{row.name:<{width}}  {state:<7}  {total:>8}  {origin}\n")
+        return 0
+    if not name:
+        raise SiteCommandError(f"site {action}: give the site's name")
+    found = rows.get(name)
+    if action == "set":
+        settings = assign(json.loads(found.settings) if found else {}, assignments)
+        try:
+            site = site_from_mapping({**settings, "name": name}, "site")
+            if site.rules:
+                load_rules(site.rules)
+        except (ConfigError, RulesError) as exc:
+            raise SiteCommandError(str(exc)) from None
+        await store.put_site(name, site_json(site))
+        out.write(f"{'changed' if found else 'created'} site {name}\n")
+        return 0
+    if found is None:
+        raise SiteCommandError(f"no site is named {name!r}")
+    row = found
+    if action == "show":
+        of_site = (await store.counts()).get(name, {})
+        shown = {
+            "name": name,
+            "paused": row.paused,
+            "created_at": iso_time(row.created_at),
+            "updated_at": iso_time(row.updated_at),
+            "counts": {state: of_site.get(state, 0) for state in STATES},
+            "settings": site_to_mapping(site_from_mapping(json.loads(row.settings), "site")),
+        }
+        out.write(json.dumps(shown, indent=2) + "\n")
+    elif action in ("pause", "resume"):
+        await store.set_site_paused(name, action == "pause")
+        out.write(f"{'paused' if action == 'pause' else 'resumed'} site {name}\n")
+    elif action == "restart":
+        n = await store.clear_site(name)
+        out.write(f"restarted site {name}: removed {n} paths; crawling again from its seeds\n")
+    elif action == "delete":
+        n = await store.clear_site(name, remove=True)
+        out.write(f"deleted site {name} and its {n} paths\n")
+    return 0

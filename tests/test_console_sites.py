@@ -1,0 +1,77 @@
+"""The console's site panel in real Chromium: a snapshotd started with no site, a site
+created, changed, paused, resumed, restarted and deleted from the page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.async_api import async_playwright, expect
+
+from examples.spa.app import create_app as create_spa
+from snapshotd.app import create_app
+from snapshotd.config import BrowserSettings, Settings
+from snapshotd.render.chromium import LAUNCH_ARGS
+from tests.chromium import require_chromium
+from tests.servers import serve_asgi
+from tests.test_console import TOKEN, WAIT_MS, Env, api_get, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_console(
+    tmp_path,
+) -> None:
+    chromium = require_chromium()
+    browser_settings = BrowserSettings(
+        concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=10
+    )
+    settings = Settings(db=str(tmp_path / "c.db"), api_tokens=(TOKEN,), browser=browser_settings)
+    with serve_asgi(create_spa()) as spa, serve_asgi(create_app(settings)) as base:
+        env = Env(base, settings.db, chromium)
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=chromium, args=list(LAUNCH_ARGS))
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("dialog", lambda dialog: dialog.accept())
+            await page.goto(f"{base}/_snapshotd/console")
+            await sign_in(page)
+            await expect(page.locator("#site-name")).to_contain_text("none yet")
+
+            await page.fill("#new-site-name", "spa")
+            await page.fill("#new-site-origin", spa)
+            await page.click("#new-site-form button")
+            await expect(page.locator("#message")).to_have_text("Created site spa.")
+            await expect(page.locator('#counts tr[data-site="spa"]')).to_be_visible()
+            await expect(page.locator("#site-state")).to_have_text("crawling")
+            # Crawled from its seed "/" by the crawler of this process.
+            processed = page.locator('#counts tr[data-site="spa"] .count-processed')
+            await expect(processed).not_to_have_text("0", timeout=WAIT_MS)
+
+            await page.click("#site-settings summary")
+            editor = page.locator("#settings-json")
+            await expect(editor).to_have_value(re.compile('"origin"'))
+            text = await editor.input_value()
+            await editor.fill(text.replace('"max_pages": 100000', '"max_pages": 0'))
+            await page.click("#settings-form button")
+            await expect(page.locator("#message")).to_contain_text("max_pages: must be at least 1")
+            await editor.fill(text.replace('"max_pages": 100000', '"max_pages": 40'))
+            await page.click("#settings-form button")
+            await expect(page.locator("#message")).to_have_text("Saved the settings of spa.")
+            assert api_get(env, "/sites/spa").json()["settings"]["max_pages"] == 40
+
+            await page.click("#site-pause")
+            await expect(page.locator("#site-state")).to_have_text("paused")
+            assert api_get(env, "/sites/spa").json()["paused"] is True
+            await page.click("#site-resume")
+            await expect(page.locator("#site-state")).to_have_text("crawling")
+
+            await page.click("#site-restart")
+            await expect(page.locator("#message")).to_contain_text("Restarted spa")
+            await page.click("#site-delete")
+            await expect(page.locator("#message")).to_contain_text("Deleted site spa")
+            await expect(page.locator("#site-name")).to_contain_text("none yet")
+            assert api_get(env, "/sites/spa").status_code == 404
+            await browser.close()
+            assert errors == []
