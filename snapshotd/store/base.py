@@ -270,3 +270,13 @@ class Store(Protocol):
     async def counters(self, since: int) -> list[tuple[int, str, str, int]]: ...
 
     async def prune_counters(self, before: int) -> int: ...
+
+    async def add_recent(
+        self, rows: Sequence[tuple[float, str, str, str, str, int | None, int]]
+    ) -> None:
+        """Store recent bot requests, keeping the newest of each site (store/counters)."""
+        ...
+
+    async def recent(
+        self, limit: int
+    ) -> list[tuple[float, str, str, str, str, int | None, int]]: ...

@@ -4,7 +4,7 @@ lock."""
 
 from __future__ import annotations
 
-from snapshotd.store.counters import COUNTERS_TABLE
+from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 
 __all__ = ["MIGRATIONS"]
 
@@ -51,4 +51,5 @@ MIGRATIONS: list[str] = [
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
     COUNTERS_TABLE,
+    POSTGRES_RECENT_TABLE,
 ]

@@ -19,7 +19,7 @@ import aiosqlite
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
-from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
+from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -73,6 +73,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
     """,
     COUNTERS_TABLE,
+    SQLITE_RECENT_TABLE,
 ]
 
 
