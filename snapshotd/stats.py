@@ -1,5 +1,5 @@
-"""What the console's charts show: counts per minute, kept in the store, and the recent bot
-requests of this process.
+"""What the console's charts show: counts per minute and the recent bot requests, kept in
+the store, so they add up over every process and host and outlive restarts.
 
 Counted, per site and minute (names of :mod:`snapshotd.store.counters` rows):
 - ``result:R`` for each snapshot request, R being ``HIT``, ``STALE``, ``MISS``, ``BYPASS``,
@@ -12,7 +12,8 @@ Invariants:
 - counting is in memory and never waits; :meth:`MinuteCounters.flush` adds what was counted
   to the store in one batch (and keeps it for the next flush when the store fails);
 - the service flushes every 10 s and when it closes, and drops rows older than 7 days once
-  an hour.
+  an hour; the recent bot requests go to the store every :data:`RECENT_EVERY` seconds (the
+  last :data:`RECENT` of them at most), so another process's show within that.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from snapshotd.store.base import Store
+from snapshotd.store.counters import RecentRow
 
 __all__ = ["RENDER_BUCKETS", "MinuteCounters"]
 
@@ -33,6 +35,7 @@ log = logging.getLogger("snapshotd.stats")
 
 RENDER_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60)
 FLUSH_EVERY = 10.0
+RECENT_EVERY = 2.0
 KEEP_MINUTES = 7 * 24 * 60
 RECENT = 100
 
@@ -45,12 +48,12 @@ def render_bucket(seconds: float) -> str:
 
 
 class MinuteCounters:
-    """Counts per (minute, site, name), and the last :data:`RECENT` bot requests."""
+    """Counts per (minute, site, name), and the bot requests not yet stored."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._counts: dict[tuple[int, str, str], int] = {}
-        self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
+        self._recent: deque[RecentRow] = deque(maxlen=RECENT)
         self._task: asyncio.Task[None] | None = None
         self._pruned = 0.0
 
@@ -65,12 +68,23 @@ class MinuteCounters:
         now = self.clock()
         self.add(site, "result:" + result, now=now)
         self.add(site, "bot:" + bot, now=now)
-        self.recent.append((now, site, bot, path, result, status or None, ms))
+        self._recent.append((now, site, bot, path, result, status or None, ms))
 
-    def recent_requests(self) -> list[dict[str, Any]]:
-        """The last bot requests, newest first."""
+    async def recent_requests(self, store: Store) -> list[dict[str, Any]]:
+        """The last bot requests of every process, newest first (this one's stored first)."""
+        await self.flush_recent(store)
         keys = ("time", "site", "bot", "path", "result", "status", "ms")
-        return [dict(zip(keys, entry, strict=True)) for entry in reversed(self.recent)]
+        rows = await store.recent(RECENT)
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    async def flush_recent(self, store: Store) -> None:
+        rows = list(self._recent)
+        self._recent.clear()
+        try:
+            await store.add_recent(rows)
+        except BaseException:
+            self._recent.extendleft(reversed(rows))  # kept (the newest) for the next flush
+            raise
 
     def capture(self, site: str, outcome: str) -> None:
         self.add(site, f"capture:{outcome}")
@@ -101,13 +115,19 @@ class MinuteCounters:
             self._task = None
         try:
             await self.flush(store)
+            await self.flush_recent(store)
         except Exception as exc:
             log.warning("could not store the last minute counters: %s", exc)
 
     async def _run(self, store: Store) -> None:
+        flushed = time.monotonic()
         while True:
-            await asyncio.sleep(FLUSH_EVERY)
+            await asyncio.sleep(RECENT_EVERY)
             try:
+                await self.flush_recent(store)
+                if time.monotonic() - flushed < FLUSH_EVERY:
+                    continue
+                flushed = time.monotonic()
                 await self.flush(store)
                 now = self.clock()
                 if now - self._pruned > 3600:

@@ -130,8 +130,16 @@ def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp
             assert len(before) == 2, before
             for bodies in before.values():
                 assert len(bodies) == 1 and "first" in next(iter(bodies)), before
-            # Every bot request, whichever worker answered it, is counted once.
+            # Every bot request, whichever worker answered it, is counted once, and listed
+            # among the recent bot requests (each worker stores its own every 2 s).
             assert hits(base) == asked
+
+            def recent() -> list[dict[str, object]]:
+                stats = httpx.get(f"{base}/_snapshotd/api/v1/stats", headers=AUTH,
+                                  trust_env=False)
+                return [r for r in stats.json()["recent"] if r["path"] == "/page"]
+
+            assert wait_until(lambda: len(recent()) == min(asked, 100), 10), (asked, recent())
 
             asyncio.run(put_snapshot(db, "/page", "<html><body><p>second</p></body></html>"))
             time.sleep(1.1)  # the snapshot cache of each worker keeps an entry for 1 s

@@ -76,17 +76,21 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
             final_url="http://127.0.0.1:9" + record.path, expires_at=store.test_clock() + 60,
         )
     await store.add_counters([(1, "shop", "captures", 2), (1, "blog", "captures", 1)])
+    await store.add_recent([(1.0, name, "Googlebot", "/p0", "HIT", 200, 1)
+                            for name in ("shop", "blog")])
 
     assert await store.clear_site("shop") == 3
     assert [r.name for r in await store.list_sites()] == ["blog", "shop"]  # settings kept
     assert "shop" not in await store.counts()
     assert await store.get_snapshot("shop", "/p0") is None
     assert {s for _, s, _, _ in await store.counters(0)} == {"blog"}
+    assert [r[1] for r in await store.recent(10)] == ["blog"]
 
     assert await store.clear_site("blog", remove=True) == 3
     assert [r.name for r in await store.list_sites()] == ["shop"]
     assert await store.counts() == {}
     assert await store.counters(0) == []
+    assert await store.recent(10) == []
     async for record in store.iter_paths():
         raise AssertionError(f"left behind: {record}")
 

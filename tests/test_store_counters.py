@@ -63,3 +63,22 @@ async def test_pending_paths_listed_in_crawl_order(store):
     assert claimed == ["/b", "/e", "/d", "/a", "/c"]
     newest, _ = await store.list_paths("shop", limit=5)
     assert [r.path for r in newest] == ["/e", "/d", "/c", "/b", "/a"]
+
+
+async def test_recent_bot_requests_of_every_process_newest_first_the_last_kept(store):
+    from snapshotd.store.counters import RECENT_KEPT
+
+    await store.add_recent([(1.0, "shop", "Googlebot", "/a", "HIT", 200, 3)])
+    await store.add_recent([(2.0, "shop", "Bingbot", "/b", "MISS", None, 900),
+                            (3.0, "blog", "GPTBot", "/c", "BYPASS", 404, 12)])
+    assert await store.recent(2) == [
+        (3.0, "blog", "GPTBot", "/c", "BYPASS", 404, 12),
+        (2.0, "shop", "Bingbot", "/b", "MISS", None, 900),
+    ]
+    await store.add_recent(
+        [(10.0 + n, "shop", "Googlebot", f"/p{n}", "HIT", 200, 1) for n in range(RECENT_KEPT)]
+    )
+    rows = await store.recent(10 * RECENT_KEPT)
+    assert [r for r in rows if r[1] == "shop"][-1][3] == "/p0"  # the older ones trimmed
+    assert len([r for r in rows if r[1] == "shop"]) == RECENT_KEPT
+    assert [r[3] for r in rows if r[1] == "blog"] == ["/c"]

@@ -111,7 +111,7 @@ MAX_MINUTES = 7 * 24 * 60
 @operation(
     "counts per minute over the last `minutes` (1-10080, default 60), of every process: "
     "snapshot requests by result and by bot, captures by outcome, render times by bucket; "
-    "and this process's most recent bot requests, newest first",
+    "and the most recent bot requests of every process, newest first",
     params=[
         param("minutes", "query", f"how far back, 1-{MAX_MINUTES}", {"type": "integer"}),
     ],
@@ -138,6 +138,6 @@ async def stats(request: Request) -> Response:
             "to": now * 60,
             "render_buckets": [*(f"{b:g}" for b in RENDER_BUCKETS), "inf"],
             "rows": [[m * 60, site, name, value] for m, site, name, value in rows],
-            "recent": minutes.recent_requests(),
+            "recent": await minutes.recent_requests(ctx.store),
         }
     )

@@ -295,3 +295,13 @@ class Store(Protocol):
     async def clear_site(self, name: str, *, remove: bool = False) -> int:
         """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""
         ...
+
+    async def add_recent(
+        self, rows: Sequence[tuple[float, str, str, str, str, int | None, int]]
+    ) -> None:
+        """Store recent bot requests, keeping the newest of each site (store/counters)."""
+        ...
+
+    async def recent(
+        self, limit: int
+    ) -> list[tuple[float, str, str, str, str, int | None, int]]: ...

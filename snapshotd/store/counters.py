@@ -10,6 +10,9 @@ Invariants:
   batches at once never deadlock);
 - ``counters`` reads every row from a minute on, oldest first;
 - ``prune_counters`` removes the rows before a minute.
+
+The recent bot requests of every process are kept beside them: ``add_recent`` stores a batch
+and keeps the last :data:`RECENT_KEPT` of each site, ``recent`` reads the newest first.
 """
 
 from __future__ import annotations
@@ -19,9 +22,50 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["COUNTERS_TABLE", "CounterRow", "PostgresCounters", "SQLiteCounters"]
+__all__ = [
+    "COUNTERS_TABLE",
+    "POSTGRES_RECENT_TABLE",
+    "RECENT_KEPT",
+    "SQLITE_RECENT_TABLE",
+    "CounterRow",
+    "PostgresCounters",
+    "RecentRow",
+    "SQLiteCounters",
+]
 
 CounterRow = tuple[int, str, str, int]  # minute, site, name, value
+# time, site, bot, path, result, status (None: none sent), milliseconds
+RecentRow = tuple[float, str, str, str, str, int | None, int]
+RECENT_KEPT = 200
+_RECENT_COLUMNS = """
+        time   DOUBLE PRECISION NOT NULL,
+        site   TEXT             NOT NULL,
+        bot    TEXT             NOT NULL,
+        path   TEXT             NOT NULL,
+        result TEXT             NOT NULL,
+        status INTEGER,
+        ms     INTEGER          NOT NULL"""
+SQLITE_RECENT_TABLE = (
+    f"CREATE TABLE recent_requests (id INTEGER PRIMARY KEY,{_RECENT_COLUMNS});"
+    "CREATE INDEX recent_requests_site ON recent_requests (site, id)"
+)
+POSTGRES_RECENT_TABLE = (
+    f"CREATE TABLE recent_requests (id BIGSERIAL PRIMARY KEY,{_RECENT_COLUMNS});"
+    "CREATE INDEX recent_requests_site ON recent_requests (site, id)"
+)
+_ADD_RECENT = (
+    "INSERT INTO recent_requests (time, site, bot, path, result, status, ms) "
+    "VALUES ({0}1, {0}2, {0}3, {0}4, {0}5, {0}6, {0}7)"
+)
+# Of one site, all but the newest RECENT_KEPT.
+_TRIM_RECENT = (
+    "DELETE FROM recent_requests WHERE site = {0}1 AND id <= (SELECT id FROM recent_requests "
+    f"WHERE site = {{0}}1 ORDER BY id DESC LIMIT 1 OFFSET {RECENT_KEPT})"
+)
+_READ_RECENT = (
+    "SELECT time, site, bot, path, result, status, ms FROM recent_requests "
+    "ORDER BY id DESC LIMIT {0}1"
+)
 
 # The same statement upgrades both engines' schemas.
 COUNTERS_TABLE = """
@@ -79,6 +123,26 @@ class SQLiteCounters:
         ) as cursor:
             return [(int(m), s, n, int(v)) for m, s, n, v in await cursor.fetchall()]
 
+    async def add_recent(self, rows: Sequence[RecentRow]) -> None:
+        if not rows:
+            return
+        async with self._lock:
+            wr = self._writer
+            try:
+                await wr.execute("BEGIN IMMEDIATE")
+                await wr.executemany(_ADD_RECENT.format("?"), rows)
+                for site in sorted({row[1] for row in rows}):
+                    await wr.execute(_TRIM_RECENT.format("?"), (site,))
+                await wr.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.OperationalError):  # none left open
+                    await wr.execute("ROLLBACK")
+                raise
+
+    async def recent(self, limit: int) -> list[RecentRow]:
+        async with self._reader.execute(_READ_RECENT.format("?"), (limit,)) as cursor:
+            return [tuple(row) for row in await cursor.fetchall()]  # type: ignore[misc]
+
     async def prune_counters(self, before: int) -> int:
         async with self._lock:
             cursor = await self._writer.execute("DELETE FROM counters WHERE minute < ?", (before,))
@@ -104,6 +168,18 @@ class PostgresCounters:
             since,
         )
         return [(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
+
+    async def add_recent(self, rows: Sequence[RecentRow]) -> None:
+        if not rows:
+            return
+        async with self._db.acquire() as conn, conn.transaction():
+            await conn.executemany(_ADD_RECENT.format("$"), rows)
+            for site in sorted({row[1] for row in rows}):
+                await conn.execute(_TRIM_RECENT.format("$"), site)
+
+    async def recent(self, limit: int) -> list[RecentRow]:
+        rows = await self._db.fetch(_READ_RECENT.format("$"), limit)
+        return [tuple(row) for row in rows]  # type: ignore[misc]
 
     async def prune_counters(self, before: int) -> int:
         done = await self._db.execute("DELETE FROM counters WHERE minute < $1", before)

@@ -4,7 +4,7 @@ lock."""
 
 from __future__ import annotations
 
-from snapshotd.store.counters import COUNTERS_TABLE
+from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.sites import SITES_TABLE
 
 __all__ = ["MIGRATIONS"]
@@ -53,4 +53,5 @@ MIGRATIONS: list[str] = [
     """,
     COUNTERS_TABLE,
     SITES_TABLE,
+    POSTGRES_RECENT_TABLE,
 ]

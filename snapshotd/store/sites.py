@@ -3,8 +3,8 @@ whether its crawl is paused. Every process reads them (:mod:`snapshotd.sites`), 
 created, changed or removed through the API or the command line is seen by all of them
 without a restart.
 
-Removing a site's paths removes their snapshots with them (``ON DELETE CASCADE``) and its
-counters; removing the site removes its row as well. Both are one transaction.
+Removing a site's paths removes their snapshots with them (``ON DELETE CASCADE``), its
+counters and its recent bot requests; removing the site removes its row as well. Both are one transaction.
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ _PUT = (
     "WHERE sites.settings <> excluded.settings"
 )
 # What removing a site's pages deletes, in order (snapshots go with their paths).
-_CLEAR = ("DELETE FROM paths WHERE site = {0}", "DELETE FROM counters WHERE site = {0}")
+_CLEAR = (
+    "DELETE FROM paths WHERE site = {0}",
+    "DELETE FROM counters WHERE site = {0}",
+    "DELETE FROM recent_requests WHERE site = {0}",
+)
 
 
 def _row(r: Any) -> SiteRow:

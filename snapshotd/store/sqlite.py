@@ -19,7 +19,7 @@ import aiosqlite
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
-from snapshotd.store.counters import COUNTERS_TABLE, SQLiteCounters
+from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.sites import SITES_TABLE, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
@@ -75,6 +75,7 @@ MIGRATIONS: list[str] = [
     """,
     COUNTERS_TABLE,
     SITES_TABLE,
+    SQLITE_RECENT_TABLE,
 ]
 
 
