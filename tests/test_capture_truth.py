@@ -1,5 +1,6 @@
-"""Snapshots never lie: a capture that lost a request to its origin is an error, and nothing
-one capture fetched is served to the next from the browser's cache.
+"""Snapshots never lie: a capture that lost a request to its origin is an error, and no
+document or data answer one capture fetched is served to the next from the browser's cache
+(static assets may be, as their origin allows).
 
 Real Chromium, real SQLite, the example SPA (which answers its shell and scripts with
 ``Last-Modified``, so a browser may keep them) as the origin on loopback.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -167,3 +169,48 @@ async def test_no_document_or_data_answer_crosses_from_one_capture_to_the_next(
         asked = counting.hits[before:]
         assert asked.count("/items/7") == 1, (round_, asked)
         assert asked.count("/api/items/7") == 1, (round_, asked)
+
+
+ASSETS_PAGE = """<!doctype html><html><head><title>assets</title>
+<script src="/assets/kept.js"></script><script src="/assets/nostore.js"></script>
+<script src="/assets/revalidated.js"></script></head>
+<body><p id="out">loading</p><script>
+fetch("/assets/data.json").then((r) => r.json()).then((d) => {
+  document.getElementById("out").textContent = d.text + " " + kept + nostore + revalidated;
+  window.onCaptureReady();
+});
+</script></body></html>"""
+
+
+async def test_only_static_assets_cross_from_one_capture_to_the_next(solo) -> None:
+    """The slot keeps its HTTP cache between captures for scripts the origin lets browsers
+    keep; the document and its data come from the origin every time, whatever their
+    headers say, and so do scripts marked no-store or no-cache."""
+    hits: Counter[str] = Counter()
+    year = {"Cache-Control": "max-age=31536000"}
+    answers: dict[str, tuple[str, str, dict[str, str]]] = {
+        "/assets/page": (ASSETS_PAGE, "text/html", year),
+        "/assets/kept.js": ("var kept = 'k';", "text/javascript", year),
+        "/assets/nostore.js": ("var nostore = 'n';", "text/javascript",
+                               {"Cache-Control": "no-store"}),
+        "/assets/revalidated.js": ("var revalidated = 'r';", "text/javascript",
+                                   {"Cache-Control": "no-cache", "ETag": '"r1"'}),
+        "/assets/data.json": ('{"text": "fresh data"}', "application/json", year),
+    }
+
+    async def answer(request: Request) -> Response:
+        hits[request.url.path] += 1
+        body, kind, headers = answers[request.url.path]
+        return Response(body, media_type=kind, headers=headers)
+
+    app = Starlette(routes=[Route(path, answer) for path in answers])
+    with serve_asgi(app) as origin:
+        site = SiteSettings(origin=origin, wait_for_capture_ready=True)
+        for _ in range(3):
+            result = await solo.capture(f"{origin}/assets/page", site)
+            assert result.ok, result
+            assert "fresh data knr" in result.html
+    assert hits["/assets/kept.js"] == 1, hits
+    for path in ("/assets/page", "/assets/data.json", "/assets/nostore.js",
+                 "/assets/revalidated.js"):
+        assert hits[path] == 3, (path, hits)

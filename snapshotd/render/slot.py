@@ -23,8 +23,9 @@ Invariants:
   when it sets them (``BrowserSettings.timeouts``); the adaptive rule's timer horizon, set
   in the context's init script, stays the ``[browser]`` ``javascript_timeout``.
 - A request to the site's own origin that fails at the network level ends the capture as
-  ``origin unreachable: …``: what the page shows was built without it. The wipe clears the
-  context's HTTP cache, so no answer of one capture is served to the next.
+  ``origin unreachable: …``: what the page shows was built without it. Documents and data
+  requests never read the HTTP cache, so no such answer of one capture is served to the
+  next; static assets may be, as their origin's cache headers allow.
 """
 
 from __future__ import annotations
@@ -132,6 +133,24 @@ _CDP_TYPES = {
     "signedexchange": "SignedExchange",
     "cspviolationreport": "CSPViolationReport",
 }
+
+
+# The requests the HTTP cache never answers: documents and data (Fetch filters know no more
+# kinds of these). Scripts, stylesheets, fonts and images may come from it, as the origin's
+# cache headers allow, from one capture to the next.
+NEVER_CACHED = (
+    "Document", "XHR", "Fetch", "EventSource", "Other", "Ping", "Media", "CSPViolationReport",
+)
+
+
+def _bypassing_cache(headers: dict[str, str]) -> list[dict[str, str]]:
+    """A request's headers with ``Cache-Control: no-cache``, which makes Chromium fetch it
+    from the origin whatever its HTTP cache holds."""
+    kept = [
+        {"name": k, "value": v} for k, v in headers.items()
+        if k.lower() not in ("cache-control", "pragma")
+    ]
+    return [*kept, {"name": "Cache-Control", "value": "no-cache"}]
 
 
 class CaptureCrashed(Exception):
@@ -297,7 +316,7 @@ class Slot:
         page.on("crash", lambda _: self._signals.crash("page crashed"))
         page.on("close", lambda _: self._signals.crash("page closed"))
         self._cdp = await context.new_cdp_session(page)
-        await self._block_types(self._cdp)
+        await self._intercept(self._cdp)
         info = await self._cdp.send("Target.getTargetInfo")
         self._context_id = info["targetInfo"].get("browserContextId", "")
         self.usable = True
@@ -318,29 +337,35 @@ class Slot:
 
     # --------------------------------------------------------------- event handlers
 
-    async def _block_types(self, cdp: CDPSession) -> None:
-        """Pause requests of the blocked types only, and fail them; others are never paused."""
-        kinds = sorted({_CDP_TYPES.get(t, t.capitalize()) for t in self.settings.block_resources})
-        if not kinds:
-            return
+    async def _intercept(self, cdp: CDPSession) -> None:
+        """Pause requests of the blocked types, and fail them; pause documents and data
+        requests, and send them on marked to bypass the HTTP cache, so what the slot keeps
+        there between captures serves static assets only. Nothing else is ever paused."""
+        blocked = {_CDP_TYPES.get(t, t.capitalize()) for t in self.settings.block_resources}
 
-        async def fail(event: dict[str, Any]) -> None:
-            self._signals.blocked += 1
+        async def answer(event: dict[str, Any]) -> None:
+            request = {"requestId": event["requestId"]}
             with contextlib.suppress(PlaywrightError):
-                await cdp.send(
-                    "Fetch.failRequest",
-                    {"requestId": event["requestId"], "errorReason": "BlockedByClient"},
-                )
+                if event.get("resourceType") in blocked:
+                    self._signals.blocked += 1
+                    await cdp.send(
+                        "Fetch.failRequest", {**request, "errorReason": "BlockedByClient"}
+                    )
+                else:
+                    await cdp.send(
+                        "Fetch.continueRequest",
+                        {**request, "headers": _bypassing_cache(event["request"]["headers"])},
+                    )
 
         def on_paused(event: dict[str, Any]) -> None:
-            task = asyncio.ensure_future(fail(event))
+            task = asyncio.ensure_future(answer(event))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         cdp.on("Fetch.requestPaused", on_paused)
-        patterns = [
-            {"urlPattern": "*", "resourceType": k, "requestStage": "Request"} for k in kinds
-        ]
+        kinds = blocked | set(NEVER_CACHED)
+        patterns = [{"urlPattern": "*", "resourceType": k, "requestStage": "Request"} for k in
+                    sorted(kinds)]
         await cdp.send("Fetch.enable", {"patterns": patterns})
 
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
@@ -591,9 +616,6 @@ class Slot:
                 # One concurrent round: the blank page has no script left to race with.
                 clears: list[Awaitable[Any]] = [
                     context.clear_cookies(),
-                    # The context's HTTP cache (memory and disk): no answer of this capture,
-                    # a document, its data or a script, is served to the next one.
-                    cdp.send("Network.clearBrowserCache"),
                     self._reset_history(cdp),
                     page.evaluate("() => { window.name = ''; }"),
                 ]
