@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 __all__ = [
@@ -93,6 +93,22 @@ def _merged(rows: Sequence[CounterRow]) -> list[CounterRow]:
     return [(*key, value) for key, value in sorted(sums.items())]
 
 
+@contextlib.asynccontextmanager
+async def sqlite_transaction(store: Any) -> AsyncIterator[Any]:
+    """The SQLite store's writer, under its lock, in one ``BEGIN IMMEDIATE`` transaction that
+    is committed, or rolled back on any error (none is left open)."""
+    async with store._lock:
+        wr = store._writer
+        try:
+            await wr.execute("BEGIN IMMEDIATE")
+            yield wr
+            await wr.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.OperationalError):
+                await wr.execute("ROLLBACK")
+            raise
+
+
 class SQLiteCounters:
     """The counters of :class:`~snapshotd.store.sqlite.SQLiteStore`."""
 
@@ -104,16 +120,8 @@ class SQLiteCounters:
         rows = _merged(rows)
         if not rows:
             return
-        async with self._lock:
-            wr = self._writer
-            try:
-                await wr.execute("BEGIN IMMEDIATE")
-                await wr.executemany(_ADD.format("?, ?, ?, ?"), rows)
-                await wr.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.OperationalError):  # none left open
-                    await wr.execute("ROLLBACK")
-                raise
+        async with sqlite_transaction(self) as wr:
+            await wr.executemany(_ADD.format("?, ?, ?, ?"), rows)
 
     async def counters(self, since: int) -> list[CounterRow]:
         async with self._reader.execute(
@@ -126,18 +134,10 @@ class SQLiteCounters:
     async def add_recent(self, rows: Sequence[RecentRow]) -> None:
         if not rows:
             return
-        async with self._lock:
-            wr = self._writer
-            try:
-                await wr.execute("BEGIN IMMEDIATE")
-                await wr.executemany(_ADD_RECENT.format("?"), rows)
-                for site in sorted({row[1] for row in rows}):
-                    await wr.execute(_TRIM_RECENT.format("?"), (site,))
-                await wr.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.OperationalError):  # none left open
-                    await wr.execute("ROLLBACK")
-                raise
+        async with sqlite_transaction(self) as wr:
+            await wr.executemany(_ADD_RECENT.format("?"), rows)
+            for site in sorted({row[1] for row in rows}):
+                await wr.execute(_TRIM_RECENT.format("?"), (site,))
 
     async def recent(self, limit: int) -> list[RecentRow]:
         async with self._reader.execute(_READ_RECENT.format("?"), (limit,)) as cursor:

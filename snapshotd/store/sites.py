@@ -4,16 +4,16 @@ created, changed or removed through the API or the command line is seen by all o
 without a restart.
 
 Removing a site's paths removes their snapshots with them (``ON DELETE CASCADE``), its
-counters and its recent bot requests; removing the site removes its row as well. Both are one transaction.
+counters and its recent bot requests; removing the site removes its row as well. Both are
+one transaction.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from typing import Any
 
 from snapshotd.store.base import SiteRow
+from snapshotd.store.counters import sqlite_transaction
 
 __all__ = ["SITES_TABLE", "PostgresSites", "SQLiteSites"]
 
@@ -50,26 +50,13 @@ def _row(r: Any) -> SiteRow:
 class SQLiteSites:
     """The sites of :class:`~snapshotd.store.sqlite.SQLiteStore`."""
 
-    _lock: Any
-    _writer: Any
     _reader: Any
     clock: Any
 
     async def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> list[int]:
-        async with self._lock:
-            wr = self._writer
-            try:
-                await wr.execute("BEGIN IMMEDIATE")
-                counts = []
-                for sql, args in statements:
-                    cursor = await wr.execute(sql, args)
-                    counts.append(int(cursor.rowcount or 0))
-                await wr.execute("COMMIT")
-                return counts
-            except BaseException:
-                with contextlib.suppress(sqlite3.OperationalError):  # none left open
-                    await wr.execute("ROLLBACK")
-                raise
+        """Run ``statements`` in one transaction; how many rows each changed."""
+        async with sqlite_transaction(self) as wr:
+            return [int((await wr.execute(sql, args)).rowcount or 0) for sql, args in statements]
 
     async def list_sites(self) -> list[SiteRow]:
         async with self._reader.execute(
