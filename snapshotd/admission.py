@@ -206,6 +206,8 @@ def decide(
     if source == "api":
         return Decision("capture", path, priority=priority, force=force)
     if crawling:
+        if source != "seed" and not site.crawls(path):
+            return Decision("refused", path, reason="url_crawl_pattern")
         if site.obey_robots and not (yield RobotsAllow(path)):
             return Decision("refused", path, reason="robots.txt")
         if site.max_hops >= 0 and hops > site.max_hops:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
+from snapshotd.patterns import PatternError, check_regex, url_matches
 from snapshotd.urls import (
     TRACKING_WORD,
     BadRequest,
@@ -118,6 +119,9 @@ class SiteSettings:
     bots_add: tuple[str, ...] = ()
     bots_remove: tuple[str, ...] = ()
     bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
+    # Which discovered URLs are crawled (Crawlbot's urlCrawlPattern / urlCrawlRegEx).
+    url_crawl_pattern: str = ""
+    url_crawl_regex: str = ""
     # -1 (unset): the [browser] value (BrowserSettings.timeouts).
     javascript_timeout: float = -1.0
     render_timeout: float = -1.0
@@ -125,6 +129,13 @@ class SiteSettings:
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
         return self.origin.rstrip("/") + path
+
+    def crawls(self, path: str) -> bool:
+        """Whether a discovered path is one to crawl (``url_crawl_pattern`` and ``_regex``,
+        matched against its whole URL)."""
+        if not (self.url_crawl_pattern or self.url_crawl_regex):
+            return True
+        return url_matches(self.url_for(path), self.url_crawl_pattern, self.url_crawl_regex)
 
     def is_ignored(self, path: str) -> bool:
         return bool(self.ignore) and any(f and f in path for f in self.ignore)
@@ -385,6 +396,11 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}.max_pages: must be at least 1")
     if values.get("new_paths_per_minute", 1) < 1:
         raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
+    if values.get("url_crawl_regex"):
+        try:
+            check_regex(values["url_crawl_regex"])
+        except PatternError as exc:
+            raise ConfigError(f"{where}.url_crawl_regex: {exc}") from None
     if "render_timeout" in values and values["render_timeout"] <= 0:
         raise ConfigError(f"{where}.render_timeout: must be positive")
     if values.get("readiness", "adaptive") not in READINESS:

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from snapshotd.api import console, paths, render, sitemap, sites, status
+from snapshotd.api import console, crawlbot, paths, render, sitemap, sites, status
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error
 from snapshotd.api.inputs import MAX_BODY
@@ -74,6 +74,8 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
+    Route(f"{crawlbot.V3}/crawl", crawlbot.crawl, methods=["GET", "POST"]),
+    Route(f"{crawlbot.V3}/crawl/data", crawlbot.crawl_data, methods=["GET"]),
     Route(f"{PREFIX}/console", console.console_page),
     Route(f"{PREFIX}/console/{{file}}", console.console_file),
 )

@@ -1,7 +1,9 @@
 """The token check in front of every API route: :class:`TokenAuth`, an ASGI middleware.
 
 Invariants:
-- every route but ``healthz`` and the console's static files passes the token check first, so
+- every route but ``healthz``, the console's static files and Crawlbot's endpoints (which
+  check the same tokens themselves, the token being an argument there) passes the token
+  check first, so
   nothing about the store (not even which sites exist) is told to a client without a valid
   token, whatever address it comes from; with no tokens, every such request is refused (the
   application hands in the token drawn at start when none is configured);
@@ -26,6 +28,9 @@ log = logging.getLogger("snapshotd.api")
 
 # Paths that hold no data: reachable without a token.
 OPEN_PATHS = frozenset({PREFIX + "/healthz", PREFIX + "/console"})
+# Crawlbot's endpoints take the token as an argument, maybe in the body: they check it
+# themselves (api/crawlbot.py), with the same tokens and comparison.
+SELF_CHECKED = PREFIX + "/v3/"
 
 
 def token_from(scope: Scope, *, prerender: bool) -> str | None:
@@ -62,7 +67,7 @@ class TokenAuth:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if path in OPEN_PATHS or (
+        if path in OPEN_PATHS or path.startswith(SELF_CHECKED) or (
             path.startswith(PREFIX + "/console/")
             and path.removeprefix(PREFIX + "/console/") in CONSOLE_FILES
         ):

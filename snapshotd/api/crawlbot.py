@@ -1,0 +1,337 @@
+"""A Crawlbot-compatible endpoint (SPEC 7.2): a crawl job is a site, its name the job's name,
+so scripts written for Diffbot's Crawlbot work with the host changed.
+
+``/_snapshotd/v3/crawl`` takes its arguments from the query, a form or a JSON body (GET and
+POST alike, as Crawlbot does), the token as a ``token`` argument or a Bearer header; it
+checks the token itself, since it may be in the body. An argument snapshotd does not carry
+out is refused by name with 400, never ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from snapshotd.api.auth import token_from, token_matches
+from snapshotd.api.base import PREFIX, ApiError, context
+from snapshotd.api.inputs import read_body, record_json
+from snapshotd.api.openapi import AUTH_ERRORS, operation
+from snapshotd.api.sites import site_from_body
+from snapshotd.config import SiteSettings, site_to_mapping
+from snapshotd.rewrite import RulesError
+from snapshotd.store.base import PRIORITY_EXPIRED
+
+__all__ = ["JOB_STATUS", "crawl", "crawl_data"]
+
+V3 = PREFIX + "/v3"
+
+# Crawlbot's job status codes and messages.
+JOB_STATUS = {
+    0: "Job is initializing",
+    1: "Job has reached maxRounds limit",
+    2: "Job has reached maxToCrawl limit",
+    3: "Job has reached maxToProcess limit",
+    4: "Next round to start in {} seconds",
+    5: "No URLs were added to the crawl",
+    6: "Job paused",
+    7: "Job in progress",
+    8: "All crawling temporarily paused by root administrator for maintenance",
+    9: "Job has completed and no repeat is scheduled",
+    10: "Failed to crawl any seed",
+}
+# Crawlbot argument -> site setting, and how its text is read.
+SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "maxHops": ("max_hops", int),
+    "maxToCrawl": ("max_pages", int),
+    "obeyRobots": ("obey_robots", lambda v: v not in ("0", "false", False, 0)),
+    "useCanonical": ("use_canonical", lambda v: v not in ("0", "false", False, 0)),
+    "crawlDelay": ("crawl_delay", float),
+    "urlCrawlPattern": ("url_crawl_pattern", str),
+    "urlCrawlRegEx": ("url_crawl_regex", str),
+}
+CONTROLS = ("pause", "restart", "delete", "roundStart")
+NOT_YET = (
+    "urlProcessPattern", "urlProcessRegEx", "pageProcessPattern", "customHeaders",
+    "restrictDomain", "maxToProcess", "maxToCrawlPerSubdomain", "maxToProcessPerSubdomain",
+    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds", "notifyWebhook",
+    "notifyEmail",
+)
+# A just-created job with no path yet is initializing for this long, then has "no URLs".
+INITIALIZING_SECONDS = 30.0
+
+
+async def _arguments(request: Request) -> dict[str, Any]:
+    """Query, then form or JSON body, arguments (the body's win)."""
+    args: dict[str, Any] = dict(request.query_params)
+    if request.method == "POST":
+        body = await read_body(request)
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "application/json" and body.strip():
+            try:
+                parsed = json.loads(body)
+            except ValueError:
+                raise ApiError(400, "the body is not JSON", "body") from None
+            if not isinstance(parsed, dict):
+                raise ApiError(400, "the body must be a JSON object", "body")
+            args.update(parsed)
+        elif body.strip():
+            try:
+                args.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+            except UnicodeDecodeError:
+                raise ApiError(400, "the body is not UTF-8 form data", "body") from None
+    return args
+
+
+def _authorize(request: Request, args: dict[str, Any]) -> None:
+    ctx = context(request)
+    tokens = ctx.settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
+    given = token_from(request.scope, prerender=False) or args.get("token")
+    if not isinstance(given, str) or not given or not token_matches(given, tokens):
+        raise ApiError(401, "a valid token is required (token argument or Bearer)", "token")
+
+
+def _flag(args: dict[str, Any], name: str) -> bool | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if str(value) not in ("0", "1"):
+        raise ApiError(400, f"{name} must be 0 or 1", name)
+    return str(value) == "1"
+
+
+def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
+    """The job's site as the arguments change it; None when they change nothing."""
+    site = ctx.sites.site(name)
+    changes: dict[str, Any] = {}
+    if "seeds" in args:
+        seeds = str(args["seeds"]).split()
+        if not seeds:
+            raise ApiError(400, "seeds: give at least one URL", "seeds")
+        first = urlsplit(seeds[0])
+        origin = site.origin if site else f"{first.scheme}://{first.netloc}"
+        paths = []
+        for seed in seeds:
+            parts = urlsplit(seed)
+            if f"{parts.scheme}://{parts.netloc}" != origin:
+                raise ApiError(400, f"seeds: {seed} is not on the job's origin {origin}", "seeds")
+            paths.append((parts.path or "/") + ("?" + parts.query if parts.query else ""))
+        changes.update(origin=origin, seeds=paths)
+    for arg, (key, read) in SETTINGS.items():
+        if arg in args:
+            try:
+                changes[key] = read(args[arg])
+            except ValueError:
+                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+    if not changes:
+        return None
+    if site is None and "origin" not in changes:
+        raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
+    base = site_to_mapping(site) if site else {}
+    return site_from_body(name, {**base, **changes})
+
+
+@operation(
+    "Crawlbot-compatible crawl jobs (SPEC 7.2): with name and seeds (and Crawlbot's settings) "
+    "create or change a job, with pause, restart, delete or roundStart control it; answers "
+    '{"jobs": [...]} with Crawlbot\'s fields. Arguments in the query, a form or JSON',
+    responses={"200": '{"jobs": [...]}', "400": "a bad or unsupported argument", **AUTH_ERRORS},
+)
+async def crawl(request: Request) -> Response:
+    args = await _arguments(request)
+    _authorize(request, args)
+    if "apiUrl" in args:
+        raise ApiError(
+            400, "apiUrl: not applicable: snapshotd keeps each page's rendered HTML to serve "
+            "to bots, it does not extract pages with an API", "apiUrl"
+        )
+    for name in NOT_YET:
+        if name in args:
+            raise ApiError(400, f"{name}: not supported by snapshotd", name)
+    ctx = context(request)
+    if args.get("name") is None:
+        if request.method == "POST":
+            raise ApiError(400, "name: give the job's name", "name")
+        return JSONResponse({"jobs": [await job_json(request, s) for s in ctx.sites.sites]})
+    name = str(args["name"])
+    site = _site_for(ctx, name, args)
+    response = "Successfully added urls for spidering." if site else ""
+    if site is not None:
+        try:
+            await ctx.sites.put(site)
+        except RulesError as exc:
+            raise ApiError(400, str(exc), "rules") from None
+    if ctx.sites.site(name) is None:
+        raise ApiError(404, f"no job is named {name!r}", "name")
+    if _flag(args, "delete"):
+        await ctx.sites.delete(name)
+        return JSONResponse({"response": "Successfully deleted job."})
+    if _flag(args, "restart"):
+        await ctx.sites.restart(name)
+        await _round_started(request, name)
+        response = "Successfully restarted job."
+    if (pause := _flag(args, "pause")) is not None:
+        await ctx.sites.set_paused(name, pause)
+        response = "Successfully paused job." if pause else "Successfully resumed job."
+    if _flag(args, "roundStart"):
+        n = await _new_round(request, name)
+        response = f"Successfully started a new round: {n} pages queued again."
+    job = await job_json(request, ctx.sites.site(name))  # type: ignore[arg-type]
+    return JSONResponse({"response": response, "jobs": [job]} if response else {"jobs": [job]})
+
+
+async def _round_started(request: Request, name: str) -> None:
+    await context(request).store.set_meta(f"round:{name}", str(time.time()))
+
+
+async def _new_round(request: Request, name: str) -> int:
+    """Every captured page of the job pending again (lowest priority), as a new round."""
+    ctx = context(request)
+    paths = [(r.path, r.hops) async for r in ctx.store.iter_paths(name)
+             if r.state in ("processed", "error")]
+    await _round_started(request, name)
+    if paths:
+        await ctx.store.enqueue_many(name, paths, PRIORITY_EXPIRED, force=True)
+        if ctx.crawler is not None:
+            ctx.crawler.wake()
+    return len(paths)
+
+
+async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
+    """A job as Crawlbot describes one, counted from the store."""
+    ctx = context(request)
+    now = time.time()
+    counts = (await ctx.store.counts()).get(site.name, {})
+    total = sum(counts.values())
+    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
+    created = ctx.sites.created.get(site.name, now)
+    started = float(await ctx.store.get_meta(f"round:{site.name}") or created)
+    attempts = successes = attempts_round = successes_round = 0
+    for minute, name, counter, value in await ctx.store.counters(int(created // 60)):
+        if name != site.name or not counter.startswith("capture:"):
+            continue
+        ok = counter in ("capture:ok", "capture:duplicate")
+        attempts += value
+        successes += value * ok
+        if minute * 60 >= started // 60 * 60:
+            attempts_round += value
+            successes_round += value * ok
+    status = _status(ctx, site, counts, total, created, now)
+    newest, _ = await ctx.store.list_paths(site.name, state="processed", limit=1)
+    done = status in (2, 9, 10)
+    base = str(request.base_url).rstrip("/") + f"{V3}/crawl/data?name={site.name}"
+    return {
+        "name": site.name,
+        "type": "crawl",
+        "jobCreationTimeUTC": int(created),
+        "jobCompletionTimeUTC": int(newest[0].captured_at or 0) if done and newest else 0,
+        "jobStatus": {"status": status, "message": JOB_STATUS[status]},
+        "sentJobDoneNotification": 0,
+        "objectsFound": counts.get("processed", 0),
+        "urlsHarvested": total,
+        "pageCrawlAttempts": attempts,
+        "pageCrawlSuccesses": successes,
+        "pageCrawlSuccessesThisRound": successes_round,
+        "pageProcessAttempts": attempts,
+        "pageProcessSuccesses": successes,
+        "pageProcessSuccessesThisRound": successes_round,
+        "roundsCompleted": int(done),
+        "roundStartTime": int(started),
+        "currentTime": int(now),
+        "currentTimeUTC": int(now),
+        "maxRounds": 0,
+        "repeat": 0,
+        "seeds": " ".join(site.url_for(p) for p in site.seeds),
+        "maxHops": site.max_hops,
+        "maxToCrawl": site.max_pages,
+        "obeyRobots": int(site.obey_robots),
+        "useCanonical": int(site.use_canonical),
+        "crawlDelay": site.crawl_delay,
+        "urlCrawlPattern": site.url_crawl_pattern,
+        "urlCrawlRegEx": site.url_crawl_regex,
+        "downloadJson": base + "&format=json",
+        "downloadUrls": base + "&type=urls&format=csv",
+    }
+
+
+def _status(
+    ctx: Any, site: SiteSettings, counts: dict[str, int], total: int, created: float, now: float
+) -> int:
+    if ctx.sites.is_paused(site.name):
+        return 6
+    if counts.get("pending", 0) or counts.get("processing", 0):
+        return 7
+    if total == 0:
+        return 0 if now - created < INITIALIZING_SECONDS else 5
+    if total >= site.max_pages:
+        return 2
+    if not counts.get("processed", 0):
+        return 10
+    return 9
+
+
+@operation(
+    "a job's processed pages (format=json|csv: url, path, status, capture time, title, "
+    "canonical; html=1 adds the HTML), or with type=urls its URL report; num=N: the N most "
+    "recently captured",
+    responses={"200": "JSON or CSV", "400": "a bad argument", **AUTH_ERRORS},
+)
+async def crawl_data(request: Request) -> Response:
+    args = await _arguments(request)
+    _authorize(request, args)
+    ctx = context(request)
+    if not args.get("name"):
+        raise ApiError(400, "name: give the job's name", "name")
+    site = ctx.sites.site(str(args["name"]))
+    if site is None:
+        raise ApiError(404, f"no job is named {args.get('name')!r}", "name")
+    fmt = str(args.get("format", "json"))
+    if fmt not in ("json", "csv"):
+        raise ApiError(400, "format must be json or csv", "format")
+    num = args.get("num")
+    if num is not None and not str(num).isdigit():
+        raise ApiError(400, "num must be a whole number", "num")
+    records = [r async for r in ctx.store.iter_paths(site.name)]
+    if args.get("type") != "urls":
+        records = [r for r in records if r.state == "processed"]
+    if num is not None:
+        records = sorted(records, key=lambda r: r.captured_at or 0, reverse=True)[: int(num)]
+    if args.get("type") == "urls":
+        rows = [{"url": site.url_for(r.path), **record_json(r)} for r in records]
+    else:
+        rows = [await _page(ctx, site, r, str(args.get("html")) == "1") for r in records]
+    if fmt == "json":
+        return JSONResponse(rows)
+    out = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
+
+
+async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[str, Any]:
+    snapshot = await ctx.store.get_snapshot(site.name, record.path)
+    text = snapshot.html if snapshot is not None else ""
+    tree = LexborHTMLParser(text)
+    title = tree.css_first("title")
+    canonical = tree.css_first('link[rel="canonical"]')
+    row = {
+        "pageUrl": site.url_for(record.path),
+        "path": record.path,
+        "status": record.status,
+        "captured_at": record_json(record)["captured_at"],
+        "title": title.text(strip=True) if title else "",
+        "canonical": (canonical.attributes.get("href") or "") if canonical else "",
+    }
+    if html:
+        row["html"] = text
+    return row
