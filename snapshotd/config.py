@@ -122,6 +122,8 @@ class SiteSettings:
     # Which discovered URLs are crawled (Crawlbot's urlCrawlPattern / urlCrawlRegEx).
     url_crawl_pattern: str = ""
     url_crawl_regex: str = ""
+    # Called with the job's JSON when its crawl ends (Crawlbot's notifyWebhook).
+    notify_webhook: str = ""
     # -1 (unset): the [browser] value (BrowserSettings.timeouts).
     javascript_timeout: float = -1.0
     render_timeout: float = -1.0
@@ -187,6 +189,8 @@ class Settings:
     workers: int = field(default_factory=default_workers)
     api_tokens: tuple[str, ...] = ()
     miss_wait: float = 10.0
+    # Lets webhooks reach private and loopback addresses (the operator's own network).
+    notify_private: bool = False
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -235,6 +239,7 @@ _SERVER_KINDS = {
     "api_tokens": "list",
     "miss_wait": "float",
     "workers": "int",
+    "notify_private": "bool",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "bots_add",
@@ -396,6 +401,9 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}.max_pages: must be at least 1")
     if values.get("new_paths_per_minute", 1) < 1:
         raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
+    hook = values.get("notify_webhook")
+    if hook and (urlsplit(hook).scheme not in ("http", "https") or not urlsplit(hook).hostname):
+        raise ConfigError(f"{where}.notify_webhook: expected an http(s) URL, got {hook!r}")
     if values.get("url_crawl_regex"):
         try:
             check_regex(values["url_crawl_regex"])

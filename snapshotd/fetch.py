@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpcore
 import httpx
@@ -176,6 +177,20 @@ class Fetcher:
             yield response
         finally:
             await response.aclose()
+
+    async def post_json(
+        self, url: str, body: Any, *, origin: str, headers: Mapping[str, str] | None = None
+    ) -> httpx.Response:
+        """``POST url`` with a JSON body, judged as a request of the site at ``origin`` (""
+        for none: only public addresses); redirects are not followed. Raises
+        ``httpx.HTTPError`` (:class:`Refused` for what the policy refuses)."""
+        reason = check_hop(url, origin)
+        if reason is not None:
+            raise Refused(f"refused: {reason}")
+        try:
+            return await self._client(origin).post(url, json=body, headers=headers)
+        except httpx.InvalidURL as exc:
+            raise httpx.RequestError(f"invalid URL {url[:200]!r}: {exc}") from None
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -39,6 +39,7 @@ from snapshotd.config import Settings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.hostlock import HostLock
 from snapshotd.metrics import Metrics
+from snapshotd.notify import Notifier
 from snapshotd.proxy import Proxy
 from snapshotd.render import BrowserPool
 from snapshotd.render.base import Renderer
@@ -174,6 +175,7 @@ def build_services(
             Crawler(
                 sites, store, capture, metrics=metrics, once=once, seeds=seeds,
                 follow_others=crawler_lock is not None,
+                notifier=Notifier(settings, store, sites),
             )
             if crawler
             else None

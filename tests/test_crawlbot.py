@@ -3,11 +3,16 @@ real crawls (real Chromium, real SQLite, the crawl test site on loopback)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from snapshotd.app import create_app
 from snapshotd.config import BrowserSettings, Settings
@@ -97,10 +102,10 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
             "token": TOKEN, "name": "x", "seeds": origin + "/", "apiUrl": "http://x/v3/article",
         })
         assert api_url.status_code == 400 and "not applicable" in api_url.json()["error"]
-        hook = client.post("/_snapshotd/v3/crawl", data={
-            "token": TOKEN, "name": "x", "seeds": origin + "/", "notifyWebhook": "http://x/",
+        email = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "notifyEmail": "a@b.test",
         })
-        assert hook.status_code == 400 and hook.json()["field"] == "notifyWebhook"
+        assert email.status_code == 400 and email.json()["field"] == "notifyEmail"
         assert client.get("/_snapshotd/v3/crawl", params={"token": TOKEN}).json() == {"jobs": []}
 
         # A job from a form, as Crawlbot's own examples send it; /deep/ is never crawled.
@@ -173,3 +178,65 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         names = [j["name"] for j in client.get(
             "/_snapshotd/v3/crawl", params={"token": TOKEN}).json()["jobs"]]
         assert names == ["dead", "shop"]
+
+
+class Receiver:
+    """A loopback webhook receiver that records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, str], dict]] = []  # type: ignore[type-arg]
+
+        async def hook(request: Request) -> Response:
+            self.calls.append((dict(request.headers), await request.json()))
+            return Response("ok")
+
+        self.app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+
+
+def run_job_with_webhook(tmp_path, *, allow_private: bool, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+    browser = BrowserSettings(
+        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
+    )
+    settings = Settings(db=str(tmp_path / f"hook-{allow_private}.db"), api_tokens=(TOKEN,),
+                        browser=browser, notify_private=allow_private)
+    with serve_asgi(Shop().app) as origin, serve_asgi(receiver.app) as hook, serve_asgi(
+        create_app(settings)
+    ) as base, httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
+        created = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "shop", "seeds": origin + "/", "maxToCrawl": "4",
+            "notifyWebhook": hook + "/hook",
+        })
+        assert created.status_code == 200, created.text
+        wait_status(client, "shop", 2, [])
+        # The crawler's maintenance (every 10 s) notices the end.
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and not receiver.calls:
+            time.sleep(0.2)
+        if allow_private:
+            assert job(client, "shop")["sentJobDoneNotification"] == 1
+        time.sleep(11)  # one more maintenance: still one call for this round
+
+
+@pytest.mark.browser
+def test_the_webhook_gets_the_job_when_it_ends_once_a_round(tmp_path) -> None:
+    receiver = Receiver()
+    run_job_with_webhook(tmp_path, allow_private=True, receiver=receiver)
+    assert len(receiver.calls) == 1, receiver.calls
+    headers, body = receiver.calls[0]
+    assert headers["x-crawl-name"] == "shop"
+    assert headers["x-crawl-status"] == "Job has reached maxToCrawl limit"
+    assert headers["content-type"] == "application/json"
+    assert body["name"] == "shop" and body["jobStatus"]["status"] == 2
+    assert body["sentJobDoneNotification"] == 1 and body["urlsHarvested"] == 4
+
+
+@pytest.mark.browser
+def test_a_webhook_to_a_loopback_address_is_refused_unless_the_operator_allows_it(
+    tmp_path, caplog
+) -> None:
+    sentinel = Receiver()
+    with caplog.at_level(logging.WARNING, logger="snapshotd.notify"):
+        run_job_with_webhook(tmp_path, allow_private=False, receiver=sentinel)
+    assert sentinel.calls == []
+    assert "webhook not called site=shop" in caplog.text
+    assert "refused: loopback" in caplog.text, caplog.text

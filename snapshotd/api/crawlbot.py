@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -22,32 +21,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
-from snapshotd.api.base import PREFIX, ApiError, context
+from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
+from snapshotd.jobs import V3, describe_job, set_round_start
 from snapshotd.rewrite import RulesError
 from snapshotd.store.base import PRIORITY_EXPIRED
 
-__all__ = ["JOB_STATUS", "crawl", "crawl_data"]
+__all__ = ["V3", "crawl", "crawl_data"]
 
-V3 = PREFIX + "/v3"
 
-# Crawlbot's job status codes and messages.
-JOB_STATUS = {
-    0: "Job is initializing",
-    1: "Job has reached maxRounds limit",
-    2: "Job has reached maxToCrawl limit",
-    3: "Job has reached maxToProcess limit",
-    4: "Next round to start in {} seconds",
-    5: "No URLs were added to the crawl",
-    6: "Job paused",
-    7: "Job in progress",
-    8: "All crawling temporarily paused by root administrator for maintenance",
-    9: "Job has completed and no repeat is scheduled",
-    10: "Failed to crawl any seed",
-}
 # Crawlbot argument -> site setting, and how its text is read.
 SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxHops": ("max_hops", int),
@@ -57,16 +42,14 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "crawlDelay": ("crawl_delay", float),
     "urlCrawlPattern": ("url_crawl_pattern", str),
     "urlCrawlRegEx": ("url_crawl_regex", str),
+    "notifyWebhook": ("notify_webhook", str),
 }
 CONTROLS = ("pause", "restart", "delete", "roundStart")
 NOT_YET = (
     "urlProcessPattern", "urlProcessRegEx", "pageProcessPattern", "customHeaders",
     "restrictDomain", "maxToProcess", "maxToCrawlPerSubdomain", "maxToProcessPerSubdomain",
-    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds", "notifyWebhook",
-    "notifyEmail",
+    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds", "notifyEmail",
 )
-# A just-created job with no path yet is initializing for this long, then has "no URLs".
-INITIALIZING_SECONDS = 30.0
 
 
 async def _arguments(request: Request) -> dict[str, Any]:
@@ -176,7 +159,7 @@ async def crawl(request: Request) -> Response:
         return JSONResponse({"response": "Successfully deleted job."})
     if _flag(args, "restart"):
         await ctx.sites.restart(name)
-        await _round_started(request, name)
+        await set_round_start(context(request).store, name)
         response = "Successfully restarted job."
     if (pause := _flag(args, "pause")) is not None:
         await ctx.sites.set_paused(name, pause)
@@ -188,16 +171,12 @@ async def crawl(request: Request) -> Response:
     return JSONResponse({"response": response, "jobs": [job]} if response else {"jobs": [job]})
 
 
-async def _round_started(request: Request, name: str) -> None:
-    await context(request).store.set_meta(f"round:{name}", str(time.time()))
-
-
 async def _new_round(request: Request, name: str) -> int:
     """Every captured page of the job pending again (lowest priority), as a new round."""
     ctx = context(request)
     paths = [(r.path, r.hops) async for r in ctx.store.iter_paths(name)
              if r.state in ("processed", "error")]
-    await _round_started(request, name)
+    await set_round_start(context(request).store, name)
     if paths:
         await ctx.store.enqueue_many(name, paths, PRIORITY_EXPIRED, force=True)
         if ctx.crawler is not None:
@@ -206,76 +185,9 @@ async def _new_round(request: Request, name: str) -> int:
 
 
 async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
-    """A job as Crawlbot describes one, counted from the store."""
     ctx = context(request)
-    now = time.time()
-    counts = (await ctx.store.counts()).get(site.name, {})
-    total = sum(counts.values())
     await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
-    created = ctx.sites.created.get(site.name, now)
-    started = float(await ctx.store.get_meta(f"round:{site.name}") or created)
-    attempts = successes = attempts_round = successes_round = 0
-    for minute, name, counter, value in await ctx.store.counters(int(created // 60)):
-        if name != site.name or not counter.startswith("capture:"):
-            continue
-        ok = counter in ("capture:ok", "capture:duplicate")
-        attempts += value
-        successes += value * ok
-        if minute * 60 >= started // 60 * 60:
-            attempts_round += value
-            successes_round += value * ok
-    status = _status(ctx, site, counts, total, created, now)
-    newest, _ = await ctx.store.list_paths(site.name, state="processed", limit=1)
-    done = status in (2, 9, 10)
-    base = str(request.base_url).rstrip("/") + f"{V3}/crawl/data?name={site.name}"
-    return {
-        "name": site.name,
-        "type": "crawl",
-        "jobCreationTimeUTC": int(created),
-        "jobCompletionTimeUTC": int(newest[0].captured_at or 0) if done and newest else 0,
-        "jobStatus": {"status": status, "message": JOB_STATUS[status]},
-        "sentJobDoneNotification": 0,
-        "objectsFound": counts.get("processed", 0),
-        "urlsHarvested": total,
-        "pageCrawlAttempts": attempts,
-        "pageCrawlSuccesses": successes,
-        "pageCrawlSuccessesThisRound": successes_round,
-        "pageProcessAttempts": attempts,
-        "pageProcessSuccesses": successes,
-        "pageProcessSuccessesThisRound": successes_round,
-        "roundsCompleted": int(done),
-        "roundStartTime": int(started),
-        "currentTime": int(now),
-        "currentTimeUTC": int(now),
-        "maxRounds": 0,
-        "repeat": 0,
-        "seeds": " ".join(site.url_for(p) for p in site.seeds),
-        "maxHops": site.max_hops,
-        "maxToCrawl": site.max_pages,
-        "obeyRobots": int(site.obey_robots),
-        "useCanonical": int(site.use_canonical),
-        "crawlDelay": site.crawl_delay,
-        "urlCrawlPattern": site.url_crawl_pattern,
-        "urlCrawlRegEx": site.url_crawl_regex,
-        "downloadJson": base + "&format=json",
-        "downloadUrls": base + "&type=urls&format=csv",
-    }
-
-
-def _status(
-    ctx: Any, site: SiteSettings, counts: dict[str, int], total: int, created: float, now: float
-) -> int:
-    if ctx.sites.is_paused(site.name):
-        return 6
-    if counts.get("pending", 0) or counts.get("processing", 0):
-        return 7
-    if total == 0:
-        return 0 if now - created < INITIALIZING_SECONDS else 5
-    if total >= site.max_pages:
-        return 2
-    if not counts.get("processed", 0):
-        return 10
-    return 9
+    return await describe_job(ctx.store, ctx.sites, site, str(request.base_url).rstrip("/"))
 
 
 @operation(

@@ -38,6 +38,7 @@ from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
 from snapshotd.fetch import Fetcher
 from snapshotd.metrics import Metrics
+from snapshotd.notify import Notifier
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PathRecord, Store
 
@@ -96,8 +97,10 @@ class Crawler:
         grace: float = STOP_GRACE,
         maintenance_every: float = MAINTENANCE_SECONDS,
         follow_others: bool = False,
+        notifier: Notifier | None = None,
     ) -> None:
         self.registry = sites
+        self.notifier = notifier
         self.follow_others = follow_others
         self.store = store
         self.capture = capture
@@ -218,6 +221,8 @@ class Crawler:
             if released:
                 log.info("released %d leases on stop", released)
         await self.frontier.close()
+        if self.notifier is not None:
+            await self.notifier.aclose()
 
     async def _main(self) -> None:
         try:
@@ -295,6 +300,8 @@ class Crawler:
         depth = await self.store.queue_depth()
         for priority, n in depth.items():
             self.metrics.queue_depth.labels(str(priority)).set(n)
+        if self.notifier is not None:
+            await self.notifier.check()
 
     async def _requeue_expired(self, site: SiteSettings) -> None:
         # Failed captures come back when their backoff is over even without capture_expired.
