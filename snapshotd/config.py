@@ -124,6 +124,8 @@ class SiteSettings:
     url_crawl_regex: str = ""
     # Called with the job's JSON when its crawl ends (Crawlbot's notifyWebhook).
     notify_webhook: str = ""
+    # Mailed when its crawl ends, through [server] smtp (Crawlbot's notifyEmail).
+    notify_email: str = ""
     # -1 (unset): the [browser] value (BrowserSettings.timeouts).
     javascript_timeout: float = -1.0
     render_timeout: float = -1.0
@@ -191,6 +193,9 @@ class Settings:
     miss_wait: float = 10.0
     # Lets webhooks reach private and loopback addresses (the operator's own network).
     notify_private: bool = False
+    # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
+    smtp: str = ""
+    smtp_from: str = "snapshotd@localhost"
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -240,6 +245,8 @@ _SERVER_KINDS = {
     "miss_wait": "float",
     "workers": "int",
     "notify_private": "bool",
+    "smtp": "str",
+    "smtp_from": "str",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "bots_add",
@@ -404,6 +411,9 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     hook = values.get("notify_webhook")
     if hook and (urlsplit(hook).scheme not in ("http", "https") or not urlsplit(hook).hostname):
         raise ConfigError(f"{where}.notify_webhook: expected an http(s) URL, got {hook!r}")
+    mail = values.get("notify_email")
+    if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
+        raise ConfigError(f"{where}.notify_email: expected one e-mail address, got {mail!r}")
     if values.get("url_crawl_regex"):
         try:
             check_regex(values["url_crawl_regex"])
@@ -505,6 +515,9 @@ def load_settings(
     port = server_values.get("port", 8080)
     if not 0 <= port <= 65535:
         raise ConfigError(f"{where}: server.port {port} is out of range")
+    smtp = server_values.get("smtp")
+    if smtp and (urlsplit(smtp).scheme not in ("smtp", "smtps") or not urlsplit(smtp).hostname):
+        raise ConfigError(f"{where}: server.smtp: expected smtp://host:port, got {smtp!r}")
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")
 

@@ -1,5 +1,6 @@
 """What a crawl job's end sends (SPEC 7.2): a POST to the site's ``notify_webhook`` with the
-job's JSON, Crawlbot's way.
+job's JSON, and a mail to its ``notify_email`` through the configured SMTP server,
+Crawlbot's way.
 
 Invariants:
 - a job's end is notified once a round: the round it ended is recorded in the store before
@@ -8,17 +9,22 @@ Invariants:
 - the webhook's address is judged by the address policy like every fetch the process makes:
   only public addresses, unless ``[server] notify_private`` lets the operator's own private
   or loopback addresses through;
-- a failed call (an error status, a refusal, no answer) is tried again after 1, 4 and 16 s,
-  then given up with one log line.
+- the SMTP server is the operator's own (``[server] smtp``), reached as configured;
+- a failed call or mail (an error status, no answer) is tried again after 1, 4 and 16 s,
+  then given up with one log line; a refused webhook is not tried again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
+import aiosmtplib
 import httpx
 
 from snapshotd.config import Settings, SiteSettings
@@ -57,7 +63,7 @@ class Notifier:
     async def check(self) -> None:
         """Notify every site with a webhook whose job has ended and was not notified."""
         for site in self.sites.sites:
-            if not site.notify_webhook:
+            if not (site.notify_webhook or site.notify_email):
                 continue
             started = await round_start(
                 self.store, site.name, self.sites.created.get(site.name, 0.0)
@@ -69,34 +75,76 @@ class Notifier:
                 continue
             await set_notified(self.store, site.name, started)
             job["sentJobDoneNotification"] = 1
-            task = asyncio.create_task(self._send(site, job), name="notify")
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            sends = [self._call(site, job)] if site.notify_webhook else []
+            if site.notify_email:
+                sends.append(self._mail(site, job))
+            for send in sends:
+                task = asyncio.create_task(send, name="notify")
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
 
-    async def _send(self, site: SiteSettings, job: dict[str, object]) -> None:
-        status = job["jobStatus"]
-        assert isinstance(status, dict)
-        headers = {"X-Crawl-Name": site.name, "X-Crawl-Status": str(status["message"])}
+    async def _retried(self, what: str, site: SiteSettings, attempt: Any) -> None:
+        """``attempt()`` until it answers None (done), with the retry delays; it answers
+        why it failed otherwise. Refused raises out: no retry."""
+        why = ""
+        for delay in (0.0, *self.retries):
+            await asyncio.sleep(delay)
+            why = await attempt()
+            if why is None:
+                return
+        log.warning("%s failed site=%s: %s", what, site.name, why)
+
+    async def _call(self, site: SiteSettings, job: dict[str, Any]) -> None:
+        headers = {"X-Crawl-Name": site.name, "X-Crawl-Status": job["jobStatus"]["message"]}
         url = site.notify_webhook
         parts = urlsplit(url)
         # The webhook's own origin is let through only when the operator allows private ones.
         origin = f"{parts.scheme}://{parts.netloc}" if self.settings.notify_private else ""
-        why = ""
-        for delay in (0.0, *self.retries):
-            await asyncio.sleep(delay)
+
+        async def attempt() -> str | None:
             try:
                 answer = await self.http.post_json(url, job, origin=origin, headers=headers)
-            except Refused as exc:
-                log.warning("webhook not called site=%s url=%s: %s", site.name, url, exc)
-                return
             except httpx.HTTPError as exc:
-                why = describe(exc)
-                continue
-            if answer.is_success:
-                log.info("webhook called site=%s status=%s", site.name, status["status"])
-                return
-            why = f"answered {answer.status_code}"
-        log.warning("webhook failed site=%s url=%s: %s", site.name, url, why)
+                if isinstance(exc, Refused):
+                    raise
+                return describe(exc)
+            return None if answer.is_success else f"answered {answer.status_code}"
+
+        try:
+            await self._retried("webhook", site, attempt)
+        except Refused as exc:
+            log.warning("webhook not called site=%s url=%s: %s", site.name, url, exc)
+            return
+        log.debug("webhook done site=%s", site.name)
+
+    async def _mail(self, site: SiteSettings, job: dict[str, Any]) -> None:
+        smtp = urlsplit(self.settings.smtp)
+        if not smtp.hostname:
+            log.warning("no mail sent site=%s: no [server] smtp in the config", site.name)
+            return
+        message = EmailMessage()
+        message["From"] = self.settings.smtp_from
+        message["To"] = site.notify_email
+        message["Subject"] = f"snapshotd crawl job {site.name}: {job['jobStatus']['message']}"
+        message.set_content(
+            f"The crawl job {site.name} has ended: {job['jobStatus']['message']}.\n"
+            f"Pages kept: {job['objectsFound']}; URLs found: {job['urlsHarvested']}.\n\n"
+            + json.dumps(job, indent=2)
+        )
+
+        async def attempt() -> str | None:
+            try:
+                await aiosmtplib.send(
+                    message, hostname=smtp.hostname, port=smtp.port or 25,
+                    username=unquote(smtp.username) if smtp.username else None,
+                    password=unquote(smtp.password) if smtp.password else None,
+                    use_tls=smtp.scheme == "smtps", timeout=30,
+                )
+            except (aiosmtplib.SMTPException, OSError) as exc:
+                return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return None
+
+        await self._retried("mail", site, attempt)
 
     async def aclose(self) -> None:
         for task in list(self._sending):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from email import message_from_bytes
+from typing import Any
 
 import httpx
 import pytest
@@ -105,7 +107,11 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         email = client.post("/_snapshotd/v3/crawl", data={
             "token": TOKEN, "name": "x", "seeds": origin + "/", "notifyEmail": "a@b.test",
         })
-        assert email.status_code == 400 and email.json()["field"] == "notifyEmail"
+        assert email.status_code == 400 and "no SMTP server" in email.json()["error"]
+        rounds = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "maxRounds": "3",
+        })
+        assert rounds.status_code == 400 and rounds.json()["field"] == "maxRounds"
         assert client.get("/_snapshotd/v3/crawl", params={"token": TOKEN}).json() == {"jobs": []}
 
         # A job from a form, as Crawlbot's own examples send it; /deep/ is never crawled.
@@ -193,18 +199,44 @@ class Receiver:
         self.app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
 
 
-def run_job_with_webhook(tmp_path, *, allow_private: bool, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+class Mailbox:
+    """A real SMTP server (aiosmtpd) on loopback that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        self.messages: list[Any] = []
+        mailbox = self
+
+        class Handler:
+            async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]  # noqa: N802
+                mailbox.messages.append(message_from_bytes(envelope.content))
+                return "250 OK"
+
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=closed_port())
+
+    def __enter__(self) -> str:
+        self.controller.start()
+        return f"smtp://127.0.0.1:{self.controller.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.controller.stop()
+
+
+def run_job_with_webhook(  # type: ignore[no-untyped-def]
+    tmp_path, *, allow_private: bool, receiver: Receiver, smtp: str = "", email: str = ""
+) -> None:
     browser = BrowserSettings(
         concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
     )
     settings = Settings(db=str(tmp_path / f"hook-{allow_private}.db"), api_tokens=(TOKEN,),
-                        browser=browser, notify_private=allow_private)
+                        browser=browser, notify_private=allow_private, smtp=smtp)
     with serve_asgi(Shop().app) as origin, serve_asgi(receiver.app) as hook, serve_asgi(
         create_app(settings)
     ) as base, httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
         created = client.post("/_snapshotd/v3/crawl", data={
             "token": TOKEN, "name": "shop", "seeds": origin + "/", "maxToCrawl": "4",
-            "notifyWebhook": hook + "/hook",
+            "notifyWebhook": hook + "/hook", **({"notifyEmail": email} if email else {}),
         })
         assert created.status_code == 200, created.text
         wait_status(client, "shop", 2, [])
@@ -218,10 +250,16 @@ def run_job_with_webhook(tmp_path, *, allow_private: bool, receiver: Receiver) -
 
 
 @pytest.mark.browser
-def test_the_webhook_gets_the_job_when_it_ends_once_a_round(tmp_path) -> None:
-    receiver = Receiver()
-    run_job_with_webhook(tmp_path, allow_private=True, receiver=receiver)
+def test_the_webhook_and_the_mail_tell_the_job_has_ended_once_a_round(tmp_path) -> None:
+    receiver, mailbox = Receiver(), Mailbox()
+    with mailbox as smtp:
+        run_job_with_webhook(tmp_path, allow_private=True, receiver=receiver, smtp=smtp,
+                             email="ops@shop.test")
     assert len(receiver.calls) == 1, receiver.calls
+    [mail] = mailbox.messages
+    assert mail["To"] == "ops@shop.test" and mail["From"] == "snapshotd@localhost"
+    assert mail["Subject"] == "snapshotd crawl job shop: Job has reached maxToCrawl limit"
+    assert '"urlsHarvested": 4' in mail.get_payload()
     headers, body = receiver.calls[0]
     assert headers["x-crawl-name"] == "shop"
     assert headers["x-crawl-status"] == "Job has reached maxToCrawl limit"

@@ -43,12 +43,13 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "urlCrawlPattern": ("url_crawl_pattern", str),
     "urlCrawlRegEx": ("url_crawl_regex", str),
     "notifyWebhook": ("notify_webhook", str),
+    "notifyEmail": ("notify_email", str),
 }
 CONTROLS = ("pause", "restart", "delete", "roundStart")
 NOT_YET = (
     "urlProcessPattern", "urlProcessRegEx", "pageProcessPattern", "customHeaders",
     "restrictDomain", "maxToProcess", "maxToCrawlPerSubdomain", "maxToProcessPerSubdomain",
-    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds", "notifyEmail",
+    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds",
 )
 
 
@@ -140,6 +141,10 @@ async def crawl(request: Request) -> Response:
         if name in args:
             raise ApiError(400, f"{name}: not supported by snapshotd", name)
     ctx = context(request)
+    if args.get("notifyEmail") and not ctx.settings.smtp:
+        raise ApiError(
+            400, "notifyEmail: no SMTP server is configured ([server] smtp)", "notifyEmail"
+        )
     if args.get("name") is None:
         if request.method == "POST":
             raise ApiError(400, "name: give the job's name", "name")
