@@ -112,6 +112,10 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
             "token": TOKEN, "name": "x", "seeds": origin + "/", "maxRounds": "3",
         })
         assert rounds.status_code == 400 and rounds.json()["field"] == "maxRounds"
+        null = client.post("/_snapshotd/v3/crawl", json={
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "maxToCrawl": None,
+        })
+        assert null.status_code == 400 and null.json()["field"] == "maxToCrawl"
         assert client.get("/_snapshotd/v3/crawl", params={"token": TOKEN}).json() == {"jobs": []}
 
         # A job from a form, as Crawlbot's own examples send it; /deep/ is never crawled.

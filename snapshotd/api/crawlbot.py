@@ -113,7 +113,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         if arg in args:
             try:
                 changes[key] = read(args[arg])
-            except ValueError:
+            except (TypeError, ValueError):
                 raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
     if not changes:
         return None
