@@ -70,6 +70,7 @@ class SiteRegistry:
         self._listeners: list[Listener] = []
         self._poll: asyncio.Task[None] | None = None
         self._bad: set[tuple[str, float]] = set()
+        self._removed: set[str] = set()
         for site in self.configured:  # a broken rules file stops start-up (RulesError)
             self._load(site)
 
@@ -152,6 +153,7 @@ class SiteRegistry:
             or old.settings != row.settings
         }
         removed = set(self._rows) - set(rows)
+        self._removed |= removed
         paused = {name for name, row in rows.items() if row.paused}
         if not changed and not removed and paused == self.paused:
             return
@@ -210,6 +212,11 @@ class SiteRegistry:
             rules = load_rules(site.rules) if site.rules else RuleSet.empty()
         self.rules[site.name] = rules
         self.bots[site.name] = _matcher(site)
+
+    def orphans(self, names: Iterable[str]) -> set[str]:
+        """Of ``names`` (sites that have paths), those this process saw removed from the
+        store and not created again (paths of sites it never knew are left alone)."""
+        return (set(names) & self._removed) - set(self._rows)
 
     def active(self, names: Iterable[str]) -> list[str]:
         """The names whose sites are not paused."""

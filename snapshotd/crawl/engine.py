@@ -300,6 +300,10 @@ class Crawler:
         depth = await self.store.queue_depth()
         for priority, n in depth.items():
             self.metrics.queue_depth.labels(str(priority)).set(n)
+        # What a capture under way queued after its site was removed, here or elsewhere.
+        for name in self.registry.orphans(await self.store.counts()):
+            n = await self.store.clear_site(name)
+            log.info("removed %d paths of removed site=%s", n, name)
         if self.notifier is not None:
             await self.notifier.check()
 
