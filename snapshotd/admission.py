@@ -19,6 +19,8 @@ The rules of admission, in order:
 4. Crawler sources only: robots.txt (``obey_robots``), then ``max_hops``.
 5. A bot's path with a snapshot is served: ``HIT`` while fresh, else ``STALE`` (and queued
    again when ``capture_expired`` and its retry time has come).
+   A bot's path without one that the site does not process (its URL process pattern, or
+   rendered and left ``crawled``) gets the origin's page.
 6. A path the store does not know is added only within ``max_pages``; for a bot also within
    ``new_paths_per_minute``; links, canonicals and redirects only when ``capture_new``.
    The API, which is authenticated, is not bounded by either.
@@ -224,11 +226,15 @@ def decide(
                 and is_due(snapshot.expires_at, now)
             )
             return Decision("serve", path, snapshot=snapshot, fresh=fresh, requeue=requeue)
+        if not site.processes(path):
+            return Decision("pass", path, reason="not processed")
 
     record: PathRecord | None = yield Known(path)
     if record is None:
         return (yield from _new_path(site, path, source, priority, force))
     if not crawling:
+        if record.state == "crawled":
+            return Decision("pass", path, reason="not processed")
         if record.state == "error" and not is_due(record.expires_at, now):
             return Decision("pass", path, reason="retry later")
         if not site.capture_new:

@@ -3,6 +3,9 @@
 Invariants:
 - a path is rendered only while this process holds its lease (``store.claim*``);
 - a failed render never replaces a stored snapshot (``store.fail`` keeps it);
+- a page rendered well is processed (its snapshot kept) only when the site's process
+  patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
+  ``crawled``: its links are followed, no snapshot is kept;
 - concurrent proxy misses for one path share a single render (``capture_now``);
 - proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
   when there are several), and at most ``browser.miss_queue`` more wait for one
@@ -211,8 +214,9 @@ class CaptureService:
             return Outcome(record, result, stored=False)
 
         async with self._store_lock:
+            unprocessed = await self._unprocessed(site, record.path, result.html)
             duplicate_of = None
-            if 200 <= result.status < 300:
+            if 200 <= result.status < 300 and not unprocessed:
                 duplicate_of = await self.store.find_same_content(
                     site.name, content_hash(result.html), record.path
                 )
@@ -227,17 +231,34 @@ class CaptureService:
                 expires_at=now + site.expire_after,
                 duplicate_of=duplicate_of,
                 links_due=follow_links or self.links is not None,
+                keep=not unprocessed,
             )
-        self.metrics.captures.labels("duplicate" if duplicate_of else "ok").inc()
-        self.metrics.minutes.capture(site.name, "duplicate" if duplicate_of else "ok")
+        kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
+        self.metrics.captures.labels(kind).inc()
+        self.metrics.minutes.capture(site.name, kind)
         log.info(
-            "captured site=%s path=%s status=%d %.2fs%s",
+            "%s site=%s path=%s status=%d %.2fs%s",
+            "crawled" if unprocessed else "captured",
             site.name, record.path, result.status, result.elapsed,
-            f" duplicate_of={duplicate_of}" if duplicate_of else "",
+            f" duplicate_of={duplicate_of}" if duplicate_of
+            else f" not processed ({unprocessed})" if unprocessed else "",
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
+
+    async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
+        """Why a page rendered well is crawled only, its snapshot not kept (the site's process
+        patterns, or ``max_to_process`` reached); "" when it is processed."""
+        if not site.processes(path):
+            return "url_process_pattern"
+        if not site.processes(path, html):
+            return "page_process_pattern"
+        if site.max_to_process >= 0:
+            counts = (await self.store.counts()).get(site.name, {})
+            if counts.get("processed", 0) >= site.max_to_process:
+                return "max_to_process"
+        return ""
 
     async def _cut_short(
         self, site: SiteSettings, record: PathRecord, url: str, why: str

@@ -13,12 +13,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
+from snapshotd.config import (
+    ConfigError,
+    Settings,
+    SiteSettings,
+    load_settings,
+    site_from_mapping,
+    site_to_mapping,
+)
 from snapshotd.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES, fill_recipe
 from snapshotd.render.chromium import BrowserCannotStart
 from snapshotd.rewrite import RulesError, RuleSet, load_site_rules
-from snapshotd.site_command import SITE_ACTIONS
+from snapshotd.site_command import SITE_ACTIONS, SiteCommandError, assign
 from snapshotd.store import STATES, PathRecord, StoreError, is_postgres, open_store
 from snapshotd.store.base import iso_time
 
@@ -61,6 +68,20 @@ def _settings(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     if need_site and not settings.sites:
         raise UserError("no site to serve: give --origin URL or a [[site]] in the config file")
     return settings
+
+
+def _with_settings(settings: Settings, assignments: Sequence[str]) -> Settings:
+    """``--set KEY=VALUE``: the settings with those site keys changed on every site."""
+    if not assignments:
+        return settings
+    try:
+        sites = tuple(
+            site_from_mapping(assign(site_to_mapping(s), assignments), "--set")
+            for s in settings.sites
+        )
+    except (ConfigError, SiteCommandError) as exc:
+        raise UserError(str(exc)) from None
+    return replace(settings, sites=sites)
 
 
 def _check_rules(settings: Settings) -> dict[str, RuleSet]:
@@ -151,7 +172,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
     if args.max_pages is not None and args.max_pages < 1:
         raise UserError("--max-pages must be at least 1")
-    settings = _settings(args, need_site=True)
+    settings = _with_settings(_settings(args, need_site=True), args.set or ())
     _check_seeds(settings, args.seed or ())
     _check_rules(settings)
     _check_chromium(settings)
@@ -418,6 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pages", type=int, metavar="N", help="at most N paths per site (replaces max_pages)"
     )
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="a [[site]] setting for every site crawled, as 'snapshotd site set' takes it "
+        "(url_process_pattern=/products/, max_to_process=500, "
+        "'custom_headers=[\"Accept-Language: fr\"]'); repeatable",
+    )
     p.set_defaults(func=cmd_crawl)
 
     p = command(
@@ -471,7 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         "site",
-        "list, show, create, change, pause, resume, restart or delete the sites in the store "
+        "list, show, create, change, pause, resume, restart, start a new round of, or delete "
+        "the sites in the store "
         "(running processes see it within a second)",
         "snapshotd site set shop origin=http://127.0.0.1:3000 'seeds=[\"/\"]' max_pages=500",
     )

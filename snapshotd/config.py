@@ -122,6 +122,21 @@ class SiteSettings:
     # Which discovered URLs are crawled (Crawlbot's urlCrawlPattern / urlCrawlRegEx).
     url_crawl_pattern: str = ""
     url_crawl_regex: str = ""
+    # Which crawled pages are processed, their snapshot kept to serve (Crawlbot's
+    # urlProcessPattern / urlProcessRegEx on the URL, pageProcessPattern on the HTML).
+    url_process_pattern: str = ""
+    url_process_regex: str = ""
+    page_process_pattern: str = ""
+    # -1: no limit (Crawlbot's maxToProcess).
+    max_to_process: int = -1
+    # "Name: value" headers the browser sends on the site's own requests (customHeaders).
+    custom_headers: tuple[str, ...] = ()
+    # Rounds (Crawlbot's repeat and seedRecrawlFrequency, in days; 0: none; maxRounds, 0: no
+    # limit; onlyProcessIfNew: a new round renders only what no earlier round processed).
+    repeat: float = 0.0
+    max_rounds: int = 0
+    seed_recrawl_frequency: float = 0.0
+    only_process_if_new: bool = True
     # Called with the job's JSON when its crawl ends (Crawlbot's notifyWebhook).
     notify_webhook: str = ""
     # Mailed when its crawl ends, through [server] smtp (Crawlbot's notifyEmail).
@@ -140,6 +155,23 @@ class SiteSettings:
         if not (self.url_crawl_pattern or self.url_crawl_regex):
             return True
         return url_matches(self.url_for(path), self.url_crawl_pattern, self.url_crawl_regex)
+
+    def processes(self, path: str, html: str | None = None) -> bool:
+        """Whether a crawled page is processed (its snapshot kept): its URL under
+        ``url_process_pattern`` / ``_regex`` and, given its HTML, that under
+        ``page_process_pattern`` (any of its ``||``-separated strings)."""
+        if (self.url_process_pattern or self.url_process_regex) and not url_matches(
+            self.url_for(path), self.url_process_pattern, self.url_process_regex
+        ):
+            return False
+        if html is None or not self.page_process_pattern:
+            return True
+        return any(t in html for t in self.page_process_pattern.split("||") if t.strip())
+
+    @cached_property
+    def headers(self) -> dict[str, str]:
+        """``custom_headers`` by name."""
+        return dict(_header(h) for h in self.custom_headers)
 
     def is_ignored(self, path: str) -> bool:
         return bool(self.ignore) and any(f and f in path for f in self.ignore)
@@ -414,11 +446,21 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     mail = values.get("notify_email")
     if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
         raise ConfigError(f"{where}.notify_email: expected one e-mail address, got {mail!r}")
-    if values.get("url_crawl_regex"):
+    for key in ("url_crawl_regex", "url_process_regex"):
+        if values.get(key):
+            try:
+                check_regex(values[key])
+            except PatternError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
+    if values.get("max_to_process", -1) < -1:
+        raise ConfigError(f"{where}.max_to_process: must be -1 (unlimited) or more")
+    if values.get("max_rounds", 0) < 0:
+        raise ConfigError(f"{where}.max_rounds: must be 0 (unlimited) or more")
+    for header in values.get("custom_headers", ()):
         try:
-            check_regex(values["url_crawl_regex"])
-        except PatternError as exc:
-            raise ConfigError(f"{where}.url_crawl_regex: {exc}") from None
+            _header(header)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.custom_headers: {exc}") from None
     if "render_timeout" in values and values["render_timeout"] <= 0:
         raise ConfigError(f"{where}.render_timeout: must be positive")
     if values.get("readiness", "adaptive") not in READINESS:
@@ -433,6 +475,27 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     if not re.fullmatch(SITE_NAME, name):
         raise ConfigError(f"{where}: site name {name!r} may hold only letters, digits, . _ -")
     return SiteSettings(**values)
+
+
+# Headers the browser itself decides, or that would change what a request is.
+_OWN_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
+    "te", "trailer", "proxy-authorization", "proxy-connection", "expect", "x-snapshotd",
+})
+
+
+def _header(text: str) -> tuple[str, str]:
+    """A ``custom_headers`` entry, ``Name: value``, as (name, value); ValueError says why
+    it cannot be one."""
+    name, colon, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not colon or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+        raise ValueError(f"{text!r} is not a header as Name: value")
+    if name.lower() in _OWN_HEADERS:
+        raise ValueError(f"{name} cannot be set: the browser sends its own")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError(f"the value of {name} holds a line break")
+    return name, value
 
 
 def site_from_mapping(raw: Mapping[str, Any], where: str = "site") -> SiteSettings:

@@ -1,31 +1,51 @@
 """Crawl jobs as Crawlbot describes them (SPEC 7.2): a job is a site; its status, counters
-and round are read from the store. Used by the Crawlbot-compatible endpoint and by the
-notifications sent when a job ends.
+and rounds are read from the store. Used by the Crawlbot-compatible endpoint, the v1 API,
+the console, the crawler's maintenance (which ends and starts rounds) and the notifications
+sent when a round ends.
+
+Invariants:
+- a job's round state (when its round started and ended, how many rounds completed, whether
+  the end was notified, when its seeds were last recrawled) is one meta row, ``job:NAME``,
+  removed with the site's paths by a restart or a delete;
+- a round is over when nothing of the site is pending or being captured (or when
+  ``max_to_process`` is reached); the crawler's maintenance records its end once, and with
+  ``repeat`` starts the next round ``repeat`` days later, until ``max_rounds``;
+- the counters are the per-minute capture counters of the store, so they add up over
+  every process and host.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from snapshotd.config import SiteSettings
-from snapshotd.sites import SiteRegistry
-from snapshotd.store.base import Store
+from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, Store
+
+if TYPE_CHECKING:
+    from snapshotd.sites import SiteRegistry
 
 __all__ = [
     "DATA_PATH",
-    "ENDED",
     "JOB_STATUS",
+    "PROGRESS",
+    "ROUND_OVER",
+    "JobState",
+    "advance",
     "describe_job",
+    "job_state",
     "job_status",
-    "notified",
-    "round_start",
-    "set_notified",
-    "set_round_start",
+    "restart_job",
+    "save_job_state",
+    "start_round",
 ]
 
 V3 = "/_snapshotd/v3"
 DATA_PATH = V3 + "/crawl/data"
+DAY = 86400.0
 
 # Crawlbot's job status codes and messages.
 JOB_STATUS = {
@@ -45,101 +65,229 @@ JOB_STATUS = {
 # A just-created job with no path yet is initializing for this long, then has "no URLs".
 INITIALIZING_SECONDS = 30.0
 
-# The statuses of a job that has ended (its notifications are sent once a round).
-ENDED = frozenset({2, 9, 10})
+# What the v1 API and the console show of a job (the rest are its settings).
+PROGRESS = (
+    "jobStatus", "objectsFound", "urlsHarvested", "pageCrawlAttempts", "pageCrawlSuccesses",
+    "pageCrawlSuccessesThisRound", "pageProcessAttempts", "pageProcessSuccesses",
+    "pageProcessSuccessesThisRound", "roundsCompleted", "roundStartTime",
+    "jobCompletionTimeUTC", "sentJobDoneNotification",
+)
+
+# The statuses of a job whose round is over (its end is notified once a round).
+ROUND_OVER = frozenset({1, 2, 3, 4, 9, 10})
 
 
-async def round_start(store: Store, name: str, created: float) -> float:
-    """When the job's current round started: its last restart or roundStart, else creation."""
-    return float(await store.get_meta(f"round:{name}") or created)
+@dataclass(frozen=True)
+class JobState:
+    """A job's rounds, as kept in the store."""
+
+    started: float  # when the current round started
+    rounds: int = 0  # rounds completed
+    ended: float = 0.0  # when the current round ended; 0 while it goes on
+    notified: bool = False  # whether the current round's end was notified
+    seeds_at: float = 0.0  # when seed_recrawl_frequency last queued the seeds
 
 
-async def set_round_start(store: Store, name: str) -> None:
-    await store.set_meta(f"round:{name}", str(time.time()))
+def _key(name: str) -> str:
+    return f"job:{name}"
 
 
-async def notified(store: Store, name: str, started: float) -> bool:
-    """Whether the end of the round that started at ``started`` was notified."""
-    return await store.get_meta(f"notified:{name}") == str(started)
+async def job_state(store: Store, name: str, created: float) -> JobState:
+    """The job's round state; a job never started has its first round from ``created``."""
+    raw = await store.get_meta(_key(name))
+    if not raw:
+        return JobState(started=created)
+    return JobState(**json.loads(raw))
 
 
-async def set_notified(store: Store, name: str, started: float) -> None:
-    await store.set_meta(f"notified:{name}", str(started))
+async def save_job_state(store: Store, name: str, state: JobState) -> None:
+    await store.set_meta(_key(name), json.dumps(asdict(state)))
+
+
+async def restart_job(store: Store, name: str) -> int:
+    """Remove every path, snapshot and counter of the job; its settings stay, and its
+    rounds start again with one starting now. How many paths went."""
+    n = await store.clear_site(name)
+    await save_job_state(store, name, JobState(started=time.time()))
+    return n
+
+
+async def start_round(store: Store, site: SiteSettings, state: JobState) -> int:
+    """A new round now: pages pending again, at the lowest priority. With
+    ``only_process_if_new`` those a round processed are left as they are (their expiry keeps
+    them fresh); the seeds, the pages only crawled and the failed ones are rendered again, so
+    new pages are found and processed. How many paths were queued."""
+    seeds = {p for s in site.seeds if (p := site.path_of(s)) is not None}
+    again = ("processed", "crawled", "error")
+    batch: list[tuple[str, int]] = []
+    queued = 0
+    async for r in store.iter_paths(site.name):
+        if r.state in again and (
+            not site.only_process_if_new or r.state != "processed" or r.path in seeds
+        ):
+            batch.append((r.path, r.hops))
+        if len(batch) >= 1000:
+            queued += len(await store.enqueue_many(site.name, batch, PRIORITY_EXPIRED, force=True))
+            batch = []
+    if batch:
+        queued += len(await store.enqueue_many(site.name, batch, PRIORITY_EXPIRED, force=True))
+    await save_job_state(
+        store, site.name, replace(state, started=time.time(), ended=0.0, notified=False)
+    )
+    return queued
+
+
+async def _queue_seeds(store: Store, site: SiteSettings, seeds: Sequence[str]) -> None:
+    paths = [(p, 0) for s in seeds if (p := site.path_of(s)) is not None]
+    if paths:
+        await store.enqueue_many(site.name, paths, PRIORITY_LINK, force=True)
+
+
+async def advance(
+    store: Store, sites: SiteRegistry, site: SiteSettings, *, now: float | None = None
+) -> bool:
+    """One step of the job's rounds, at the crawler's maintenance: record the end of a round
+    that is over, start the next when ``repeat`` says so, queue the seeds again when
+    ``seed_recrawl_frequency`` says so. Answers whether anything was queued."""
+    now = time.time() if now is None else now
+    if sites.is_paused(site.name):
+        return False
+    state = await job_state(store, site.name, sites.created.get(site.name, now))
+    counts = (await store.counts()).get(site.name, {})
+    queued = False
+    if not state.ended and _round_over(site, counts, state, now) is not None:
+        state = replace(state, rounds=state.rounds + 1, ended=now)
+        await save_job_state(store, site.name, state)
+    if (
+        site.repeat > 0
+        and state.ended
+        and (not site.max_rounds or state.rounds < site.max_rounds)
+        and now >= state.ended + site.repeat * DAY
+    ):
+        await start_round(store, site, state)
+        state = await job_state(store, site.name, now)
+        queued = True
+    if site.seed_recrawl_frequency > 0 and now >= (
+        (state.seeds_at or state.started) + site.seed_recrawl_frequency * DAY
+    ):
+        await _queue_seeds(store, site, site.seeds)
+        await save_job_state(store, site.name, replace(state, seeds_at=now))
+        queued = True
+    return queued
+
+
+def _round_over(
+    site: SiteSettings, counts: dict[str, int], state: JobState, now: float
+) -> int | None:
+    """The status code a round ended with (2, 3, 9, 10); None while it goes on or the job
+    has no path yet."""
+    processed = counts.get("processed", 0)
+    if 0 <= site.max_to_process <= processed:
+        return 3
+    if counts.get("pending", 0) or counts.get("processing", 0) or not sum(counts.values()):
+        return None
+    if sum(counts.values()) >= site.max_pages:
+        return 2
+    if not processed and not counts.get("crawled", 0):
+        return 10
+    return 9
+
+
+def job_status(
+    paused: bool, site: SiteSettings, counts: dict[str, int], state: JobState, now: float
+) -> tuple[int, str]:
+    """The Crawlbot status code of a job (:data:`JOB_STATUS`) and its message."""
+    over = _round_over(site, counts, state, now)
+    if paused:
+        code = 6
+    elif over is None:
+        if sum(counts.values()):
+            code = 7
+        else:
+            code = 0 if now - state.started < INITIALIZING_SECONDS else 5
+    elif site.repeat > 0 and over != 3:
+        rounds = state.rounds + (not state.ended)
+        code = 1 if site.max_rounds and rounds >= site.max_rounds else 4
+    else:
+        code = over
+    message = JOB_STATUS[code]
+    if code == 4:
+        next_round = (state.ended or now) + site.repeat * DAY
+        message = message.format(max(0, round(next_round - now)))
+    return code, message
 
 
 async def describe_job(
-    store: Store, sites: SiteRegistry, site: SiteSettings, base_url: str
+    store: Store, site: SiteSettings, *, paused: bool, created: float, base_url: str
 ) -> dict[str, Any]:
     """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
     snapshotd is reached (for ``downloadJson`` and ``downloadUrls``)."""
     now = time.time()
     counts = (await store.counts()).get(site.name, {})
-    total = sum(counts.values())
-    created = sites.created.get(site.name, now)
-    started = await round_start(store, site.name, created)
-    attempts = successes = attempts_round = successes_round = 0
+    state = await job_state(store, site.name, created)
+    # Captures by outcome (ok, duplicate, crawled, error), in all and in this round.
+    total: dict[str, int] = {}
+    this_round: dict[str, int] = {}
     for minute, name, counter, value in await store.counters(int(created // 60)):
         if name != site.name or not counter.startswith("capture:"):
             continue
-        ok = counter in ("capture:ok", "capture:duplicate")
-        attempts += value
-        successes += value * ok
-        if minute * 60 >= started // 60 * 60:
-            attempts_round += value
-            successes_round += value * ok
-    status = job_status(sites.is_paused(site.name), site, counts, total, created, now)
-    newest, _ = await store.list_paths(site.name, state="processed", limit=1)
-    done = status in ENDED
+        kind = counter.removeprefix("capture:")
+        total[kind] = total.get(kind, 0) + value
+        if minute * 60 >= state.started // 60 * 60:
+            this_round[kind] = this_round.get(kind, 0) + value
+    status, message = job_status(paused, site, counts, state, now)
+    over = status in ROUND_OVER
     base = f"{base_url}{DATA_PATH}?name={site.name}"
+
+    def crawled(c: dict[str, int]) -> int:
+        return c.get("ok", 0) + c.get("duplicate", 0) + c.get("crawled", 0)
+
+    def processed(c: dict[str, int]) -> int:
+        return c.get("ok", 0) + c.get("duplicate", 0)
+
+    attempts = sum(total.values())
     return {
         "name": site.name,
         "type": "crawl",
         "jobCreationTimeUTC": int(created),
-        "jobCompletionTimeUTC": int(newest[0].captured_at or 0) if done and newest else 0,
-        "jobStatus": {"status": status, "message": JOB_STATUS[status]},
-        "sentJobDoneNotification": int(await notified(store, site.name, started)),
+        "jobCompletionTimeUTC": int(state.ended or now) if over else 0,
+        "jobStatus": {"status": status, "message": message},
+        "sentJobDoneNotification": int(state.notified),
         "objectsFound": counts.get("processed", 0),
-        "urlsHarvested": total,
+        "urlsHarvested": sum(counts.values()),
         "pageCrawlAttempts": attempts,
-        "pageCrawlSuccesses": successes,
-        "pageCrawlSuccessesThisRound": successes_round,
-        "pageProcessAttempts": attempts,
-        "pageProcessSuccesses": successes,
-        "pageProcessSuccessesThisRound": successes_round,
-        "roundsCompleted": int(done),
-        "roundStartTime": int(started),
+        "pageCrawlSuccesses": crawled(total),
+        "pageCrawlSuccessesThisRound": crawled(this_round),
+        "pageProcessAttempts": attempts - total.get("crawled", 0),
+        "pageProcessSuccesses": processed(total),
+        "pageProcessSuccessesThisRound": processed(this_round),
+        "roundsCompleted": state.rounds + (over and not state.ended),
+        "roundStartTime": int(state.started),
         "currentTime": int(now),
         "currentTimeUTC": int(now),
-        "maxRounds": 0,
-        "repeat": 0,
-        "seeds": " ".join(site.url_for(p) for p in site.seeds),
+        "seeds": " ".join(site.url_for(s) if s.startswith("/") else s for s in site.seeds),
         "maxHops": site.max_hops,
         "maxToCrawl": site.max_pages,
+        "maxToProcess": site.max_to_process,
+        # A job is one host: its per-subdomain maxima are its maxima.
+        "maxToCrawlPerSubdomain": site.max_pages,
+        "maxToProcessPerSubdomain": site.max_to_process,
+        "restrictDomain": 1,
         "obeyRobots": int(site.obey_robots),
         "useCanonical": int(site.use_canonical),
         "crawlDelay": site.crawl_delay,
         "urlCrawlPattern": site.url_crawl_pattern,
         "urlCrawlRegEx": site.url_crawl_regex,
+        "urlProcessPattern": site.url_process_pattern,
+        "urlProcessRegEx": site.url_process_regex,
+        "pageProcessPattern": site.page_process_pattern,
+        "customHeaders": list(site.custom_headers),
+        "repeat": site.repeat,
+        "seedRecrawlFrequency": site.seed_recrawl_frequency or -1,
+        "onlyProcessIfNew": int(site.only_process_if_new),
+        "maxRounds": site.max_rounds,
+        "notifyWebhook": site.notify_webhook,
+        "notifyEmail": site.notify_email,
         "downloadJson": base + "&format=json",
         "downloadUrls": base + "&type=urls&format=csv",
     }
-
-
-def job_status(
-    paused: bool, site: SiteSettings, counts: dict[str, int], total: int, created: float,
-    now: float,
-) -> int:
-    """The Crawlbot status code of a job (:data:`JOB_STATUS`)."""
-    if paused:
-        return 6
-    if counts.get("pending", 0) or counts.get("processing", 0):
-        return 7
-    if total == 0:
-        return 0 if now - created < INITIALIZING_SECONDS else 5
-    if total >= site.max_pages:
-        return 2
-    if not counts.get("processed", 0):
-        return 10
-    return 9
-
-

@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from email.message import EmailMessage
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -29,7 +30,7 @@ import httpx
 
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.fetch import Fetcher, Refused, describe
-from snapshotd.jobs import ENDED, describe_job, notified, round_start, set_notified
+from snapshotd.jobs import ROUND_OVER, describe_job, job_state, save_job_state
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import Store
 
@@ -61,19 +62,23 @@ class Notifier:
         self.base_url = f"http://{host}:{settings.port}"
 
     async def check(self) -> None:
-        """Notify every site with a webhook whose job has ended and was not notified."""
+        """Notify every site with a webhook whose round is over and was not notified."""
         for site in self.sites.sites:
             if not (site.notify_webhook or site.notify_email):
                 continue
-            started = await round_start(
-                self.store, site.name, self.sites.created.get(site.name, 0.0)
+            created = self.sites.created.get(site.name, 0.0)
+            state = await job_state(self.store, site.name, created)
+            if state.notified:
+                continue
+            job = await describe_job(
+                self.store, site, paused=self.sites.is_paused(site.name), created=created,
+                base_url=self.base_url,
             )
-            if await notified(self.store, site.name, started):
+            if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue
-            job = await describe_job(self.store, self.sites, site, self.base_url)
-            if job["jobStatus"]["status"] not in ENDED:
-                continue
-            await set_notified(self.store, site.name, started)
+            # Read again: the round may have ended (and been recorded) meanwhile.
+            state = await job_state(self.store, site.name, created)
+            await save_job_state(self.store, site.name, replace(state, notified=True))
             job["sentJobDoneNotification"] = 1
             sends = [self._call(site, job)] if site.notify_webhook else []
             if site.notify_email:

@@ -1,4 +1,4 @@
-"""``snapshotd site list|show|set|pause|resume|restart|delete``: the sites in the store,
+"""``snapshotd site list|show|set|pause|resume|restart|round|delete``: the sites in the store,
 changed there directly; every running process sees a change within a second."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from snapshotd.config import ConfigError, site_from_mapping, site_to_mapping
+from snapshotd.jobs import PROGRESS, describe_job, job_state, restart_job, start_round
 from snapshotd.rewrite import RulesError, load_rules
 from snapshotd.sites import site_json
 from snapshotd.store import STATES, Store, open_store
@@ -16,7 +17,7 @@ from snapshotd.store.base import iso_time
 
 __all__ = ["SITE_ACTIONS", "SiteCommandError", "run_site_command"]
 
-SITE_ACTIONS = ("list", "show", "set", "pause", "resume", "restart", "delete")
+SITE_ACTIONS = ("list", "show", "set", "pause", "resume", "restart", "round", "delete")
 
 
 class SiteCommandError(Exception):
@@ -94,23 +95,31 @@ async def _run(
     if found is None:
         raise SiteCommandError(f"no site is named {name!r}")
     row = found
+    site = site_from_mapping(json.loads(row.settings), "site")
     if action == "show":
         of_site = (await store.counts()).get(name, {})
+        job = await describe_job(
+            store, site, paused=row.paused, created=row.created_at, base_url=""
+        )
         shown = {
             "name": name,
             "paused": row.paused,
             "created_at": iso_time(row.created_at),
             "updated_at": iso_time(row.updated_at),
             "counts": {state: of_site.get(state, 0) for state in STATES},
-            "settings": site_to_mapping(site_from_mapping(json.loads(row.settings), "site")),
+            "job": {key: job[key] for key in PROGRESS},
+            "settings": site_to_mapping(site),
         }
         out.write(json.dumps(shown, indent=2) + "\n")
     elif action in ("pause", "resume"):
         await store.set_site_paused(name, action == "pause")
         out.write(f"{'paused' if action == 'pause' else 'resumed'} site {name}\n")
     elif action == "restart":
-        n = await store.clear_site(name)
+        n = await restart_job(store, name)
         out.write(f"restarted site {name}: removed {n} paths; crawling again from its seeds\n")
+    elif action == "round":
+        n = await start_round(store, site, await job_state(store, name, row.created_at))
+        out.write(f"started a new round of site {name}: {n} pages queued again\n")
     elif action == "delete":
         n = await store.clear_site(name, remove=True)
         out.write(f"deleted site {name} and its {n} paths\n")

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from snapshotd.bots import BotMatcher
 from snapshotd.config import ConfigError, Settings, SiteSettings, site_from_mapping, site_to_mapping
+from snapshotd.jobs import restart_job
 from snapshotd.rewrite import RulesError, RuleSet, load_rules
 from snapshotd.store.base import SiteRow, Store
 
@@ -135,7 +136,7 @@ class SiteRegistry:
     async def restart(self, name: str) -> int:
         """Remove every path and snapshot of the site; its settings stay, and the crawler
         starts it again from its seeds. How many paths went."""
-        n = await self.store.clear_site(name)
+        n = await restart_job(self.store, name)
         await self.refresh()
         return n
 

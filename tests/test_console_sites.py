@@ -61,6 +61,20 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
             await expect(page.locator("#message")).to_have_text("Saved the settings of spa.")
             assert api_get(env, "/sites/spa").json()["settings"]["max_pages"] == 40
 
+            # The crawl job: its status, round and counters; a new round from the page.
+            await expect(page.locator("#job-code")).to_have_text("9", timeout=WAIT_MS)
+            await expect(page.locator("#job-message")).to_have_text(
+                "Job has completed and no repeat is scheduled")
+            done = api_get(env, "/sites/spa").json()["job"]
+            assert done["objectsFound"] >= 1 and done["roundsCompleted"] == 1
+            counters = page.locator("#job-counters")
+            await expect(counters).to_contain_text("Pages processed (snapshots kept)")
+            await expect(page.locator("#job-done")).to_contain_text(
+                re.compile(r"^(\d+) of \1 pages$"))
+            await page.click("#site-round")
+            await expect(page.locator("#message")).to_contain_text("Started a new round of spa")
+            await expect(page.locator("#job-code")).to_have_text("9", timeout=WAIT_MS)
+
             await page.click("#site-pause")
             await expect(page.locator("#site-state")).to_have_text("paused")
             assert api_get(env, "/sites/spa").json()["paused"] is True

@@ -109,7 +109,7 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         })
         assert email.status_code == 400 and "no SMTP server" in email.json()["error"]
         rounds = client.post("/_snapshotd/v3/crawl", data={
-            "token": TOKEN, "name": "x", "seeds": origin + "/", "maxRounds": "3",
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "maxRounds": "three",
         })
         assert rounds.status_code == 400 and rounds.json()["field"] == "maxRounds"
         null = client.post("/_snapshotd/v3/crawl", json={

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from snapshotd.config import ConfigError, SiteSettings, site_from_mapping, site_to_mapping
+from snapshotd.jobs import JobState, save_job_state
 from snapshotd.sites import SiteRegistry, site_json
 from snapshotd.store.base import PRIORITY_LINK
 from tests.chromium import require_chromium, wait_until
@@ -78,6 +79,8 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
     await store.add_counters([(1, "shop", "captures", 2), (1, "blog", "captures", 1)])
     await store.add_recent([(1.0, name, "Googlebot", "/p0", "HIT", 200, 1)
                             for name in ("shop", "blog")])
+    for name in ("shop", "blog"):
+        await save_job_state(store, name, JobState(started=1.0, rounds=3))
 
     assert await store.clear_site("shop") == 3
     assert [r.name for r in await store.list_sites()] == ["blog", "shop"]  # settings kept
@@ -85,12 +88,14 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
     assert await store.get_snapshot("shop", "/p0") is None
     assert {s for _, s, _, _ in await store.counters(0)} == {"blog"}
     assert [r[1] for r in await store.recent(10)] == ["blog"]
+    assert await store.get_meta("job:shop") is None  # its rounds
 
     assert await store.clear_site("blog", remove=True) == 3
     assert [r.name for r in await store.list_sites()] == ["shop"]
     assert await store.counts() == {}
     assert await store.counters(0) == []
     assert await store.recent(10) == []
+    assert await store.get_meta("job:blog") is None
     async for record in store.iter_paths():
         raise AssertionError(f"left behind: {record}")
 

@@ -66,6 +66,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/pause", sites.pause_site, methods=["POST"]),
     Route(f"{_SITE}/resume", sites.resume_site, methods=["POST"]),
     Route(f"{_SITE}/restart", sites.restart_site, methods=["POST"]),
+    Route(f"{_SITE}/round", sites.round_site, methods=["POST"]),
     Route(f"{_SITE}/paths", paths.list_paths, methods=["GET"]),
     Route(f"{_SITE}/paths", paths.post_paths, methods=["POST"]),
     Route(f"{_SITE}/paths/{{path:path}}", paths.get_path, methods=["GET"]),

@@ -24,38 +24,55 @@ from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
-from snapshotd.api.sites import site_from_body
+from snapshotd.api.sites import new_round, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
-from snapshotd.jobs import V3, describe_job, set_round_start
+from snapshotd.jobs import V3, describe_job
 from snapshotd.rewrite import RulesError
-from snapshotd.store.base import PRIORITY_EXPIRED
 
-__all__ = ["V3", "crawl", "crawl_data"]
+__all__ = ["V3", "crawl", "crawl_data", "job_json"]
+
+
+def _yes(value: Any) -> bool:
+    return value not in ("0", "false", False, 0)
+
+
+def _days(value: Any) -> float:
+    """Crawlbot's days: -1 (its default) and 0 are none."""
+    return max(float(value), 0.0)
 
 
 # Crawlbot argument -> site setting, and how its text is read.
 SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxHops": ("max_hops", int),
     "maxToCrawl": ("max_pages", int),
-    "obeyRobots": ("obey_robots", lambda v: v not in ("0", "false", False, 0)),
-    "useCanonical": ("use_canonical", lambda v: v not in ("0", "false", False, 0)),
+    "maxToProcess": ("max_to_process", int),
+    "obeyRobots": ("obey_robots", _yes),
+    "useCanonical": ("use_canonical", _yes),
     "crawlDelay": ("crawl_delay", float),
     "urlCrawlPattern": ("url_crawl_pattern", str),
     "urlCrawlRegEx": ("url_crawl_regex", str),
+    "urlProcessPattern": ("url_process_pattern", str),
+    "urlProcessRegEx": ("url_process_regex", str),
+    "pageProcessPattern": ("page_process_pattern", str),
+    "repeat": ("repeat", _days),
+    "seedRecrawlFrequency": ("seed_recrawl_frequency", _days),
+    "onlyProcessIfNew": ("only_process_if_new", _yes),
+    "maxRounds": ("max_rounds", lambda v: max(int(v), 0)),
     "notifyWebhook": ("notify_webhook", str),
     "notifyEmail": ("notify_email", str),
 }
-CONTROLS = ("pause", "restart", "delete", "roundStart")
-NOT_YET = (
-    "urlProcessPattern", "urlProcessRegEx", "pageProcessPattern", "customHeaders",
-    "restrictDomain", "maxToProcess", "maxToCrawlPerSubdomain", "maxToProcessPerSubdomain",
-    "repeat", "seedRecrawlFrequency", "onlyProcessIfNew", "maxRounds",
-)
+# A job is one host: a per-subdomain maximum is a maximum of the job (the lower one wins).
+PER_SUBDOMAIN = {
+    "maxToCrawlPerSubdomain": "max_pages",
+    "maxToProcessPerSubdomain": "max_to_process",
+}
 
 
 async def _arguments(request: Request) -> dict[str, Any]:
-    """Query, then form or JSON body, arguments (the body's win)."""
+    """Query, then form or JSON body, arguments (the body's win). ``customHeaders``, which
+    Crawlbot takes once per header, is a list of every one given."""
     args: dict[str, Any] = dict(request.query_params)
+    headers: list[Any] = request.query_params.getlist("customHeaders")
     if request.method == "POST":
         body = await read_body(request)
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -67,11 +84,17 @@ async def _arguments(request: Request) -> dict[str, Any]:
             if not isinstance(parsed, dict):
                 raise ApiError(400, "the body must be a JSON object", "body")
             args.update(parsed)
+            given = parsed.get("customHeaders", [])
+            headers += [given] if isinstance(given, str) else given
         elif body.strip():
             try:
-                args.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+                pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
             except UnicodeDecodeError:
                 raise ApiError(400, "the body is not UTF-8 form data", "body") from None
+            args.update(pairs)
+            headers += [v for k, v in pairs if k == "customHeaders"]
+    if "customHeaders" in args:
+        args["customHeaders"] = headers
     return args
 
 
@@ -115,6 +138,20 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
                 changes[key] = read(args[arg])
             except (TypeError, ValueError):
                 raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+    if "customHeaders" in args:
+        given = args["customHeaders"]
+        if not isinstance(given, list) or not all(isinstance(h, str) for h in given):
+            raise ApiError(400, "customHeaders: give each header as Name:value", "customHeaders")
+        changes["custom_headers"] = [h for h in given if h.strip()]
+    for arg, key in PER_SUBDOMAIN.items():
+        if arg in args:
+            try:
+                limit = int(args[arg])
+            except (TypeError, ValueError):
+                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+            if limit >= 0:
+                current = changes.get(key, getattr(site, key) if site else -1)
+                changes[key] = limit if current < 0 else min(current, limit)
     if not changes:
         return None
     if site is None and "origin" not in changes:
@@ -137,9 +174,11 @@ async def crawl(request: Request) -> Response:
             400, "apiUrl: not applicable: snapshotd keeps each page's rendered HTML to serve "
             "to bots, it does not extract pages with an API", "apiUrl"
         )
-    for name in NOT_YET:
-        if name in args:
-            raise ApiError(400, f"{name}: not supported by snapshotd", name)
+    if "restrictDomain" in args and not _yes(args["restrictDomain"]):
+        raise ApiError(
+            400, "restrictDomain: a snapshotd job serves the pages of its seeds' host, so it "
+            "crawls that host only (restrictDomain=1)", "restrictDomain"
+        )
     ctx = context(request)
     if args.get("notifyEmail") and not ctx.settings.smtp:
         raise ApiError(
@@ -164,35 +203,25 @@ async def crawl(request: Request) -> Response:
         return JSONResponse({"response": "Successfully deleted job."})
     if _flag(args, "restart"):
         await ctx.sites.restart(name)
-        await set_round_start(context(request).store, name)
         response = "Successfully restarted job."
     if (pause := _flag(args, "pause")) is not None:
         await ctx.sites.set_paused(name, pause)
         response = "Successfully paused job." if pause else "Successfully resumed job."
     if _flag(args, "roundStart"):
-        n = await _new_round(request, name)
+        n = await new_round(ctx, name)
         response = f"Successfully started a new round: {n} pages queued again."
     job = await job_json(request, ctx.sites.site(name))  # type: ignore[arg-type]
     return JSONResponse({"response": response, "jobs": [job]} if response else {"jobs": [job]})
 
 
-async def _new_round(request: Request, name: str) -> int:
-    """Every captured page of the job pending again (lowest priority), as a new round."""
-    ctx = context(request)
-    paths = [(r.path, r.hops) async for r in ctx.store.iter_paths(name)
-             if r.state in ("processed", "error")]
-    await set_round_start(context(request).store, name)
-    if paths:
-        await ctx.store.enqueue_many(name, paths, PRIORITY_EXPIRED, force=True)
-        if ctx.crawler is not None:
-            ctx.crawler.wake()
-    return len(paths)
-
-
 async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
     ctx = context(request)
     await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
-    return await describe_job(ctx.store, ctx.sites, site, str(request.base_url).rstrip("/"))
+    return await describe_job(
+        ctx.store, site, paused=ctx.sites.is_paused(site.name),
+        created=ctx.sites.created.get(site.name, 0.0),
+        base_url=str(request.base_url).rstrip("/"),
+    )
 
 
 @operation(

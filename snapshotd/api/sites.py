@@ -21,6 +21,7 @@ from snapshotd.config import (
     site_from_mapping,
     site_to_mapping,
 )
+from snapshotd.jobs import PROGRESS, describe_job, job_state, start_round
 from snapshotd.rewrite import RulesError
 from snapshotd.store.base import STATES, iso_time
 
@@ -53,15 +54,23 @@ def site_from_body(name: str, raw: dict[str, Any]) -> SiteSettings:
 
 
 async def site_answer(request: Request) -> dict[str, Any]:
-    """A site as the API shows it: its settings, whether paused, its counts per state."""
+    """A site as the API shows it: its settings, whether paused, its counts per state, and
+    its crawl job's status, counters and round (SPEC 7.2)."""
     ctx = context(request)
     site = site_or_404(request)
     counts = (await ctx.store.counts()).get(site.name, {})
+    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
+    paused = ctx.sites.is_paused(site.name)
+    job = await describe_job(
+        ctx.store, site, paused=paused, created=ctx.sites.created.get(site.name, 0.0),
+        base_url=str(request.base_url).rstrip("/"),
+    )
     return {
         "name": site.name,
-        "paused": ctx.sites.is_paused(site.name),
+        "paused": paused,
         "created_at": iso_time(ctx.sites.created.get(site.name)),
         "counts": {state: counts.get(state, 0) for state in STATES},
+        "job": {key: job[key] for key in PROGRESS},
         "settings": site_to_mapping(site),
     }
 
@@ -141,3 +150,24 @@ async def resume_site(request: Request) -> Response:
 async def restart_site(request: Request) -> Response:
     name = site_or_404(request).name
     return JSONResponse({"restarted": name, "paths": await context(request).sites.restart(name)})
+
+
+async def new_round(ctx: Any, name: str) -> int:
+    """A new round of the site's job now (:func:`snapshotd.jobs.start_round`); how many
+    pages were queued again."""
+    state = await job_state(ctx.store, name, ctx.sites.created.get(name, 0.0))
+    n = await start_round(ctx.store, ctx.sites.site(name), state)
+    if n and ctx.crawler is not None:
+        ctx.crawler.wake()
+    return n
+
+
+@operation(
+    "start a new round of the site's crawl now: the seeds, the pages only crawled and the "
+    "failed ones are rendered again, and with only_process_if_new off every page (SPEC 7.2)",
+    params=[SITE],
+    responses={"200": '{"site": name, "queued": n}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def round_site(request: Request) -> Response:
+    name = site_or_404(request).name
+    return JSONResponse({"site": name, "queued": await new_round(context(request), name)})

@@ -8,6 +8,8 @@
   const KEY = "snapshotd.token";
   const REFRESH_MS = 2000;
   const PAGE = 50;
+  // The states of a path (SPEC section 5), in the order the counts are shown.
+  const STATES = ["pending", "processing", "processed", "crawled", "error", "ignored"];
   const $ = (id) => document.getElementById(id);
 
   const ui = {
@@ -196,7 +198,7 @@
       row.dataset.site = s.name;
       cell(row, s.name);
       cell(row, s.origin);
-      for (const state of ["pending", "processing", "processed", "error", "ignored"]) {
+      for (const state of STATES) {
         cell(row, s.counts[state], `num count-${state}`);
       }
       cell(row, s.total, "num");
@@ -215,7 +217,6 @@
       `Queue: ${depth}.`;
   }
 
-  const STATES = ["pending", "processing", "processed", "error", "ignored"];
 
   // Cards per state, and a progress bar with an ETA while paths are pending.
   function drawStatus() {
@@ -253,7 +254,8 @@
 
   async function drawSite() {
     const none = !ui.site;
-    for (const id of ["site-pause", "site-resume", "site-restart", "site-delete", "site-settings"]) {
+    for (const id of ["site-pause", "site-resume", "site-round", "site-restart", "site-delete",
+                      "site-settings", "job"]) {
       $(id).hidden = none;
     }
     $("new-site").open = none || $("new-site").open;
@@ -267,11 +269,44 @@
     $("site-state").className = `badge ${site.paused ? "paused" : "ok"}`;
     $("site-pause").hidden = site.paused;
     $("site-resume").hidden = !site.paused;
+    drawJob(site);
     const editor = $("settings-json");
     if (document.activeElement !== editor && editor.dataset.site !== ui.site) {
       editor.value = JSON.stringify(site.settings, null, 2);
       editor.dataset.site = ui.site;
     }
+  }
+
+  // The site's crawl job (SPEC 7.2): its status, this round's progress, its counters.
+  function drawJob(site) {
+    const job = site.job;
+    const code = job.jobStatus.status;
+    $("job-code").textContent = code;
+    $("job-code").className = `badge ${code === 7 || code === 0 ? "s3xx"
+      : code === 9 || code === 4 ? "s2xx" : code === 6 ? "snone" : "s4xx"}`;
+    $("job-message").textContent = job.jobStatus.message;
+    const counts = site.counts;
+    const total = Object.values(counts).reduce((a, b) => a + b, 0);
+    const left = counts.pending + counts.processing;
+    $("job-round").textContent = `${job.roundsCompleted + 1}, started ${
+      new Date(job.roundStartTime * 1000).toLocaleString()}`;
+    $("job-progress").value = total ? (total - left) / total : 0;
+    $("job-done").textContent = `${total - left} of ${total} pages`;
+    const rows = [
+      ["Pages processed (snapshots kept)", job.objectsFound],
+      ["URLs found", job.urlsHarvested],
+      ["Renders this round", job.pageCrawlSuccessesThisRound],
+      ["Processed this round", job.pageProcessSuccessesThisRound],
+      ["Renders tried / done", `${job.pageCrawlAttempts} / ${job.pageCrawlSuccesses}`],
+      ["Rounds completed", job.roundsCompleted],
+    ];
+    $("job-counters").replaceChildren(...rows.flatMap(([name, value]) => {
+      const dt = document.createElement("dt");
+      const dd = document.createElement("dd");
+      dt.textContent = name;
+      dd.textContent = value;
+      return [dt, dd];
+    }));
   }
 
   async function siteAction(action, question) {
@@ -283,6 +318,7 @@
         : await api("POST", `${siteUrl(name)}/${action}`);
       say(action === "delete" ? `Deleted site ${name} and its ${res.paths} paths.`
         : action === "restart" ? `Restarted ${name}: removed ${res.paths} paths, crawling again.`
+        : action === "round" ? `Started a new round of ${name}: ${res.queued} pages queued again.`
         : `${action === "pause" ? "Paused" : "Resumed"} the crawl of ${name}.`);
       $("settings-json").dataset.site = "";
       await tick();
@@ -293,6 +329,7 @@
 
   $("site-pause").addEventListener("click", () => siteAction("pause"));
   $("site-resume").addEventListener("click", () => siteAction("resume"));
+  $("site-round").addEventListener("click", () => siteAction("round"));
   $("site-restart").addEventListener("click", () =>
     siteAction("restart", `Remove every path and snapshot of ${ui.site} and crawl it again?`));
   $("site-delete").addEventListener("click", () =>

@@ -16,8 +16,12 @@ Invariants:
   what a stop or a crash left marked is followed at the next start; with ``follow_others``
   (the workers of one ``serve``) what the other processes stored marked is followed at
   each maintenance;
+- a site that reached ``max_to_process`` is not claimed from (its job has ended, SPEC 7.2)
+  until its limit is raised or its paths removed;
+- each maintenance moves every job's rounds on (:func:`snapshotd.jobs.advance`): a round
+  that is over is recorded, the next starts when ``repeat`` says so;
 - ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
-  pending or being captured.
+  pending or being captured, but for sites that reached ``max_to_process``.
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ from snapshotd.config import SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
 from snapshotd.fetch import Fetcher
+from snapshotd.jobs import advance
 from snapshotd.metrics import Metrics
 from snapshotd.notify import Notifier
 from snapshotd.sites import SiteRegistry
-from snapshotd.store.base import PathRecord, Store
+from snapshotd.store.base import EXPIRING, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
 
@@ -123,6 +128,7 @@ class Crawler:
         self._claim_lock = asyncio.Lock()
         self._busy: defaultdict[str, int] = defaultdict(int)
         self._next_start: defaultdict[str, float] = defaultdict(float)
+        self._full: set[str] = set()  # sites that reached max_to_process
         sites.listen(self._sites_changed)
         self._generation = 0
         self._wake = asyncio.Event()
@@ -267,6 +273,7 @@ class Crawler:
             await self._start_site(site)
             await self.follower.follow_due_links(site)
             await self._requeue_expired(site)
+        await self._mark_full()
         self._notify()
 
     async def _follow_handed_over(self) -> None:
@@ -297,6 +304,9 @@ class Crawler:
                 await self.frontier.refresh_robots(site)
             await self.frontier.sitemaps(site)
             await self._requeue_expired(site)
+            if await advance(self.store, self.registry, site, now=self.clock()):
+                self._notify()
+        await self._mark_full()
         depth = await self.store.queue_depth()
         for priority, n in depth.items():
             self.metrics.queue_depth.labels(str(priority)).set(n)
@@ -307,9 +317,18 @@ class Crawler:
         if self.notifier is not None:
             await self.notifier.check()
 
+    async def _mark_full(self) -> None:
+        """Note which sites reached ``max_to_process``: they are not claimed from."""
+        limited = [s for s in self.sites.values() if s.max_to_process >= 0]
+        counts = await self.store.counts() if limited else {}
+        self._full = {
+            s.name for s in limited
+            if counts.get(s.name, {}).get("processed", 0) >= s.max_to_process
+        }
+
     async def _requeue_expired(self, site: SiteSettings) -> None:
         # Failed captures come back when their backoff is over even without capture_expired.
-        states = ("processed", "error") if site.capture_expired else ("error",)
+        states = EXPIRING if site.capture_expired else ("error",)
         total = 0
         while True:
             n = await self.store.requeue_expired(site.name, states=states)
@@ -336,6 +355,7 @@ class Crawler:
             site
             for site in self.registry.sites
             if not self.registry.is_paused(site.name)
+            and site.name not in self._full
             and (
                 site.crawl_delay <= 0
                 or (self._busy[site.name] == 0 and self._next_start[site.name] <= now)
@@ -436,6 +456,8 @@ class Crawler:
             self.stats.errors += 1
         elif outcome.stored:
             self.stats.captured += 1
+            if site.max_to_process >= 0:
+                await self._mark_full()
             copy = self.follower.took_as_copy(site, record.path)
             if outcome.duplicate_of or copy:
                 self.stats.duplicates += 1
@@ -445,6 +467,8 @@ class Crawler:
             return False
         counts = await self.store.counts()
         for name in self.sites:
+            if name in self._full:
+                continue
             site_counts = counts.get(name, {})
             if site_counts.get("pending", 0) or site_counts.get("processing", 0):
                 return False

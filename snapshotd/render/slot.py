@@ -143,14 +143,15 @@ NEVER_CACHED = (
 )
 
 
-def _bypassing_cache(headers: dict[str, str]) -> list[dict[str, str]]:
-    """A request's headers with ``Cache-Control: no-cache``, which makes Chromium fetch it
-    from the origin whatever its HTTP cache holds."""
-    kept = [
-        {"name": k, "value": v} for k, v in headers.items()
-        if k.lower() not in ("cache-control", "pragma")
-    ]
-    return [*kept, {"name": "Cache-Control", "value": "no-cache"}]
+def _with(headers: dict[str, str], extra: dict[str, str]) -> list[dict[str, str]]:
+    """A request's headers with ``extra`` over them (whatever the case of their names)."""
+    replaced = {k.lower() for k in extra}
+    kept = [{"name": k, "value": v} for k, v in headers.items() if k.lower() not in replaced]
+    return [*kept, *({"name": k, "value": v} for k, v in extra.items())]
+
+
+# With it, Chromium fetches a request from the origin whatever its HTTP cache holds.
+_NO_CACHE = {"Cache-Control": "no-cache", "Pragma": "no-cache"}
 
 
 class CaptureCrashed(Exception):
@@ -287,6 +288,9 @@ class Slot:
         self._context_id = ""  # the DevTools id of the context, to find its workers
         self._signals = _Signals()
         self._origin = ""
+        self._headers: dict[str, str] = {}  # the site's custom_headers, on its own requests
+        self._patterns: list[dict[str, str]] = []  # what Fetch pauses
+        self._kinds: list[str] = []  # the resource types it pauses wherever they go
         self._tasks: set[asyncio.Future[None]] = set()
 
     async def open(self) -> None:
@@ -340,22 +344,29 @@ class Slot:
     async def _intercept(self, cdp: CDPSession) -> None:
         """Pause requests of the blocked types, and fail them; pause documents and data
         requests, and send them on marked to bypass the HTTP cache, so what the slot keeps
-        there between captures serves static assets only. Nothing else is ever paused."""
+        there between captures serves static assets only. For a site with
+        ``custom_headers``, pause every request to its origin too, and send it on with them.
+        Nothing else is ever paused."""
         blocked = {_CDP_TYPES.get(t, t.capitalize()) for t in self.settings.block_resources}
 
         async def answer(event: dict[str, Any]) -> None:
             request = {"requestId": event["requestId"]}
+            kind = event.get("resourceType")
             with contextlib.suppress(PlaywrightError):
-                if event.get("resourceType") in blocked:
+                if kind in blocked:
                     self._signals.blocked += 1
                     await cdp.send(
                         "Fetch.failRequest", {**request, "errorReason": "BlockedByClient"}
                     )
-                else:
-                    await cdp.send(
-                        "Fetch.continueRequest",
-                        {**request, "headers": _bypassing_cache(event["request"]["headers"])},
-                    )
+                    return
+                url = event["request"]["url"]
+                extra = self._headers if is_origin_url(url, self._origin) else {}
+                if kind in NEVER_CACHED:
+                    extra = {**extra, **_NO_CACHE}
+                await cdp.send(
+                    "Fetch.continueRequest",
+                    {**request, "headers": _with(event["request"]["headers"], extra)},
+                )
 
         def on_paused(event: dict[str, Any]) -> None:
             task = asyncio.ensure_future(answer(event))
@@ -363,10 +374,19 @@ class Slot:
             task.add_done_callback(self._tasks.discard)
 
         cdp.on("Fetch.requestPaused", on_paused)
-        kinds = blocked | set(NEVER_CACHED)
-        patterns = [{"urlPattern": "*", "resourceType": k, "requestStage": "Request"} for k in
-                    sorted(kinds)]
-        await cdp.send("Fetch.enable", {"patterns": patterns})
+        self._kinds = sorted(blocked | set(NEVER_CACHED))
+        await self._pause()
+
+    async def _pause(self) -> None:
+        """Tell Fetch what to pause: the kinds :meth:`_intercept` answers, and every request
+        to the site's origin while it has custom headers."""
+        patterns = [{"urlPattern": "*", "resourceType": k, "requestStage": "Request"}
+                    for k in self._kinds]
+        if self._headers:
+            patterns.append({"urlPattern": self._origin + "/*", "requestStage": "Request"})
+        if patterns != self._patterns and self._cdp is not None:
+            await self._cdp.send("Fetch.enable", {"patterns": patterns})
+            self._patterns = patterns
 
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
         frame = source.get("frame")
@@ -404,6 +424,9 @@ class Slot:
             self._guard.drop_connections()
             self._origin = site.origin
         self._guard.origin = site.origin
+        if site.headers != self._headers:
+            self._headers = site.headers
+            await self._pause()
         self._guard.refused.clear()
         self._guard.unreachable.clear()
         signals = self._signals = _Signals(origin=site.origin)

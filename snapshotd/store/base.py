@@ -24,7 +24,17 @@ from email.utils import formatdate
 from functools import cached_property
 from typing import Protocol
 
-STATES = ("pending", "processing", "processed", "error", "ignored")
+# ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
+# patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.
+STATES = ("pending", "processing", "processed", "crawled", "error", "ignored")
+# The states whose paths come back to pending when ``expires_at`` is due.
+EXPIRING = ("processed", "crawled", "error")
+# A schema step of both engines: expiry finds crawled paths by the index too.
+CRAWLED_EXPIRY_INDEX = """
+    DROP INDEX paths_expiry;
+    CREATE INDEX paths_expiry ON paths (site, expires_at)
+        WHERE state IN ('processed', 'crawled', 'error');
+"""
 # The order claims take pending paths in: highest priority, then oldest, then first inserted.
 CRAWL_ORDER = "priority DESC, queued_at, id"
 
@@ -216,6 +226,7 @@ class Store(Protocol):
         expires_at: float,
         duplicate_of: str | None = None,
         links_due: bool = False,
+        keep: bool = True,
     ) -> bool: ...
 
     async def fail(
@@ -240,7 +251,7 @@ class Store(Protocol):
     async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None: ...
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = ("processed", "error")
+        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
     ) -> int: ...
 
     async def lease_owners(self) -> list[str]: ...

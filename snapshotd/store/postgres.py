@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import PathRecord, Snapshot, StoreError, encode_capture
+from snapshotd.store.base import EXPIRING, PathRecord, Snapshot, StoreError, encode_capture
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
@@ -534,14 +534,17 @@ class PostgresStore(PostgresCounters, PostgresSites):
         expires_at: float,
         duplicate_of: str | None = None,
         links_due: bool = False,
+        keep: bool = True,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
-        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
+        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
+        ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
+        and whatever snapshot it had is removed."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
             pid = await conn.fetchval(
-                "UPDATE paths SET state = 'processed', status = $1, captured_at = $2, "
+                "UPDATE paths SET state = $9, status = $1, captured_at = $2, "
                 "expires_at = $3, error = NULL, duplicate_of = $4, attempts = 0, "
                 "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5 "
                 "WHERE site = $6 AND path = $7 AND state = 'processing' AND lease_owner = $8 "
@@ -549,14 +552,18 @@ class PostgresStore(PostgresCounters, PostgresSites):
                 status,
                 now,
                 expires_at,
-                duplicate_of,
+                duplicate_of if keep else None,
                 links_due,
                 site,
                 path,
                 owner,
+                "processed" if keep else "crawled",
             )
             if pid is None:
                 return False
+            if not keep:
+                await conn.execute("DELETE FROM snapshots WHERE path_id = $1", pid)
+                return True
             await conn.execute(
                 "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
                 "content_hash, final_url, captured_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
@@ -612,10 +619,10 @@ class PostgresStore(PostgresCounters, PostgresSites):
         )
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = ("processed", "error")
+        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
     ) -> int:
         """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
-        states = [s for s in states if s in ("processed", "error")]
+        states = [s for s in states if s in EXPIRING]
         if not states:
             return 0
         now = self.clock()

@@ -4,6 +4,7 @@ lock."""
 
 from __future__ import annotations
 
+from snapshotd.store.base import CRAWLED_EXPIRY_INDEX
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.sites import SITES_TABLE
 
@@ -54,4 +55,5 @@ MIGRATIONS: list[str] = [
     COUNTERS_TABLE,
     SITES_TABLE,
     POSTGRES_RECENT_TABLE,
+    CRAWLED_EXPIRY_INDEX,
 ]

@@ -40,6 +40,7 @@ _CLEAR = (
     "DELETE FROM paths WHERE site = {0}",
     "DELETE FROM counters WHERE site = {0}",
     "DELETE FROM recent_requests WHERE site = {0}",
+    "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.jobs)
 )
 
 
@@ -107,9 +108,9 @@ class PostgresSites:
 
     async def clear_site(self, name: str, *, remove: bool = False) -> int:
         async with self._db.acquire() as conn, conn.transaction():
-            done = await conn.execute(_CLEAR[0].format("$1"), name)
+            done = await conn.execute(_CLEAR[0].format("$1::text"), name)
             for sql in _CLEAR[1:]:
-                await conn.execute(sql.format("$1"), name)
+                await conn.execute(sql.format("$1::text"), name)
             if remove:
                 await conn.execute("DELETE FROM sites WHERE name = $1", name)
             else:

@@ -18,7 +18,15 @@ from typing import Any
 import aiosqlite
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import PathRecord, Snapshot, StoreError, content_hash, encode_capture
+from snapshotd.store.base import (
+    CRAWLED_EXPIRY_INDEX,
+    EXPIRING,
+    PathRecord,
+    Snapshot,
+    StoreError,
+    content_hash,
+    encode_capture,
+)
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.sites import SITES_TABLE, SQLiteSites
 
@@ -76,6 +84,7 @@ MIGRATIONS: list[str] = [
     COUNTERS_TABLE,
     SITES_TABLE,
     SQLITE_RECENT_TABLE,
+    CRAWLED_EXPIRY_INDEX,
 ]
 
 
@@ -517,9 +526,12 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
         expires_at: float,
         duplicate_of: str | None = None,
         links_due: bool = False,
+        keep: bool = True,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
-        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``)."""
+        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
+        ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
+        and whatever snapshot it had is removed."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
@@ -527,17 +539,24 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
             try:
                 await wr.execute("BEGIN IMMEDIATE")
                 async with wr.execute(
-                    "UPDATE paths SET state = 'processed', status = ?, captured_at = ?, "
+                    "UPDATE paths SET state = ?, status = ?, captured_at = ?, "
                     "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
                     "lease_owner = NULL, lease_until = NULL, links_due = MAX(links_due, ?) "
                     "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
                     "RETURNING id",
-                    (status, now, expires_at, duplicate_of, int(links_due), site, path, owner),
+                    (
+                        "processed" if keep else "crawled", status, now, expires_at,
+                        duplicate_of if keep else None, int(links_due), site, path, owner,
+                    ),
                 ) as c:
                     row = await c.fetchone()
                 if row is None:
                     await _rollback(wr)
                     return False
+                if not keep:
+                    await wr.execute("DELETE FROM snapshots WHERE path_id = ?", (row[0],))
+                    await wr.execute("COMMIT")
+                    return True
                 await wr.execute(
                     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
                     "content_hash, final_url, captured_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -599,10 +618,10 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
             )
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = ("processed", "error")
+        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
     ) -> int:
         """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
-        states = [s for s in states if s in ("processed", "error")]
+        states = [s for s in states if s in EXPIRING]
         if not states:
             return 0
         now = self.clock()

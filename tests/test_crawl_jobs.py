@@ -1,0 +1,319 @@
+"""Crawl jobs' rounds, processing and custom headers (SPEC 7.2): rounds moved on by
+``jobs.advance`` over real stores (both engines), and real crawls through the Crawlbot
+endpoint (real Chromium, real SQLite, loopback origins)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from snapshotd.app import create_app
+from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.jobs import DAY, advance, describe_job, job_state, start_round
+from snapshotd.sites import SiteRegistry
+from snapshotd.store.base import PRIORITY_LINK
+from tests.chromium import require_chromium
+from tests.servers import serve_asgi
+from tests.sites.shop import Shop
+from tests.test_cli import run
+from tests.test_crawlbot import TOKEN, job, wait_status
+
+ORIGIN = "http://127.0.0.1:9"
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+
+
+async def settle(store, site: str, path: str, outcome: str) -> None:  # type: ignore[no-untyped-def]
+    """``path`` captured: ``processed``, ``crawled`` (its snapshot not kept) or ``error``."""
+    await store.enqueue(site, path, PRIORITY_LINK)
+    record = await store.claim_path(site, path, "me", 60)
+    assert record is not None, path
+    if outcome == "error":
+        assert await store.fail(site, path, "me", error="timeout", retry_at=0)
+        return
+    assert await store.complete(
+        site, path, "me", html=f"<p>{path}</p>", status=200, headers={},
+        final_url=ORIGIN + path, expires_at=store.test_clock() + 10 * DAY,
+        keep=outcome == "processed",
+    )
+
+
+async def states(store, site: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {r.path: r.state async for r in store.iter_paths(site)}
+
+
+async def status(store, registry, site) -> tuple[int, str, int]:  # type: ignore[no-untyped-def]
+    described = await describe_job(
+        store, site, paused=registry.is_paused(site.name), created=registry.created[site.name],
+        base_url="http://127.0.0.1:8080",
+    )
+    return (described["jobStatus"]["status"], described["jobStatus"]["message"],
+            described["roundsCompleted"])
+
+
+async def test_rounds_repeat_on_schedule_until_max_rounds(store) -> None:  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), repeat=1.0, max_rounds=2)
+    registry = SiteRegistry(Settings(sites=(site,)), store)
+    await registry.open()
+    try:
+        for path, outcome in (("/", "crawled"), ("/p", "processed"), ("/c", "crawled"),
+                              ("/e", "error")):
+            await settle(store, "shop", path, outcome)
+        t0 = time.time()
+        # The round is over: its end is recorded once, the next is 1 day away.
+        assert await status(store, registry, site) == (
+            4, "Next round to start in 86400 seconds", 1)
+        assert not await advance(store, registry, site, now=t0)
+        first = await job_state(store, "shop", 0)
+        assert (first.rounds, first.ended) == (1, t0)
+        assert not await advance(store, registry, site, now=t0 + DAY - 1)
+        assert (await job_state(store, "shop", 0)) == first
+
+        # A day later the second round starts: only what no round processed is rendered
+        # again (only_process_if_new), the seed included.
+        assert await advance(store, registry, site, now=t0 + DAY)
+        assert await states(store, "shop") == {
+            "/": "pending", "/p": "processed", "/c": "pending", "/e": "pending"}
+        second = await job_state(store, "shop", 0)
+        assert second.rounds == 1 and second.ended == 0 and second.started > first.started
+        assert (await status(store, registry, site))[0] == 7
+
+        for path in ("/", "/c", "/e"):
+            assert await store.claim_path("shop", path, "me", 60)
+            assert await store.complete(
+                "shop", path, "me", html="<p>again</p>", status=200, headers={},
+                final_url=ORIGIN + path, expires_at=store.test_clock() + DAY, keep=path != "/c",
+            )
+        t1 = time.time()
+        assert not await advance(store, registry, site, now=t1)
+        assert await status(store, registry, site) == (1, "Job has reached maxRounds limit", 2)
+        # No third round, however long it waits.
+        assert not await advance(store, registry, site, now=t1 + 30 * DAY)
+        assert (await job_state(store, "shop", 0)).rounds == 2
+
+        # Paused: 6, and no round is moved on.
+        await registry.set_paused("shop", True)
+        assert (await status(store, registry, site))[0] == 6
+        # Restarted: no path, no round completed; a round starts now.
+        await registry.set_paused("shop", False)
+        await registry.restart("shop")
+        restarted = await job_state(store, "shop", 0)
+        assert restarted.rounds == 0 and restarted.started >= t1
+        assert await states(store, "shop") == {}
+        assert (await status(store, registry, site))[:2] == (0, "Job is initializing")
+    finally:
+        await registry.close()
+
+
+async def test_a_round_of_a_job_that_processes_again_renders_every_page(store) -> None:  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), only_process_if_new=False)
+    for path, outcome in (("/", "processed"), ("/p", "processed"), ("/c", "crawled")):
+        await settle(store, "shop", path, outcome)
+    await store.add_ignored("shop", "/admin", reason="ignore")
+    state = await job_state(store, "shop", 0)
+    assert await start_round(store, site, state) == 3
+    assert await states(store, "shop") == {
+        "/": "pending", "/p": "pending", "/c": "pending", "/admin": "ignored"}
+    # A snapshot stays served while its page waits to be rendered again.
+    assert (await store.get_snapshot("shop", "/p")).html == "<p>/p</p>"
+
+
+async def test_the_seeds_are_recrawled_on_their_own_schedule(store) -> None:  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/", ORIGIN + "/new"),
+                        seed_recrawl_frequency=2.0)
+    registry = SiteRegistry(Settings(sites=(site,)), store)
+    await registry.open()
+    try:
+        for path in ("/", "/new", "/p"):
+            await settle(store, "shop", path, "processed")
+        started = (await job_state(store, "shop", registry.created["shop"])).started
+        await advance(store, registry, site, now=started + 1)  # records the round's end
+        assert not await advance(store, registry, site, now=started + 2 * DAY - 1)
+        assert await advance(store, registry, site, now=started + 2 * DAY)
+        assert await states(store, "shop") == {"/": "pending", "/new": "pending",
+                                               "/p": "processed"}
+        # The next time is counted from then.
+        assert not await advance(store, registry, site, now=started + 3 * DAY)
+    finally:
+        await registry.close()
+
+
+async def test_a_crawled_page_keeps_no_snapshot_and_expires_like_a_processed_one(store) -> None:  # type: ignore[no-untyped-def]
+    await settle(store, "shop", "/c", "processed")
+    assert await store.get_snapshot("shop", "/c") is not None
+    await store.enqueue("shop", "/c", PRIORITY_LINK, force=True)
+    await store.claim_path("shop", "/c", "me", 60)
+    assert await store.complete(
+        "shop", "/c", "me", html="<p>list</p>", status=200, headers={}, final_url=ORIGIN + "/c",
+        expires_at=store.test_clock() + 5, keep=False,
+    )
+    assert (await store.get_path("shop", "/c")).state == "crawled"
+    assert await store.get_snapshot("shop", "/c") is None
+    assert (await store.counts())["shop"] == {"crawled": 1}
+    store.test_clock.now += 6
+    assert await store.requeue_expired("shop") == 1
+    assert (await store.get_path("shop", "/c")).state == "pending"
+
+
+def crawlbot_app(tmp_path, name: str):  # type: ignore[no-untyped-def]
+    browser = BrowserSettings(
+        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
+    )
+    return create_app(Settings(db=str(tmp_path / f"{name}.db"), api_tokens=(TOKEN,),
+                               browser=browser))
+
+
+@pytest.mark.browser
+def test_pages_crawled_but_not_processed_are_rendered_for_links_only(tmp_path) -> None:
+    shop = Shop()
+    with serve_asgi(shop.app) as origin, serve_asgi(crawlbot_app(tmp_path, "p")) as base, \
+            httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
+        host = {"Host": origin.removeprefix("http://")}
+        created = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "shop", "seeds": origin + "/", "obeyRobots": "0",
+            "urlProcessPattern": "/a/", "pageProcessPattern": "Page /a/1||Page /a/2",
+        })
+        assert created.status_code == 200, created.text
+        done = wait_status(client, "shop", 9, [])
+        # Every page was crawled, links of unprocessed ones followed (/a/3 leads to /deep/);
+        # only /a/1 and /a/2 were processed.
+        assert shop.counts()["/deep/4"] == 1 and shop.counts()["/a/3"] == 1
+        assert done["objectsFound"] == 2 == done["pageProcessSuccesses"]
+        assert done["pageCrawlSuccesses"] > done["pageProcessSuccesses"]
+        assert done["pageProcessAttempts"] == done["pageCrawlAttempts"] - (
+            done["pageCrawlSuccesses"] - done["pageProcessSuccesses"])
+        assert done["urlProcessPattern"] == "/a/"
+        pages = client.get("/_snapshotd/v3/crawl/data",
+                           params={"token": TOKEN, "name": "shop"}).json()
+        assert sorted(p["path"] for p in pages) == ["/a/1", "/a/2"]
+        report = client.get("/_snapshotd/v3/crawl/data", params={
+            "token": TOKEN, "name": "shop", "type": "urls", "format": "json"}).json()
+        state = {r["path"]: r["state"] for r in report}
+        assert state["/"] == state["/a/3"] == state["/deep/1"] == "crawled"
+
+        # Bots: a processed page is served; a crawled one and one the URL pattern leaves
+        # out get the origin's page, and nothing is added or rendered for them.
+        hit = client.get("/a/1", headers={**host, "User-Agent": BOT})
+        assert hit.headers["x-snapshotd-cache"] == "HIT" and "Page /a/1" in hit.text
+        before = shop.counts()
+        for path in ("/a/3", "/api-asked"):
+            passed = client.get(path, headers={**host, "User-Agent": BOT})
+            assert passed.headers["x-snapshotd-cache"] == "BYPASS", path
+            assert f"Page {path}" in passed.text
+        assert shop.counts() - before == {"/a/3": 1, "/api-asked": 1}  # the pass-through
+        assert job(client, "shop")["urlsHarvested"] == done["urlsHarvested"]
+
+        # maxToProcess: the job ends when it is reached (3), pending pages left unclaimed.
+        client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "capped", "seeds": origin + "/", "obeyRobots": "0",
+            "maxToProcess": "3",
+        })
+        capped = wait_status(client, "capped", 3, [])
+        assert capped["jobStatus"]["message"] == "Job has reached maxToProcess limit"
+        time.sleep(2)
+        assert job(client, "capped")["objectsFound"] == 3
+
+        # A job that repeats waits for its next round (4); restrictDomain=0 cannot be
+        # carried out; a per-subdomain maximum is the job's own (one host).
+        repeat = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "shop", "repeat": "1", "maxToCrawlPerSubdomain": "500",
+        }).json()["jobs"][0]
+        assert repeat["jobStatus"] == {"status": 4, "message": "Next round to start in "
+                                       f"{repeat['jobStatus']['message'].split()[5]} seconds"}
+        assert 86000 < int(repeat["jobStatus"]["message"].split()[5]) <= 86400
+        assert repeat["maxToCrawl"] == repeat["maxToCrawlPerSubdomain"] == 500
+        wide = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "shop", "restrictDomain": "0"})
+        assert wide.status_code == 400 and wide.json()["field"] == "restrictDomain"
+
+
+class Echo:
+    """An origin that records the headers of every request: a page, its script and its
+    data request, the page showing what the server and the data request saw."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict[str, str]] = {}
+
+        def keep(request: Request) -> dict[str, str]:
+            self.seen[request.url.path] = dict(request.headers)
+            return self.seen[request.url.path]
+
+        async def page(request: Request) -> Response:
+            lang = keep(request).get("accept-language", "")
+            return HTMLResponse(
+                f'<html><body><p id="server">server saw {lang}</p><p id="data"></p>'
+                '<script src="/app.js"></script></body></html>'
+            )
+
+        async def script(request: Request) -> Response:
+            keep(request)
+            return Response(
+                "fetch('/data').then(r => r.text()).then(t => {"
+                "document.getElementById('data').textContent = 'data saw ' + t;"
+                "window.onCaptureReady && window.onCaptureReady(); });",
+                media_type="application/javascript",
+            )
+
+        async def data(request: Request) -> Response:
+            headers = keep(request)
+            key, lang = headers.get("x-shop-key"), headers.get("accept-language")
+            return PlainTextResponse(f"{key} {lang}")
+
+        self.app = Starlette(routes=[Route("/", page), Route("/app.js", script),
+                                     Route("/data", data)])
+
+
+@pytest.mark.browser
+def test_custom_headers_go_with_every_request_to_the_sites_origin(tmp_path) -> None:
+    echo = Echo()
+    with serve_asgi(echo.app) as origin, serve_asgi(crawlbot_app(tmp_path, "h")) as base, \
+            httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
+        # Crawlbot's form: one customHeaders argument per header.
+        created = client.post("/_snapshotd/v3/crawl", content=(
+            f"token={TOKEN}&name=echo&seeds={origin}/&obeyRobots=0"
+            "&customHeaders=Accept-Language%3Afr-CH&customHeaders=X-Shop-Key%3A%20k1"
+        ), headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert created.status_code == 200, created.text
+        assert created.json()["jobs"][0]["customHeaders"] == [
+            "Accept-Language:fr-CH", "X-Shop-Key: k1"]
+        wait_status(client, "echo", 9, [])
+        [page] = client.get("/_snapshotd/v3/crawl/data",
+                            params={"token": TOKEN, "name": "echo", "html": "1"}).json()
+        assert "server saw fr-CH" in page["html"] and "data saw k1 fr-CH" in page["html"]
+        assert echo.seen["/app.js"]["accept-language"] == "fr-CH"
+        assert echo.seen["/app.js"]["x-shop-key"] == "k1"
+        bad = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "echo", "customHeaders": "Host:evil.test"})
+        assert bad.status_code == 400 and "Host cannot be set" in bad.json()["error"]
+
+
+@pytest.mark.browser
+def test_the_command_line_sets_what_a_crawl_processes_and_starts_rounds(tmp_path) -> None:
+    require_chromium()
+    db = str(tmp_path / "c.db")
+    with serve_asgi(Shop().app) as origin:
+        bad = run("crawl", "--origin", origin, "--db", db, "--set", "max_to_process=lots")
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr == (
+            "snapshotd: --set.max_to_process: expected an integer, got 'lots'\n")
+        done = run("crawl", "--origin", origin, "--db", db, "--set", "url_process_pattern=/a/",
+                   "--set", "obey_robots=false")
+        assert done.returncode == 0, done.stderr
+    shown = json.loads(run("site", "show", "default", "--db", db).stdout)
+    counts = shown["counts"]
+    assert counts["processed"] == 3 and counts["crawled"] >= 10, counts
+    assert shown["job"]["jobStatus"]["status"] == 9 and shown["job"]["objectsFound"] == 3
+    rounded = run("site", "round", "default", "--db", db)
+    assert rounded.stdout == (
+        f"started a new round of site default: {counts['crawled'] + counts['error']} pages "
+        "queued again\n")
+    again = json.loads(run("site", "show", "default", "--db", db).stdout)
+    assert again["counts"]["processed"] == 3
+    assert again["counts"]["pending"] == counts["crawled"] + counts["error"]
+    assert again["job"]["jobStatus"]["status"] == 7
