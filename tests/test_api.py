@@ -416,6 +416,7 @@ async def test_sites_show_counts_per_state(env: Env) -> None:
         "pending": 1,
         "processing": 0,
         "processed": 1,
+        "crawled": 0,
         "error": 0,
         "ignored": 0,
     }

@@ -82,7 +82,7 @@ async def test_overview_at_both_widths(
     await sign_in(page)
 
     # State cards and, with paths pending, a progress bar with an ETA.
-    await expect(page.locator("#cards .card")).to_have_count(5)
+    await expect(page.locator("#cards .card")).to_have_count(6)  # one per state
     await expect(page.locator("#progress")).to_be_visible(timeout=WAIT_MS)
     await expect(page.locator("#progress-text")).to_contain_text("paths done")
     await expect(page.locator("#progress-text")).to_contain_text("to go", timeout=WAIT_MS)

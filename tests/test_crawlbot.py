@@ -92,7 +92,7 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
     )
     settings = Settings(db=str(tmp_path / "c.db"), api_tokens=(TOKEN,), browser=browser)
-    shop = Shop()
+    shop = Shop(delay=0.1)  # a crawl of a few seconds: its status is seen going 7, then 9
     with serve_asgi(shop.app) as origin, serve_asgi(create_app(settings)) as base, httpx.Client(
         base_url=base, timeout=30, trust_env=False
     ) as client:

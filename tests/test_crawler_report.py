@@ -131,9 +131,10 @@ def test_status(db, capsys):
         "pending",
         "processing",
         "processed",
+        "crawled",
         "error",
         "ignored",
         "total",
     ]
-    assert lines[1].split() == ["blog", "1", "0", "0", "0", "0", "1"]
-    assert lines[2].split() == ["shop", "1", "0", "2", "1", "1", "5"]
+    assert lines[1].split() == ["blog", "1", "0", "0", "0", "0", "0", "1"]
+    assert lines[2].split() == ["shop", "1", "0", "2", "0", "1", "1", "5"]
