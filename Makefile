@@ -58,7 +58,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check snapshotd tests bench
 	$(BIN)/mypy snapshotd
 
-bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json
+# The docsify documentation app bench/bench_crawl_waste.py crawls (its install scripts are
+# its maintainers' own tooling, not needed to serve it).
+bench/docs_spa/node_modules/.package-lock.json: bench/docs_spa/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix bench/docs_spa --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: bench_crawl_waste.py needs docsify"; fi
+
+bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json \
+		bench/docs_spa/node_modules/.package-lock.json
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

@@ -3,6 +3,9 @@
 Invariants:
 - a path is rendered only while this process holds its lease (``store.claim*``);
 - a failed render never replaces a stored snapshot (``store.fail`` keeps it);
+- a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
+  same page to a reader, :mod:`snapshotd.content`) is stored as that page's duplicate; with
+  ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
 - a page rendered well is processed (its snapshot kept) only when the site's process
   patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
   ``crawled``: its links are followed, no snapshot is kept;
@@ -37,7 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from snapshotd.config import Settings, SiteSettings
+from snapshotd.content import MIN_WORDS, Print, fingerprint, same_page
 from snapshotd.metrics import Metrics
+from snapshotd.params import ParamLearner, without_each_param
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.store.base import PathRecord, Store, content_hash
 
@@ -93,6 +98,7 @@ class CaptureService:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clock = clock
         self.links = links
+        self.learner = ParamLearner(store)
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
@@ -215,11 +221,14 @@ class CaptureService:
 
         async with self._store_lock:
             unprocessed = await self._unprocessed(site, record.path, result.html)
-            duplicate_of = None
+            duplicate_of = print_ = None
             if 200 <= result.status < 300 and not unprocessed:
+                print_ = fingerprint(result.html)
                 duplicate_of = await self.store.find_same_content(
                     site.name, content_hash(result.html), record.path
                 )
+                if site.dedup == "content" and duplicate_of is None:
+                    duplicate_of = await self._same_page(site, record.path, print_)
             stored = await self.store.complete(
                 site.name,
                 record.path,
@@ -232,7 +241,11 @@ class CaptureService:
                 duplicate_of=duplicate_of,
                 links_due=follow_links or self.links is not None,
                 keep=not unprocessed,
+                shared=site.dedup == "content" and duplicate_of is not None,
+                print_=print_,
             )
+        if stored and print_ is not None:
+            await self.learner.rendered(site, record.path, print_)
         kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
         self.metrics.captures.labels(kind).inc()
         self.metrics.minutes.capture(site.name, kind)
@@ -246,6 +259,18 @@ class CaptureService:
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
+
+    async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
+        """A page of the site that shows a reader what ``print_`` shows: one with the same
+        main text, or the page ``path`` makes without one of its parameters, when it is the
+        same page by :func:`~snapshotd.content.same_page`."""
+        if print_.words >= MIN_WORDS:
+            same = await self.store.find_same_text(site.name, print_.text_hash, path)
+            if same is not None:
+                return same
+        variants = [p for _, p in without_each_param(path)]
+        prints = await self.store.prints(site.name, variants)
+        return next((p for p in variants if p in prints and same_page(print_, prints[p])), None)
 
     async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
         """Why a page rendered well is crawled only, its snapshot not kept (the site's process

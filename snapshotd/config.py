@@ -144,6 +144,13 @@ class SiteSettings:
     # -1 (unset): the [browser] value (BrowserSettings.timeouts).
     javascript_timeout: float = -1.0
     render_timeout: float = -1.0
+    # How a duplicate is known: by its HTML ("exact") or by what a reader sees ("content").
+    dedup: str = "content"
+    # Learn which query parameters do not change a page, and leave links that only scroll
+    # their page uncrawled (snapshotd.params).
+    learn_params: bool = True
+    # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
+    learned_params: tuple[tuple[str, str], ...] = ()
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -204,7 +211,7 @@ class SiteSettings:
     @cached_property
     def ignored_params(self) -> IgnoredParams:
         """The query parameters that are not part of a page's identity (``ignore_params``)."""
-        return IgnoredParams(self.ignore_params)
+        return IgnoredParams(self.ignore_params, self.learned_params)
 
 
 MAX_DEFAULT_WORKERS = 4
@@ -281,6 +288,7 @@ _SERVER_KINDS = {
     "smtp_from": "str",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
+    "learned_params",
     "bots_add",
     "bots_remove",
     "bots_categories",
@@ -463,6 +471,8 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
             raise ConfigError(f"{where}.custom_headers: {exc}") from None
     if "render_timeout" in values and values["render_timeout"] <= 0:
         raise ConfigError(f"{where}.render_timeout: must be positive")
+    if values.get("dedup", "content") not in ("content", "exact"):
+        raise ConfigError(f"{where}.dedup: expected content or exact, got {values['dedup']!r}")
     if values.get("readiness", "adaptive") not in READINESS:
         raise ConfigError(
             f"{where}.readiness: expected one of {', '.join(READINESS)}, "
@@ -510,7 +520,9 @@ def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(SiteSettings):
         value = getattr(site, f.name)
-        if f.name.startswith("bots_") or (f.name.endswith("_timeout") and value < 0):
+        if f.name.startswith("bots_") or f.name == "learned_params" or (
+            f.name.endswith("_timeout") and value < 0
+        ):
             continue
         out[f.name] = list(value) if isinstance(value, tuple) else value
     out["bots"] = {

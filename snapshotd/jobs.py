@@ -7,9 +7,10 @@ Invariants:
 - a job's round state (when its round started and ended, how many rounds completed, whether
   the end was notified, when its seeds were last recrawled) is one meta row, ``job:NAME``,
   removed with the site's paths by a restart or a delete;
-- a round is over when nothing of the site is pending or being captured (or when
-  ``max_to_process`` is reached); the crawler's maintenance records its end once, and with
-  ``repeat`` starts the next round ``repeat`` days later, until ``max_rounds``;
+- a round is over when nothing of the site is pending, being captured or stored with its
+  links still to follow (or when ``max_to_process`` is reached); the crawler's maintenance
+  records its end once, and with ``repeat`` starts the next round ``repeat`` days later,
+  until ``max_rounds``;
 - the counters are the per-minute capture counters of the store, so they add up over
   every process and host.
 """
@@ -153,9 +154,9 @@ async def advance(
     if sites.is_paused(site.name):
         return False
     state = await job_state(store, site.name, sites.created.get(site.name, now))
-    counts = (await store.counts()).get(site.name, {})
+    counts = await _counts(store, site.name)
     queued = False
-    if not state.ended and _round_over(site, counts, state, now) is not None:
+    if not state.ended and _round_over(site, counts) is not None:
         state = replace(state, rounds=state.rounds + 1, ended=now)
         await save_job_state(store, site.name, state)
     if (
@@ -176,17 +177,30 @@ async def advance(
     return queued
 
 
-def _round_over(
-    site: SiteSettings, counts: dict[str, int], state: JobState, now: float
-) -> int | None:
+async def _counts(store: Store, name: str) -> dict[str, int]:
+    """The site's paths per state, and under ``following`` whether a capture's links are
+    still to be queued (then the round goes on, whatever the states say)."""
+    counts = dict((await store.counts()).get(name, {}))
+    following = await store.links_due(name, captured_before=float("inf"), limit=1)
+    return {**counts, FOLLOWING: len(following)}
+
+
+# Not a state: captures whose links are still to be queued (see _counts).
+FOLLOWING = "following"
+
+
+def _round_over(site: SiteSettings, counts: dict[str, int]) -> int | None:
     """The status code a round ended with (2, 3, 9, 10); None while it goes on or the job
     has no path yet."""
     processed = counts.get("processed", 0)
     if 0 <= site.max_to_process <= processed:
         return 3
-    if counts.get("pending", 0) or counts.get("processing", 0) or not sum(counts.values()):
+    known = sum(n for state, n in counts.items() if state != FOLLOWING)
+    if counts.get("pending", 0) or counts.get("processing", 0) or counts.get(FOLLOWING, 0):
         return None
-    if sum(counts.values()) >= site.max_pages:
+    if not known:
+        return None
+    if known >= site.max_pages:
         return 2
     if not processed and not counts.get("crawled", 0):
         return 10
@@ -197,11 +211,11 @@ def job_status(
     paused: bool, site: SiteSettings, counts: dict[str, int], state: JobState, now: float
 ) -> tuple[int, str]:
     """The Crawlbot status code of a job (:data:`JOB_STATUS`) and its message."""
-    over = _round_over(site, counts, state, now)
+    over = _round_over(site, counts)
     if paused:
         code = 6
     elif over is None:
-        if sum(counts.values()):
+        if any(n for state, n in counts.items() if state != FOLLOWING):
             code = 7
         else:
             code = 0 if now - state.started < INITIALIZING_SECONDS else 5
@@ -223,7 +237,7 @@ async def describe_job(
     """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
     snapshotd is reached (for ``downloadJson`` and ``downloadUrls``)."""
     now = time.time()
-    counts = (await store.counts()).get(site.name, {})
+    counts = await _counts(store, site.name)
     state = await job_state(store, site.name, created)
     # Captures by outcome (ok, duplicate, crawled, error), in all and in this round.
     total: dict[str, int] = {}
@@ -254,7 +268,7 @@ async def describe_job(
         "jobStatus": {"status": status, "message": message},
         "sentJobDoneNotification": int(state.notified),
         "objectsFound": counts.get("processed", 0),
-        "urlsHarvested": sum(counts.values()),
+        "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
         "pageCrawlAttempts": attempts,
         "pageCrawlSuccesses": crawled(total),
         "pageCrawlSuccessesThisRound": crawled(this_round),

@@ -159,6 +159,7 @@ def build_services(
     metrics = Metrics()
     links: LinksToFollow | None = asyncio.Queue() if crawler else None
     capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
+    capture.learner.on_change = sites.refresh  # what is learned is used here at once
     proxy = None
     if upstream is not None:
         proxy = Proxy(sites, store, capture, upstream, metrics=metrics, processes=processes)

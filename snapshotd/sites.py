@@ -72,6 +72,8 @@ class SiteRegistry:
         self._poll: asyncio.Task[None] | None = None
         self._bad: set[tuple[str, float]] = set()
         self._removed: set[str] = set()
+        # The query parameters each site ignores by what it learned (snapshotd.params).
+        self._learned: dict[str, tuple[tuple[str, str], ...]] = {}
         for site in self.configured:  # a broken rules file stops start-up (RulesError)
             self._load(site)
 
@@ -148,10 +150,14 @@ class SiteRegistry:
 
     async def refresh(self) -> None:
         rows = {row.name: row for row in await self.store.list_sites()}
+        learned: dict[str, tuple[tuple[str, str], ...]] = {}
+        for param in await self.store.list_params():
+            if param.state == "ignored":
+                learned[param.site] = (*learned.get(param.site, ()), (param.name, param.scope))
         changed = {
             name for name, row in rows.items()
             if (old := self._rows.get(name)) is None or old.updated_at != row.updated_at
-            or old.settings != row.settings
+            or old.settings != row.settings or learned.get(name, ()) != self._learned.get(name, ())
         }
         removed = set(self._rows) - set(rows)
         self._removed |= removed
@@ -171,7 +177,9 @@ class SiteRegistry:
                 if site is None:
                     continue
                 current[name] = site
+            current[name] = replace(current[name], learned_params=learned.get(name, ()))
         self._rows = rows
+        self._learned = learned
         self.paused = paused
         self.created = {name: row.created_at for name, row in rows.items()}
         # The configured sites first, in the file's order (the first with no hosts is the

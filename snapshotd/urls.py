@@ -77,24 +77,29 @@ TRACKING_WORD = "@tracking"
 
 class IgnoredParams:
     """Query parameter names a site ignores: names with ``*`` globs, matched case-sensitively
-    against the percent-decoded name; ``@tracking`` stands for :data:`TRACKING_PARAMS`."""
+    against the percent-decoded name; ``@tracking`` stands for :data:`TRACKING_PARAMS`.
+    ``learned`` adds (name, scope) pairs: that name ignored in paths under that prefix."""
 
-    def __init__(self, patterns: Iterable[str] = (TRACKING_WORD,)) -> None:
+    def __init__(
+        self, patterns: Iterable[str] = (TRACKING_WORD,), learned: Iterable[tuple[str, str]] = ()
+    ) -> None:
         names: list[str] = []
         for pattern in patterns:
             names.extend(TRACKING_PARAMS if pattern == TRACKING_WORD else (pattern,))
         self.patterns = tuple(dict.fromkeys(names))
         globs = "|".join(re.escape(p).replace(r"\*", ".*") for p in self.patterns)
         self._match = re.compile(globs).fullmatch if self.patterns else None
+        self.learned = tuple(learned)
 
     def __bool__(self) -> bool:
-        return self._match is not None
+        return self._match is not None or bool(self.learned)
 
-    def __call__(self, raw_name: str) -> bool:
-        """Whether a parameter, its name as it stands in the query, is ignored."""
-        if self._match is None:
-            return False
-        return self._match(unquote(raw_name.replace("+", " "))) is not None
+    def __call__(self, raw_name: str, path: str = "/") -> bool:
+        """Whether a parameter, its name as it stands in the query, is ignored in ``path``."""
+        name = unquote(raw_name.replace("+", " "))
+        if self._match is not None and self._match(name) is not None:
+            return True
+        return any(name == n and path.startswith(scope) for n, scope in self.learned)
 
 
 TRACKING = IgnoredParams()
@@ -250,7 +255,7 @@ def site_path_from_request(
             name, _eq, value = part.partition("=")
             if name == ESCAPED_FRAGMENT and escaped is None:
                 escaped, removed = _decode_fragment(value), True
-            elif part and ignore(name):
+            elif part and ignore(name, path):
                 removed = True
             elif part:
                 kept.append(part)

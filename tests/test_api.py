@@ -689,6 +689,7 @@ async def test_openapi_matches_the_routes(env: Env) -> None:
         "{path}": "x",
         "{url}": "http://127.0.0.1:9/x",
         "{file}": "console.js",
+        "{name}": "id",
     }
     def removes(pm: tuple[str, str]) -> int:
         """Paths first, then a restart of the site, then the site itself."""

@@ -331,3 +331,24 @@ def test_the_command_line_sets_what_a_crawl_processes_and_starts_rounds(tmp_path
     assert again["counts"]["processed"] == 3
     assert again["counts"]["pending"] == counts["crawled"] + counts["error"]
     assert again["job"]["jobStatus"]["status"] == 7
+
+
+async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store) -> None:  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",))
+    registry = SiteRegistry(Settings(sites=(site,)), store)
+    await registry.open()
+    try:
+        await store.enqueue("shop", "/", PRIORITY_LINK)
+        await store.claim_path("shop", "/", "me", 60)
+        assert await store.complete(
+            "shop", "/", "me", html="<p>home</p>", status=200, headers={},
+            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, links_due=True,
+        )
+        # Stored, its links not queued yet: not done, and no round end is recorded.
+        assert (await status(store, registry, site))[0] == 7
+        assert not await advance(store, registry, site)
+        assert (await job_state(store, "shop", 0)).rounds == 0
+        await store.links_followed("shop", "/")
+        assert (await status(store, registry, site))[0] == 9
+    finally:
+        await registry.close()

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from snapshotd.api import console, crawlbot, paths, render, sitemap, sites, status
+from snapshotd.api import console, crawlbot, params, paths, render, sitemap, sites, status
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error
 from snapshotd.api.inputs import MAX_BODY
@@ -67,6 +67,9 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/resume", sites.resume_site, methods=["POST"]),
     Route(f"{_SITE}/restart", sites.restart_site, methods=["POST"]),
     Route(f"{_SITE}/round", sites.round_site, methods=["POST"]),
+    Route(f"{_SITE}/params", params.get_params, methods=["GET"]),
+    Route(f"{_SITE}/params/{{name}}", params.put_param, methods=["PUT"]),
+    Route(f"{_SITE}/params/{{name}}", params.delete_param, methods=["DELETE"]),
     Route(f"{_SITE}/paths", paths.list_paths, methods=["GET"]),
     Route(f"{_SITE}/paths", paths.post_paths, methods=["POST"]),
     Route(f"{_SITE}/paths/{{path:path}}", paths.get_path, methods=["GET"]),

@@ -27,7 +27,9 @@ from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import new_round, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
 from snapshotd.jobs import V3, describe_job
+from snapshotd.params import without_each_param
 from snapshotd.rewrite import RulesError
+from snapshotd.urls import split_site_path
 
 __all__ = ["V3", "crawl", "crawl_data", "job_json"]
 
@@ -251,7 +253,8 @@ async def crawl_data(request: Request) -> Response:
     if num is not None:
         records = sorted(records, key=lambda r: r.captured_at or 0, reverse=True)[: int(num)]
     if args.get("type") == "urls":
-        rows = [{"url": site.url_for(r.path), **record_json(r)} for r in records]
+        rows = [{"url": site.url_for(r.path), **record_json(r),
+                 "ignored_params": " ".join(_learned(site, r.path))} for r in records]
     else:
         rows = [await _page(ctx, site, r, str(args.get("html")) == "1") for r in records]
     if fmt == "json":
@@ -262,6 +265,12 @@ async def crawl_data(request: Request) -> Response:
         writer.writeheader()
         writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
     return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
+
+
+def _learned(site: SiteSettings, path: str) -> list[str]:
+    """The parameters of ``path`` that its site now ignores (learned, pinned or set)."""
+    page = split_site_path(path)[0]
+    return [name for name, _ in without_each_param(path) if site.ignored_params(name, page)]
 
 
 async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[str, Any]:

@@ -255,7 +255,7 @@
   async function drawSite() {
     const none = !ui.site;
     for (const id of ["site-pause", "site-resume", "site-round", "site-restart", "site-delete",
-                      "site-settings", "job"]) {
+                      "site-settings", "site-params", "job"]) {
       $(id).hidden = none;
     }
     $("new-site").open = none || $("new-site").open;
@@ -270,6 +270,7 @@
     $("site-pause").hidden = site.paused;
     $("site-resume").hidden = !site.paused;
     drawJob(site);
+    if ($("site-params").open) await drawParams();
     const editor = $("settings-json");
     if (document.activeElement !== editor && editor.dataset.site !== ui.site) {
       editor.value = JSON.stringify(site.settings, null, 2);
@@ -308,6 +309,44 @@
       return [dt, dd];
     }));
   }
+
+  // The site's query parameters (SPEC 5.5): learned, kept, or pinned by the operator.
+  async function drawParams() {
+    const name = ui.site;
+    const data = await api("GET", `${siteUrl(name)}/params`);
+    const body = $("params").tBodies[0];
+    body.replaceChildren();
+    for (const p of data.params) {
+      const row = body.insertRow();
+      cell(row, p.name);
+      cell(row, p.pinned ? `${p.state} (pinned)` : p.state,
+           `badge ${p.state === "ignored" ? "s2xx" : p.state === "kept" ? "s3xx" : "snone"}`);
+      cell(row, p.scope || "");
+      cell(row, `same on ${p.same.length}, differs on ${p.differ.length}`);
+      const actions = row.insertCell();
+      for (const [label, how] of [["Ignore", "ignored"], ["Keep", "kept"], ["Forget", null]]) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.textContent = label;
+        button.addEventListener("click", async () => {
+          try {
+            const url = `${siteUrl(name)}/params/${encodeURIComponent(p.name)}`;
+            await (how ? api("PUT", url, { json: { state: how, scope: p.scope || "/" } })
+              : api("DELETE", url));
+            say(how ? `Pinned ${p.name} as ${how}.` : `Forgot what was learned of ${p.name}.`);
+            await drawParams();
+          } catch (err) {
+            reportError(err);
+          }
+        });
+        actions.append(button);
+      }
+    }
+  }
+
+  $("site-params").addEventListener("toggle", () => {
+    if ($("site-params").open) drawParams().catch(reportError);
+  });
 
   async function siteAction(action, question) {
     const name = ui.site;

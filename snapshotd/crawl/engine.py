@@ -45,7 +45,7 @@ from snapshotd.jobs import advance
 from snapshotd.metrics import Metrics
 from snapshotd.notify import Notifier
 from snapshotd.sites import SiteRegistry
-from snapshotd.store.base import EXPIRING, PathRecord, Store
+from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
 
@@ -117,7 +117,7 @@ class Crawler:
         self.grace = grace
         self.maintenance_every = maintenance_every
         self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http)
-        self.follower = Follower(self.frontier, store, clock=clock)
+        self.follower = Follower(self.frontier, store, clock=clock, learner=capture.learner)
         self.finished = asyncio.Event()
         self._stopping = False
         self._stopped = False
@@ -426,6 +426,15 @@ class Crawler:
 
     async def _capture(self, site: SiteSettings, record: PathRecord) -> None:
         """Capture a path this crawler claimed, follow what it points to, count it."""
+        site = self.registry.site(site.name) or site  # with what it learned meanwhile
+        renamed = site.path_of(record.path)
+        if renamed is not None and renamed != record.path:
+            # Queued before the site ignored one of its parameters: the page it stands for
+            # is queued instead, and it is not rendered.
+            await self.store.delete_path(site.name, record.path)
+            if await self.store.get_path(site.name, renamed) is None:
+                await self.store.enqueue(site.name, renamed, PRIORITY_LINK, hops=record.hops)
+            return
         try:
             outcome = await self.capture.run(site, record, follow_links=True)
             if outcome.stored and self.registry.site(site.name) is not None:

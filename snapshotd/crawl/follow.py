@@ -8,29 +8,38 @@ captures the capture service hands over (proxy misses of this process) from the 
 (:meth:`Follower.follow_due_links`, one pass at start).
 
 Invariants:
-- links are followed only from a stored 2xx capture that is not a duplicate; a stored 3xx
+- links are followed only from a stored 2xx capture that is not a duplicate, those with a
+  query at priority 0, behind those without; a stored 3xx
   queues its target instead, at the same hops (it stands for the same page);
 - a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
   ``crawl_links``, queues nothing;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
   copy of it and queues the canonical, not its own links;
 - a capture's mark (``links_due``) is cleared only once all it points to went through
-  admission: a failure or a stop in between leaves it for the next start.
+  admission: a failure or a stop in between leaves it for the next start;
+- a link to the page itself with only a query added, each of whose values is the id of one
+  of the page's elements, only scrolls the page: it is not queued, and it is evidence that
+  those parameters do not change a page (:mod:`snapshotd.params`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from urllib.parse import parse_qsl, urlsplit
 
 from snapshotd.capture import Outcome
 from snapshotd.config import SiteSettings
 from snapshotd.crawl.frontier import Frontier
 from snapshotd.links import extract_links, normalize_url
+from snapshotd.params import ParamLearner, scroll_targets
 from snapshotd.render.base import CaptureResult
-from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
+from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
+from snapshotd.urls import split_site_path
 
 log = logging.getLogger("snapshotd.crawler")
+
+PRIORITY_VARIANT = PRIORITY_EXPIRED
 
 
 def _robots_tag_nofollow(value: str) -> bool:
@@ -43,13 +52,32 @@ def _robots_tag_nofollow(value: str) -> bool:
     return False
 
 
+def _scroll_params(url: str, page_url: str) -> list[tuple[str, str]]:
+    """The (name, value) parameters of a link to the page itself with only a query added:
+    candidates for a scroll target; [] for any other link."""
+    link, page = urlsplit(url), urlsplit(page_url)
+    if (link.scheme, link.netloc, link.path) != (page.scheme, page.netloc, page.path):
+        return []
+    if not link.query or page.query or link.fragment.startswith("!"):
+        return []
+    return parse_qsl(link.query)
+
+
 class Follower:
     """Sends what stored captures point to through ``frontier``."""
 
-    def __init__(self, frontier: Frontier, store: Store, *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        frontier: Frontier,
+        store: Store,
+        *,
+        clock: Callable[[], float],
+        learner: ParamLearner | None = None,
+    ) -> None:
         self.frontier = frontier
         self.store = store
         self.clock = clock
+        self.learner = learner or ParamLearner(store)
         self._canonical_copies: set[tuple[str, str]] = set()
 
     def took_as_copy(self, site: SiteSettings, path: str) -> bool:
@@ -158,8 +186,20 @@ class Follower:
                 links.append(page.canonical)
         if nofollow or not site.crawl_links:
             return
+        targets: set[str] | None = None
         for url in links:
             path = site.path_of(url)
             if path is None or path in own:
                 continue
-            await admit(site, url, hops=hops, priority=PRIORITY_LINK, source="link")
+            scroll = _scroll_params(url, page_url) if site.learn_params else []
+            if scroll:
+                targets = scroll_targets(result.html) if targets is None else targets
+                if all(value in targets for _, value in scroll):
+                    # The page's own router only scrolls it: not a page of its own.
+                    for name, _ in scroll:
+                        await self.learner.declared(site, name, split_site_path(record.path)[0])
+                    continue
+            # A link with a query waits behind those without one: until its page is known, a
+            # variant of it is more often the same page (snapshotd.params learns which).
+            priority = PRIORITY_VARIANT if "?" in path.partition("#!")[0] else PRIORITY_LINK
+            await admit(site, url, hops=hops, priority=priority, source="link")

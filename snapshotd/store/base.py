@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
+
+from snapshotd.content import Print
 
 # ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
 # patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.
@@ -57,6 +60,42 @@ def iso_time(t: float | None) -> str | None:
     if t is None:
         return None
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# A path's snapshot: its own, else, for a page known by what it shows (stored ``shared``),
+# that of the page it duplicates; with the path's own expiry and state.
+SNAPSHOT_OF = (
+    "SELECT COALESCE(s.body_gz, c.body_gz), COALESCE(s.status, c.status), "
+    "COALESCE(s.headers, c.headers), COALESCE(s.etag, c.etag), "
+    "COALESCE(s.content_hash, c.content_hash), COALESCE(s.final_url, c.final_url), "
+    "COALESCE(s.captured_at, c.captured_at), p.expires_at, p.state "
+    "FROM paths p LEFT JOIN snapshots s ON s.path_id = p.id "
+    "LEFT JOIN paths d ON s.path_id IS NULL AND d.site = p.site AND d.path = p.duplicate_of "
+    "LEFT JOIN snapshots c ON c.path_id = d.id "
+    "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
+)
+
+
+# Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
+# final URL, time, then its main text's hash, SimHash and words (placeholders 1 to 11).
+SNAPSHOT_PUT = (
+    "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
+    "captured_at, text_hash, simhash, words) VALUES ({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+    "{8}, {9}, {10}) ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
+    "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
+    "content_hash = excluded.content_hash, final_url = excluded.final_url, "
+    "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
+    "simhash = excluded.simhash, words = excluded.words"
+)
+
+
+def snapshot_from_row(site: str, path: str, row: Sequence[Any]) -> Snapshot:
+    """A :data:`SNAPSHOT_OF` row as a snapshot."""
+    return Snapshot(
+        site=site, path=path, body_gz=bytes(row[0]), status=row[1],
+        headers=json.loads(row[2]), etag=row[3], content_hash=row[4], final_url=row[5],
+        captured_at=row[6], expires_at=row[7], state=row[8],
+    )
 
 
 class StoreError(Exception):
@@ -94,6 +133,18 @@ class SiteRow:
     settings: str
     paused: bool
     created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ParamRow:
+    """A decision on one query parameter of a site."""
+
+    site: str
+    name: str
+    state: str  # "ignored" or "kept"
+    scope: str  # the path prefix it holds under
+    pinned: bool  # set by an operator: learning leaves it alone
     updated_at: float
 
 
@@ -227,6 +278,8 @@ class Store(Protocol):
         duplicate_of: str | None = None,
         links_due: bool = False,
         keep: bool = True,
+        shared: bool = False,
+        print_: Print | None = None,
     ) -> bool: ...
 
     async def fail(
@@ -306,6 +359,24 @@ class Store(Protocol):
     async def clear_site(self, name: str, *, remove: bool = False) -> int:
         """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""
         ...
+
+    async def prints(self, site: str, paths: Sequence[str]) -> dict[str, Print]:
+        """The fingerprints of the snapshots of ``paths`` that have one (store/params)."""
+        ...
+
+    async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None: ...
+
+    async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None: ...
+
+    async def param_evidence(self, site: str) -> dict[str, list[tuple[str, bool]]]: ...
+
+    async def list_params(self, site: str | None = None) -> list[ParamRow]: ...
+
+    async def put_param(
+        self, site: str, name: str, state: str, scope: str, *, pinned: bool
+    ) -> None: ...
+
+    async def delete_param(self, site: str, name: str) -> bool: ...
 
     async def add_recent(
         self, rows: Sequence[tuple[float, str, str, str, str, int | None, int]]

@@ -19,14 +19,24 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import astuple
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
 
+from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import EXPIRING, PathRecord, Snapshot, StoreError, encode_capture
+from snapshotd.store.base import (
+    EXPIRING,
+    SNAPSHOT_PUT,
+    PathRecord,
+    Snapshot,
+    StoreError,
+    encode_capture,
+)
 from snapshotd.store.counters import PostgresCounters
+from snapshotd.store.params import PostgresParams
 from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
 
@@ -93,7 +103,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore(PostgresCounters, PostgresSites):
+class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(
@@ -535,11 +545,15 @@ class PostgresStore(PostgresCounters, PostgresSites):
         duplicate_of: str | None = None,
         links_due: bool = False,
         keep: bool = True,
+        shared: bool = False,
+        print_: Print | None = None,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed."""
+        and whatever snapshot it had is removed. ``shared``: the page shows what
+        ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
+        ``print_``: the fingerprints of what it shows, kept with its snapshot."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
@@ -561,16 +575,11 @@ class PostgresStore(PostgresCounters, PostgresSites):
             )
             if pid is None:
                 return False
-            if not keep:
+            if not keep or shared:
                 await conn.execute("DELETE FROM snapshots WHERE path_id = $1", pid)
                 return True
             await conn.execute(
-                "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
-                "content_hash, final_url, captured_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-                "ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
-                "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
-                "content_hash = excluded.content_hash, final_url = excluded.final_url, "
-                "captured_at = excluded.captured_at",
+                SNAPSHOT_PUT.format(*(f"${n}" for n in range(1, 12))),
                 pid,
                 body,
                 status,
@@ -579,6 +588,7 @@ class PostgresStore(PostgresCounters, PostgresSites):
                 digest,
                 final_url,
                 now,
+                *(astuple(print_) if print_ else (None, None, None)),
             )
         return True
 

@@ -41,6 +41,8 @@ _CLEAR = (
     "DELETE FROM counters WHERE site = {0}",
     "DELETE FROM recent_requests WHERE site = {0}",
     "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.jobs)
+    "DELETE FROM param_evidence WHERE site = {0}",
+    "DELETE FROM params WHERE site = {0}",
 )
 
 

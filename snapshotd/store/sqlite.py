@@ -12,22 +12,28 @@ import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
+from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
     EXPIRING,
+    SNAPSHOT_OF,
+    SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
     content_hash,
     encode_capture,
+    snapshot_from_row,
 )
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
+from snapshotd.store.params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.sites import SITES_TABLE, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
@@ -85,6 +91,7 @@ MIGRATIONS: list[str] = [
     SITES_TABLE,
     SQLITE_RECENT_TABLE,
     CRAWLED_EXPIRY_INDEX,
+    PRINTS_AND_PARAMS,
 ]
 
 
@@ -142,7 +149,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore(SQLiteCounters, SQLiteSites):
+class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -260,27 +267,8 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
         return _record(row) if row else None
 
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
-        row = await self._one(
-            "SELECT s.body_gz, s.status, s.headers, s.etag, s.content_hash, s.final_url, "
-            "s.captured_at, p.expires_at, p.state FROM paths p JOIN snapshots s "
-            "ON s.path_id = p.id WHERE p.site = ? AND p.path = ?",
-            (site, path),
-        )
-        if row is None:
-            return None
-        return Snapshot(
-            site=site,
-            path=path,
-            body_gz=row[0],
-            status=row[1],
-            headers=json.loads(row[2]),
-            etag=row[3],
-            content_hash=row[4],
-            final_url=row[5],
-            captured_at=row[6],
-            expires_at=row[7],
-            state=row[8],
-        )
+        row = await self._one(SNAPSHOT_OF.format("?"), (site, path))
+        return None if row is None else snapshot_from_row(site, path, row)
 
     async def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -527,11 +515,15 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
         duplicate_of: str | None = None,
         links_due: bool = False,
         keep: bool = True,
+        shared: bool = False,
+        print_: Print | None = None,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed."""
+        and whatever snapshot it had is removed. ``shared``: the page shows what
+        ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
+        ``print_``: the fingerprints of what it shows, kept with its snapshot."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
@@ -553,18 +545,14 @@ class SQLiteStore(SQLiteCounters, SQLiteSites):
                 if row is None:
                     await _rollback(wr)
                     return False
-                if not keep:
+                if not keep or shared:
                     await wr.execute("DELETE FROM snapshots WHERE path_id = ?", (row[0],))
                     await wr.execute("COMMIT")
                     return True
                 await wr.execute(
-                    "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, "
-                    "content_hash, final_url, captured_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
-                    "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
-                    "content_hash = excluded.content_hash, final_url = excluded.final_url, "
-                    "captured_at = excluded.captured_at",
-                    (row[0], body, status, json.dumps(headers), etag, digest, final_url, now),
+                    SNAPSHOT_PUT.format(*"?" * 11),
+                    (row[0], body, status, json.dumps(headers), etag, digest, final_url, now,
+                     *(astuple(print_) if print_ else (None, None, None))),
                 )
                 await wr.execute("COMMIT")
             except BaseException:
