@@ -1,5 +1,5 @@
 """What a reader sees of a page: the visible text of its main content, and fingerprints of it
-that tell two captures of the same page apart from two different pages (SPEC 5.4).
+that tell two captures of the same page apart from two different pages (SPEC 5.2).
 
 The main content is the first ``<main>``, ``role=main`` or ``<article>`` element, else the
 body, without scripts, styles, templates, hidden elements and the page's chrome (``nav``,

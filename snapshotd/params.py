@@ -1,4 +1,4 @@
-"""Learning which query parameters do not change a page (SPEC 5.5).
+"""Learning which query parameters do not change a page (SPEC 5.3).
 
 Per site, snapshotd gathers evidence on each query parameter, page by page (a page being a
 path without its query):

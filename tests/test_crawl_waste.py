@@ -1,4 +1,4 @@
-"""No wasted renders (SPEC 5.4, 5.5): a documentation app crawled in real Chromium, whose
+"""No wasted renders (SPEC 5.2, 5.3): a documentation app crawled in real Chromium, whose
 heading links (``?id=``) are learned not to change a page, whose copies are known by what a
 reader sees, and whose paginated blog is never merged."""
 

@@ -1,4 +1,4 @@
-"""A site's query parameters (SPEC 5.5): what snapshotd learned about each, and the
+"""A site's query parameters (SPEC 5.3): what snapshotd learned about each, and the
 operator's word on it, which learning never changes."""
 
 from __future__ import annotations

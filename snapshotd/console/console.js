@@ -310,7 +310,7 @@
     }));
   }
 
-  // The site's query parameters (SPEC 5.5): learned, kept, or pinned by the operator.
+  // The site's query parameters (SPEC 5.3): learned, kept, or pinned by the operator.
   async function drawParams() {
     const name = ui.site;
     const data = await api("GET", `${siteUrl(name)}/params`);
