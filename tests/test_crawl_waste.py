@@ -128,3 +128,25 @@ async def test_the_console_lists_the_learned_parameters_and_pins_one(tmp_path) -
             await row.get_by_role("button", name="Forget").click()
             await expect(page.locator("#params tbody tr")).to_have_count(0)
             await browser.close()
+
+
+async def test_a_duplicate_by_content_is_served_the_snapshot_of_its_page(store) -> None:  # type: ignore[no-untyped-def]
+    words = " ".join(f"word{i}" for i in range(60))
+    html = f"<main><h1>Install</h1><p>{words}</p><p>Built 10:00:01</p></main>"
+    for path, page, shared in (("/install", html, False),
+                               ("/install?ref=nav", html.replace("10:00:01", "10:00:07"), True)):
+        await store.enqueue("docs", path, 1)
+        await store.claim_path("docs", path, "me", 60)
+        print_ = fingerprint(page)
+        assert await store.complete(
+            "docs", path, "me", html=page, status=200, headers={}, final_url=path,
+            expires_at=store.test_clock() + 60, duplicate_of="/install" if shared else None,
+            shared=shared, print_=print_,
+        )
+    assert (await store.prints("docs", ["/install", "/install?ref=nav"])).keys() == {"/install"}
+    assert await store.find_same_text("docs", fingerprint(html).text_hash, "/x") == "/install"
+    served = await store.get_snapshot("docs", "/install?ref=nav")
+    assert served is not None and served.html == html and served.path == "/install?ref=nav"
+    # Once its page is gone, the duplicate has nothing to serve: a miss.
+    assert await store.delete_path("docs", "/install")
+    assert await store.get_snapshot("docs", "/install?ref=nav") is None

@@ -29,11 +29,13 @@ from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
+    SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
     encode_capture,
+    snapshot_from_row,
 )
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.params import PostgresParams
@@ -207,28 +209,8 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         return _record(row) if row else None
 
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
-        row = await self._db.fetchrow(
-            "SELECT s.body_gz, s.status, s.headers, s.etag, s.content_hash, s.final_url, "
-            "s.captured_at, p.expires_at, p.state FROM paths p JOIN snapshots s "
-            "ON s.path_id = p.id WHERE p.site = $1 AND p.path = $2",
-            site,
-            path,
-        )
-        if row is None:
-            return None
-        return Snapshot(
-            site=site,
-            path=path,
-            body_gz=bytes(row["body_gz"]),
-            status=row["status"],
-            headers=json.loads(row["headers"]),
-            etag=row["etag"],
-            content_hash=row["content_hash"],
-            final_url=row["final_url"],
-            captured_at=row["captured_at"],
-            expires_at=row["expires_at"],
-            state=row["state"],
-        )
+        row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
+        return None if row is None else snapshot_from_row(site, path, row)
 
     async def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
