@@ -245,7 +245,10 @@ class CaptureService:
                 print_=print_,
             )
         if stored and print_ is not None:
-            await self.learner.rendered(site, record.path, print_)
+            try:
+                await self.learner.rendered(site, record.path, print_)
+            except Exception as exc:  # learning is a bonus: the capture is stored already
+                log.warning("could not learn from site=%s path=%s: %s", site.name, record.path, exc)
         kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
         self.metrics.captures.labels(kind).inc()
         self.metrics.minutes.capture(site.name, kind)

@@ -270,3 +270,30 @@ def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_pa
             found = rows()
     assert found["/linked"][1] == 1, found  # one hop from the page the bot asked for
     assert found["/page"][2] == 0, found  # its links followed: no longer marked
+
+
+async def test_a_capture_is_stored_and_followed_even_when_learning_from_it_fails(store, caplog):
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    words = " ".join(f"word{i}" for i in range(40))
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            html = f'<main><p>{words}</p><a href="/linked">x</a></main>'
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    crawler = await _crawler(settings, store, Renderer())
+
+    async def store_down(*_args: object) -> None:
+        raise OSError("the store went away")
+
+    crawler.capture.learner.rendered = store_down  # type: ignore[method-assign]
+    await store.enqueue("s", "/page?ref=nav", 1)
+    record = await store.claim_path("s", "/page?ref=nav", crawler.capture.owner, 60)
+    await crawler._capture(site, record)
+    assert crawler.stats.errors == 0 and crawler.stats.captured == 1
+    assert (await store.get_path("s", "/page?ref=nav")).state == "processed"
+    assert (await store.get_path("s", "/linked")).state == "pending"
+    assert "could not learn from site=s path=/page?ref=nav: the store went away" in caplog.text
