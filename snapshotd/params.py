@@ -31,7 +31,13 @@ from snapshotd.content import Print, same_page
 from snapshotd.store.base import PRIORITY_LINK, Store
 from snapshotd.urls import split_site_path
 
-__all__ = ["LEARN_FROM", "ParamLearner", "scroll_targets", "without_each_param"]
+__all__ = [
+    "LEARN_FROM",
+    "ParamLearner",
+    "replace_variant",
+    "scroll_targets",
+    "without_each_param",
+]
 
 log = logging.getLogger("snapshotd.params")
 
@@ -152,8 +158,14 @@ class ParamLearner:
             and any(n == name for n, _ in without_each_param(r.path))
         ]
         for path, hops in variants:
-            await self.store.delete_path(site.name, path)
-            base = dict(without_each_param(path))[name]
-            if await self.store.get_path(site.name, base) is None:
-                await self.store.enqueue(site.name, base, PRIORITY_LINK, hops=hops)
+            page = dict(without_each_param(path))[name]
+            await replace_variant(self.store, site.name, path, page, hops)
         return len(variants)
+
+
+async def replace_variant(store: Store, site: str, variant: str, page: str, hops: int) -> None:
+    """Take ``variant`` off the queue for good: the page it stands for is queued in its place
+    when the store does not know it."""
+    await store.delete_path(site, variant)
+    if await store.get_path(site, page) is None:
+        await store.enqueue(site, page, PRIORITY_LINK, hops=hops)

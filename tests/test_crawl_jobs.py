@@ -4,7 +4,6 @@ endpoint (real Chromium, real SQLite, loopback origins)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
@@ -21,11 +20,11 @@ from snapshotd.jobs import DAY, advance, describe_job, job_state, start_round
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
 from tests.chromium import require_chromium
-from tests.conftest import drop_postgres_schema, postgres_schema
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
 from tests.test_cli import run
 from tests.test_crawlbot import TOKEN, job, wait_status
+from tests.test_crawler_process import crawl_db  # noqa: F401 (a fixture)
 
 ORIGIN = "http://127.0.0.1:9"
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
@@ -170,23 +169,10 @@ def crawlbot_app(db: str):  # type: ignore[no-untyped-def]
     return create_app(Settings(db=db, api_tokens=(TOKEN,), browser=browser))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request, tmp_path):  # type: ignore[no-untyped-def]
-    """A store for a whole snapshotd: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "jobs.db")
-        return
-    schema, url = asyncio.run(postgres_schema())
-    try:
-        yield url
-    finally:
-        asyncio.run(drop_postgres_schema(schema))
-
-
 @pytest.mark.browser
-def test_pages_crawled_but_not_processed_are_rendered_for_links_only(db) -> None:  # type: ignore[no-untyped-def]
+def test_pages_crawled_but_not_processed_are_rendered_for_links_only(crawl_db) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     shop = Shop()
-    with serve_asgi(shop.app) as origin, serve_asgi(crawlbot_app(db)) as base, \
+    with serve_asgi(shop.app) as origin, serve_asgi(crawlbot_app(str(crawl_db))) as base, \
             httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
         host = {"Host": origin.removeprefix("http://")}
         created = client.post("/_snapshotd/v3/crawl", data={

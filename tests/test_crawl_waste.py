@@ -13,8 +13,9 @@ from snapshotd.render.chromium import LAUNCH_ARGS
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.docs import BLOG, DOCS, PAGES, Docs
-from tests.test_crawl_jobs import BOT, crawlbot_app, db  # noqa: F401 (a fixture)
+from tests.test_crawl_jobs import BOT, crawlbot_app
 from tests.test_crawlbot import TOKEN, wait_status
+from tests.test_crawler_process import crawl_db  # noqa: F401 (a fixture)
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -34,9 +35,9 @@ def test_pages_that_differ_only_by_markup_or_a_time_are_the_same_page() -> None:
 
 
 @pytest.mark.browser
-def test_a_docs_app_costs_one_render_a_page_and_loses_none(db) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_a_docs_app_costs_one_render_a_page_and_loses_none(crawl_db) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     docs = Docs()
-    with serve_asgi(docs.app) as origin, serve_asgi(crawlbot_app(db)) as base, \
+    with serve_asgi(docs.app) as origin, serve_asgi(crawlbot_app(str(crawl_db))) as base, \
             httpx.Client(base_url=base, timeout=30, trust_env=False, headers=AUTH) as client:
         created = client.post("/_snapshotd/v3/crawl", data={
             "name": "docs", "seeds": origin + "/", "obeyRobots": "0"})

@@ -24,14 +24,14 @@ from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
-from snapshotd.api.sites import new_round, site_from_body
+from snapshotd.api.sites import job_json, new_round, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
-from snapshotd.jobs import V3, describe_job
+from snapshotd.jobs import V3
 from snapshotd.params import without_each_param
 from snapshotd.rewrite import RulesError
 from snapshotd.urls import split_site_path
 
-__all__ = ["V3", "crawl", "crawl_data", "job_json"]
+__all__ = ["V3", "crawl", "crawl_data"]
 
 
 def _yes(value: Any) -> bool:
@@ -214,16 +214,6 @@ async def crawl(request: Request) -> Response:
         response = f"Successfully started a new round: {n} pages queued again."
     job = await job_json(request, ctx.sites.site(name))  # type: ignore[arg-type]
     return JSONResponse({"response": response, "jobs": [job]} if response else {"jobs": [job]})
-
-
-async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
-    ctx = context(request)
-    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
-    return await describe_job(
-        ctx.store, site, paused=ctx.sites.is_paused(site.name),
-        created=ctx.sites.created.get(site.name, 0.0),
-        base_url=str(request.base_url).rstrip("/"),
-    )
 
 
 @operation(

@@ -53,21 +53,27 @@ def site_from_body(name: str, raw: dict[str, Any]) -> SiteSettings:
         raise ApiError(400, str(exc), field.group(1) if field else "body") from None
 
 
+async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
+    """The site's crawl job as Crawlbot describes it, counted up to now."""
+    ctx = context(request)
+    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
+    return await describe_job(
+        ctx.store, site, paused=ctx.sites.is_paused(site.name),
+        created=ctx.sites.created.get(site.name, 0.0),
+        base_url=str(request.base_url).rstrip("/"),
+    )
+
+
 async def site_answer(request: Request) -> dict[str, Any]:
     """A site as the API shows it: its settings, whether paused, its counts per state, and
     its crawl job's status, counters and round (SPEC 7.2)."""
     ctx = context(request)
     site = site_or_404(request)
     counts = (await ctx.store.counts()).get(site.name, {})
-    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
-    paused = ctx.sites.is_paused(site.name)
-    job = await describe_job(
-        ctx.store, site, paused=paused, created=ctx.sites.created.get(site.name, 0.0),
-        base_url=str(request.base_url).rstrip("/"),
-    )
+    job = await job_json(request, site)
     return {
         "name": site.name,
-        "paused": paused,
+        "paused": ctx.sites.is_paused(site.name),
         "created_at": iso_time(ctx.sites.created.get(site.name)),
         "counts": {state: counts.get(state, 0) for state in STATES},
         "job": {key: job[key] for key in PROGRESS},

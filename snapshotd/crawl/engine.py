@@ -44,8 +44,9 @@ from snapshotd.fetch import Fetcher
 from snapshotd.jobs import advance
 from snapshotd.metrics import Metrics
 from snapshotd.notify import Notifier
+from snapshotd.params import replace_variant
 from snapshotd.sites import SiteRegistry
-from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
+from snapshotd.store.base import EXPIRING, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
 
@@ -431,9 +432,7 @@ class Crawler:
         if renamed is not None and renamed != record.path:
             # Queued before the site ignored one of its parameters: the page it stands for
             # is queued instead, and it is not rendered.
-            await self.store.delete_path(site.name, record.path)
-            if await self.store.get_path(site.name, renamed) is None:
-                await self.store.enqueue(site.name, renamed, PRIORITY_LINK, hops=record.hops)
+            await replace_variant(self.store, site.name, record.path, renamed, record.hops)
             return
         try:
             outcome = await self.capture.run(site, record, follow_links=True)
