@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_render import floor, serve, urls  # noqa: E402
 from pg_schema import scratch_schema  # noqa: E402
 
+from examples.spa.app import ITEM_COUNT  # noqa: E402
 from snapshotd.capture import CaptureService  # noqa: E402
 from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
 from snapshotd.crawl.engine import Crawler  # noqa: E402
@@ -58,7 +59,8 @@ async def crawl_once(settings: Settings, origin: str, postgres: str = "") -> tup
         await pool.start()
         try:
             site = settings.sites[0]
-            warm = [pool.capture(u, site) for u in urls(origin, 2 * settings.browser.concurrency)]
+            todo = urls(origin, 2 * settings.browser.concurrency, ITEM_COUNT)
+            warm = [pool.capture(u, site) for u in todo]
             await asyncio.gather(*warm)
             capture = CaptureService(settings, store, pool)
             crawler = Crawler(SiteRegistry(settings, store), store, capture, once=True)
@@ -82,7 +84,7 @@ async def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     executable = find_chromium(BrowserSettings())
-    origin = serve()
+    origin = serve(ITEM_COUNT)
     settings = Settings(
         db=":memory:",
         browser=BrowserSettings(concurrency=args.concurrency, executable=executable),
@@ -104,7 +106,8 @@ async def main() -> None:
     for round_ in range(1, args.rounds + 1):
         pages, elapsed, errors = await crawl_once(settings, origin, args.postgres)
         crawl_rate = pages / elapsed
-        base = await floor(executable, args.concurrency, urls(origin, pages), urls(origin, 4))
+        todo, warmup = urls(origin, pages, ITEM_COUNT), urls(origin, 4, ITEM_COUNT)
+        base = await floor(executable, args.concurrency, todo, warmup)
         crawl_rates.append(crawl_rate)
         floor_rates.append(base)
         print(

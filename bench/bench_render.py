@@ -6,7 +6,10 @@
 Throughput: captures per second of ``BrowserPool`` at concurrency 1 and 2, against a floor
 measured in the same run: a plain Playwright loop that reuses one page per slot and takes
 ``page.content()`` when the app calls ``window.onCaptureReady()``. Floor and pool take turns
-for ``--rounds`` rounds, and the median ratio is reported. Memory: peak RSS of this
+for ``--rounds`` rounds, and the median ratio is reported. Each capture is of a page not
+captured before in that run, as in a crawl; ``--pages 24`` has them revisit 24 pages instead,
+so a slot meets URLs it has fetched before (whose documents and data it must not take from its
+HTTP cache). Memory: peak RSS of this
 process plus every process under it (the Playwright driver and Chromium) over the first N
 captures, for each N given to ``--rss``.
 """
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import statistics
 import sys
@@ -32,8 +34,6 @@ from snapshotd.config import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
 from snapshotd.render.procs import descendants, rss_bytes  # noqa: E402
-
-ITEMS = 24
 
 
 def fallback_app():  # type: ignore[no-untyped-def]
@@ -61,11 +61,14 @@ def fallback_app():  # type: ignore[no-untyped-def]
     return Starlette(routes=[Route("/items/{n:int}", item_page), Route("/api/items/{n:int}", item)])
 
 
-def serve() -> str:
+WARMUP = 10  # captures before each timed run
+
+
+def serve(pages: int) -> str:
     try:
         from examples.spa.app import create_app
 
-        app = create_app()
+        app = create_app(item_count=pages)
     except ImportError:
         app = fallback_app()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
@@ -76,9 +79,9 @@ def serve() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def urls(origin: str, count: int) -> list[str]:
-    cycle = itertools.cycle(range(1, ITEMS + 1))
-    return [f"{origin}/items/{next(cycle)}" for _ in range(count)]
+def urls(origin: str, count: int, pages: int, start: int = 1) -> list[str]:
+    """``count`` item pages, from ``start`` on, taking turns among ``pages`` of them."""
+    return [f"{origin}/items/{(start - 1 + i) % pages + 1}" for i in range(count)]
 
 
 async def run_slots(concurrency: int, todo: list[str], capture) -> float:  # type: ignore[no-untyped-def]
@@ -144,7 +147,9 @@ def tree_rss() -> int:
     return rss_bytes([os.getpid()] + [p.pid for p in descendants()])
 
 
-async def memory(executable: str, origin: str, counts: list[int], concurrency: int) -> None:
+async def memory(
+    executable: str, origin: str, counts: list[int], concurrency: int, pages: int
+) -> None:
     settings = BrowserSettings(concurrency=concurrency, executable=executable)
     pool = BrowserPool(settings)
     await pool.start()
@@ -160,7 +165,7 @@ async def memory(executable: str, origin: str, counts: list[int], concurrency: i
             await asyncio.sleep(0.1)
 
     sampler = asyncio.ensure_future(sample())
-    todo = urls(origin, max(counts))
+    todo = urls(origin, max(counts), pages)
     figures: list[tuple[int, int]] = []
 
     async def worker() -> None:
@@ -200,15 +205,24 @@ async def main() -> None:
     parser.add_argument("--concurrency", default="1,2", help="comma-separated levels")
     parser.add_argument("--rounds", type=int, default=3, help="floor/pool pairs per level")
     parser.add_argument("--rss", default="100,1000", help="capture counts for peak RSS; '' skips")
+    parser.add_argument(
+        "--pages", type=int, default=0,
+        help="distinct item pages the captures take turns among (default: a new page for "
+        "every capture, as a crawl renders each page once; 24 revisits each page)",
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    pages = args.pages or args.captures + WARMUP
     executable = find_chromium(BrowserSettings())
-    origin = serve()
-    print(f"chromium {executable}; origin {origin}; {args.captures} captures per run")
-    warmup = urls(origin, 10)
+    origin = serve(pages)
+    print(
+        f"chromium {executable}; origin {origin}; {args.captures} captures per run "
+        f"among {pages} pages"
+    )
+    warmup = urls(origin, WARMUP, pages, start=args.captures + 1)
     for concurrency in [int(c) for c in args.concurrency.split(",") if c]:
-        todo = urls(origin, args.captures)
+        todo = urls(origin, args.captures, pages)
         ratios = []
         for round_ in range(1, args.rounds + 1):
             # Alternate which goes first, so drift in the machine's speed evens out.
@@ -231,7 +245,7 @@ async def main() -> None:
         )
     counts = sorted(int(c) for c in args.rss.split(",") if c)
     if counts:
-        await memory(executable, origin, counts, concurrency=2)
+        await memory(executable, origin, counts, concurrency=2, pages=pages)
 
 
 if __name__ == "__main__":

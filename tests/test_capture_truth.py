@@ -26,6 +26,7 @@ from examples.spa.app import create_app as create_spa
 from snapshotd.app import create_app
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
+from snapshotd.render import slot as slot_module
 from tests.chromium import PAGES, require_chromium, wait_until
 from tests.servers import serve_asgi
 
@@ -182,10 +183,15 @@ fetch("/assets/data.json").then((r) => r.json()).then((d) => {
 </script></body></html>"""
 
 
-async def test_only_static_assets_cross_from_one_capture_to_the_next(solo) -> None:
+@pytest.mark.parametrize("remembered", [256, 1])
+async def test_only_static_assets_cross_from_one_capture_to_the_next(
+    solo, remembered, monkeypatch
+) -> None:
     """The slot keeps its HTTP cache between captures for scripts the origin lets browsers
     keep; the document and its data come from the origin every time, whatever their
-    headers say, and so do scripts marked no-store or no-cache."""
+    headers say, and so do scripts marked no-store or no-cache. Past the URLs a slot
+    remembers, its cache is emptied: the kept script is fetched again too."""
+    monkeypatch.setattr(slot_module, "_REMEMBERED", remembered)
     hits: Counter[str] = Counter()
     year = {"Cache-Control": "max-age=31536000"}
     answers: dict[str, tuple[str, str, dict[str, str]]] = {
@@ -210,7 +216,37 @@ async def test_only_static_assets_cross_from_one_capture_to_the_next(solo) -> No
             result = await solo.capture(f"{origin}/assets/page", site)
             assert result.ok, result
             assert "fresh data knr" in result.html
-    assert hits["/assets/kept.js"] == 1, hits
+    assert hits["/assets/kept.js"] == (1 if remembered > 2 else 3), hits
     for path in ("/assets/page", "/assets/data.json", "/assets/nostore.js",
                  "/assets/revalidated.js"):
         assert hits[path] == 3, (path, hits)
+
+
+async def test_a_script_asked_for_later_as_data_comes_from_the_origin(solo) -> None:
+    """What the cache kept as a script is not what a later capture's data request gets."""
+    hits: Counter[str] = Counter()
+    pages = {
+        "/script": '<script src="/shared.js"></script><p>script page</p>',
+        "/data": '<p id="out">loading</p><script>fetch("/shared.js").then((r) => r.text())'
+        '.then((t) => { document.getElementById("out").textContent = t; '
+        "window.onCaptureReady(); });</script>",
+    }
+
+    async def answer(request: Request) -> Response:
+        path = request.url.path
+        hits[path] += 1
+        if path == "/shared.js":
+            body = f"var shared = 'answer {hits[path]}';"
+            return Response(body, media_type="text/javascript",
+                            headers={"Cache-Control": "max-age=31536000"})
+        return Response(f"<!doctype html><title>p</title>{pages[path]}", media_type="text/html")
+
+    app = Starlette(routes=[Route(path, answer) for path in [*pages, "/shared.js"]])
+    with serve_asgi(app) as origin:
+        first = await solo.capture(f"{origin}/script", SiteSettings(origin=origin))
+        assert first.ok, first
+        site = SiteSettings(origin=origin, wait_for_capture_ready=True)
+        second = await solo.capture(f"{origin}/data", site)
+        assert second.ok, second
+    assert "answer 2" in second.html, second.html
+    assert hits["/shared.js"] == 2, hits

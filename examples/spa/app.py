@@ -18,15 +18,18 @@ from starlette.routing import Route
 
 STATIC = Path(__file__).parent / "static"
 ITEM_COUNT = 24
-ITEMS = [
-    {
+
+
+def item(n: int, count: int = ITEM_COUNT) -> dict[str, object]:
+    return {
         "id": n,
         "name": f"Item {n}",
         "price": f"{(n * 7) % 50 + 5}.00",
-        "text": f"Item {n} is a sturdy thing, made to last, number {n} of {ITEM_COUNT}.",
+        "text": f"Item {n} is a sturdy thing, made to last, number {n} of {count}.",
     }
-    for n in range(1, ITEM_COUNT + 1)
-]
+
+
+ITEMS = [item(n) for n in range(1, ITEM_COUNT + 1)]
 
 
 async def shell(request: Request) -> Response:
@@ -46,12 +49,15 @@ async def api_items(request: Request) -> Response:
     return JSONResponse([{"id": i["id"], "name": i["name"]} for i in ITEMS])
 
 
-async def api_item(request: Request) -> Response:
-    await asyncio.sleep(0.05)
-    n = request.path_params["n"]
-    if not 1 <= n <= ITEM_COUNT:
-        return JSONResponse({"error": "no such item"}, 404)
-    return JSONResponse(ITEMS[n - 1])
+def api_item(count: int):  # type: ignore[no-untyped-def]
+    async def answer(request: Request) -> Response:
+        await asyncio.sleep(0.05)
+        n = request.path_params["n"]
+        if not 1 <= n <= count:
+            return JSONResponse({"error": "no such item"}, 404)
+        return JSONResponse(item(n, count))
+
+    return answer
 
 
 async def robots(request: Request) -> Response:
@@ -69,13 +75,15 @@ async def sitemap(request: Request) -> Response:
     )
 
 
-def create_app() -> Starlette:
+def create_app(item_count: int = ITEM_COUNT) -> Starlette:
+    """The app; ``item_count`` item pages answer (the list and the sitemap show the first
+    ``ITEM_COUNT``)."""
     return Starlette(
         routes=[
             Route("/app.js", app_js),
             Route("/style.css", style),
             Route("/api/items", api_items),
-            Route("/api/items/{n:int}", api_item),
+            Route("/api/items/{n:int}", api_item(item_count)),
             Route("/robots.txt", robots),
             Route("/sitemap.xml", sitemap),
             Route("/{path:path}", shell),

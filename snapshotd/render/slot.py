@@ -25,7 +25,10 @@ Invariants:
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
-  next; static assets may be, as their origin's cache headers allow.
+  next; static assets may be, as their origin's cache headers allow. Only a URL the context
+  has already asked for can be in its cache: the slot remembers those URLs (up to
+  ``_REMEMBERED``, then it empties the cache and starts again) and pauses only them when they
+  are asked for as documents or data, so the first capture of a page costs no pause at all.
 """
 
 from __future__ import annotations
@@ -135,12 +138,20 @@ _CDP_TYPES = {
 }
 
 
-# The requests the HTTP cache never answers: documents and data (Fetch filters know no more
-# kinds of these). Scripts, stylesheets, fonts and images may come from it, as the origin's
-# cache headers allow, from one capture to the next.
-NEVER_CACHED = (
-    "Document", "XHR", "Fetch", "EventSource", "Other", "Ping", "Media", "CSPViolationReport",
+# The requests the HTTP cache never answers: documents and data. Scripts, stylesheets, fonts
+# and images may come from it, as the origin's cache headers allow, from one capture to the
+# next.
+NEVER_CACHED = frozenset(
+    {"document", "xhr", "fetch", "eventsource", "other", "ping", "media", "cspviolationreport"}
 )
+_NEVER_CACHED_CDP = sorted(_CDP_TYPES.get(t, t.capitalize()) for t in NEVER_CACHED)
+# How many URLs a context remembers before its HTTP cache is emptied.
+_REMEMBERED = 256
+
+
+def _pattern(url: str) -> str:
+    """A Fetch URL pattern matching ``url`` alone (``*`` and ``?`` are its wildcards)."""
+    return re.sub(r"([\\*?])", r"\\\1", url)
 
 
 def _with(headers: dict[str, str], extra: dict[str, str]) -> list[dict[str, str]]:
@@ -290,7 +301,12 @@ class Slot:
         self._origin = ""
         self._headers: dict[str, str] = {}  # the site's custom_headers, on its own requests
         self._patterns: list[dict[str, str]] = []  # what Fetch pauses
-        self._kinds: list[str] = []  # the resource types it pauses wherever they go
+        self._blocked: list[str] = []  # the resource types it pauses (and fails) everywhere
+        # URLs (no fragment) this context asked for since its HTTP cache was last empty, as
+        # documents or data and as anything else: the only ones that cache can answer, and
+        # so the ones paused when asked for as documents or data.
+        self._data_urls: set[str] = set()
+        self._asset_urls: set[str] = set()
         self._tasks: set[asyncio.Future[None]] = set()
 
     async def open(self) -> None:
@@ -311,7 +327,7 @@ class Slot:
         await context.add_init_script(
             INIT_SCRIPT + settle_script(self.settings.javascript_timeout)
         )
-        context.on("request", lambda r: self._signals.started(r))
+        context.on("request", self._on_request)
         context.on("requestfinished", lambda r: self._signals.ended(r))
         context.on("requestfailed", lambda r: self._signals.failed(r))
         page = self._page = await context.new_page()
@@ -342,11 +358,11 @@ class Slot:
     # --------------------------------------------------------------- event handlers
 
     async def _intercept(self, cdp: CDPSession) -> None:
-        """Pause requests of the blocked types, and fail them; pause documents and data
-        requests, and send them on marked to bypass the HTTP cache, so what the slot keeps
-        there between captures serves static assets only. For a site with
-        ``custom_headers``, pause every request to its origin too, and send it on with them.
-        Nothing else is ever paused."""
+        """Pause requests of the blocked types, and fail them; pause the documents and data
+        requests the HTTP cache could answer (the URLs the context asked for before), and
+        send them on marked to bypass it, so what the slot keeps there between captures
+        serves static assets only. For a site with ``custom_headers``, pause every request
+        to its origin too, and send it on with them. Nothing else is ever paused."""
         blocked = {_CDP_TYPES.get(t, t.capitalize()) for t in self.settings.block_resources}
 
         async def answer(event: dict[str, Any]) -> None:
@@ -361,7 +377,7 @@ class Slot:
                     return
                 url = event["request"]["url"]
                 extra = self._headers if is_origin_url(url, self._origin) else {}
-                if kind in NEVER_CACHED:
+                if str(kind).lower() in NEVER_CACHED:
                     extra = {**extra, **_NO_CACHE}
                 await cdp.send(
                     "Fetch.continueRequest",
@@ -374,19 +390,42 @@ class Slot:
             task.add_done_callback(self._tasks.discard)
 
         cdp.on("Fetch.requestPaused", on_paused)
-        self._kinds = sorted(blocked | set(NEVER_CACHED))
+        self._blocked = sorted(blocked)
         await self._pause()
 
     async def _pause(self) -> None:
-        """Tell Fetch what to pause: the kinds :meth:`_intercept` answers, and every request
-        to the site's origin while it has custom headers."""
+        """Tell Fetch what to pause: the blocked kinds, the URLs the context asked for before
+        (those of assets only when asked for as documents or data), and every request to the
+        site's origin while it has custom headers."""
         patterns = [{"urlPattern": "*", "resourceType": k, "requestStage": "Request"}
-                    for k in self._kinds]
+                    for k in self._blocked]
+        patterns += [{"urlPattern": _pattern(url), "requestStage": "Request"}
+                     for url in sorted(self._data_urls)]
+        patterns += [{"urlPattern": _pattern(url), "resourceType": k, "requestStage": "Request"}
+                     for url in sorted(self._asset_urls - self._data_urls)
+                     for k in _NEVER_CACHED_CDP]
         if self._headers:
             patterns.append({"urlPattern": self._origin + "/*", "requestStage": "Request"})
         if patterns != self._patterns and self._cdp is not None:
             await self._cdp.send("Fetch.enable", {"patterns": patterns})
             self._patterns = patterns
+
+    def _on_request(self, request: Request) -> None:
+        self._signals.started(request)
+        url = request.url.partition("#")[0]
+        if request.resource_type in NEVER_CACHED:
+            self._data_urls.add(url)
+        else:
+            self._asset_urls.add(url)
+
+    async def _forget_fetched(self, cdp: CDPSession) -> None:
+        """Past ``_REMEMBERED`` URLs, empty the context's HTTP cache and forget them; then
+        have Fetch pause what the cache may hold."""
+        if len(self._data_urls) + len(self._asset_urls) > _REMEMBERED:
+            await cdp.send("Network.clearBrowserCache")
+            self._data_urls.clear()
+            self._asset_urls.clear()
+        await self._pause()
 
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
         frame = source.get("frame")
@@ -649,6 +688,7 @@ class Slot:
                     for o in origins
                 ]
                 await asyncio.gather(*clears)
+                await self._forget_fetched(cdp)
                 await self._collect_garbage(cdp)
             return True
         except (TimeoutError, PlaywrightError) as exc:
