@@ -25,8 +25,7 @@ from starlette.routing import Mount, Route
 from examples.spa.app import create_app as create_spa
 from snapshotd.app import create_app
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.render import BrowserPool
-from snapshotd.render import slot as slot_module
+from snapshotd.render import BrowserPool, pauses
 from tests.chromium import PAGES, require_chromium, wait_until
 from tests.servers import serve_asgi
 
@@ -191,7 +190,7 @@ async def test_only_static_assets_cross_from_one_capture_to_the_next(
     keep; the document and its data come from the origin every time, whatever their
     headers say, and so do scripts marked no-store or no-cache. Past the URLs a slot
     remembers, its cache is emptied: the kept script is fetched again too."""
-    monkeypatch.setattr(slot_module, "_REMEMBERED", remembered)
+    monkeypatch.setattr(pauses, "REMEMBERED", remembered)
     hits: Counter[str] = Counter()
     year = {"Cache-Control": "max-age=31536000"}
     answers: dict[str, tuple[str, str, dict[str, str]]] = {

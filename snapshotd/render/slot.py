@@ -12,8 +12,8 @@ Invariants:
   hundreds of captures stays small.
 - Every TCP connection of the context goes through the slot's egress guard, which decides
   what the page may reach. Requests of ``block_resources`` types in the page's own process
-  are failed before they are sent; no other request is paused, so blocking costs nothing
-  for the rest (Playwright's route() would pause every request for a round trip to Python).
+  are failed before they are sent. Only the requests :mod:`.pauses` names are paused, each
+  for a round trip to Python (Playwright's route() would pause every request).
   When the site changes, the guard drops its open tunnels so no kept-alive socket opened for
   one origin serves another.
 - Ready is the first of: ``window.onCaptureReady()`` from the page's main frame; unless
@@ -25,10 +25,7 @@ Invariants:
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
-  next; static assets may be, as their origin's cache headers allow. Only a URL the context
-  has already asked for can be in its cache: the slot remembers those URLs (up to
-  ``_REMEMBERED``, then it empties the cache and starts again) and pauses only them when they
-  are asked for as documents or data, so the first capture of a page costs no pause at all.
+  next; static assets may be, as their origin's cache headers allow (:mod:`.pauses`).
 """
 
 from __future__ import annotations
@@ -58,6 +55,7 @@ from snapshotd.policy import is_origin_url
 from snapshotd.render import cleanup
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
+from snapshotd.render.pauses import Pauses
 from snapshotd.render.readiness import BACKGROUND_BINDING, quiet, settle_script, settled
 
 __all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
@@ -127,44 +125,6 @@ _UNREACHABLE = re.compile(
     r"CERT_|HTTP2_|TIMED_OUT|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING|"
     r"CONTENT_LENGTH_MISMATCH|INVALID_HTTP_RESPONSE|RESPONSE_HEADERS_)[A-Z_0-9]*"
 )
-# Playwright's resource type names, as the DevTools protocol spells them.
-_CDP_TYPES = {
-    "xhr": "XHR",
-    "texttrack": "TextTrack",
-    "eventsource": "EventSource",
-    "websocket": "WebSocket",
-    "signedexchange": "SignedExchange",
-    "cspviolationreport": "CSPViolationReport",
-}
-
-
-# The requests the HTTP cache never answers: documents and data. Scripts, stylesheets, fonts
-# and images may come from it, as the origin's cache headers allow, from one capture to the
-# next.
-NEVER_CACHED = frozenset(
-    {"document", "xhr", "fetch", "eventsource", "other", "ping", "media", "cspviolationreport"}
-)
-_NEVER_CACHED_CDP = sorted(_CDP_TYPES.get(t, t.capitalize()) for t in NEVER_CACHED)
-# How many URLs a context remembers before its HTTP cache is emptied.
-_REMEMBERED = 256
-
-
-def _pattern(url: str) -> str:
-    """A Fetch URL pattern matching ``url`` alone (``*`` and ``?`` are its wildcards)."""
-    return re.sub(r"([\\*?])", r"\\\1", url)
-
-
-def _with(headers: dict[str, str], extra: dict[str, str]) -> list[dict[str, str]]:
-    """A request's headers with ``extra`` over them (whatever the case of their names)."""
-    replaced = {k.lower() for k in extra}
-    kept = [{"name": k, "value": v} for k, v in headers.items() if k.lower() not in replaced]
-    return [*kept, *({"name": k, "value": v} for k, v in extra.items())]
-
-
-# With it, Chromium fetches a request from the origin whatever its HTTP cache holds.
-_NO_CACHE = {"Cache-Control": "no-cache", "Pragma": "no-cache"}
-
-
 class CaptureCrashed(Exception):
     """The page or the whole browser died during a capture."""
 
@@ -299,14 +259,8 @@ class Slot:
         self._context_id = ""  # the DevTools id of the context, to find its workers
         self._signals = _Signals()
         self._origin = ""
-        self._headers: dict[str, str] = {}  # the site's custom_headers, on its own requests
-        self._patterns: list[dict[str, str]] = []  # what Fetch pauses
-        self._blocked: list[str] = []  # the resource types it pauses (and fails) everywhere
-        # URLs (no fragment) this context asked for since its HTTP cache was last empty, as
-        # documents or data and as anything else: the only ones that cache can answer, and
-        # so the ones paused when asked for as documents or data.
-        self._data_urls: set[str] = set()
-        self._asset_urls: set[str] = set()
+        self._pauses = Pauses(settings.block_resources)
+        self._patterns: list[dict[str, str]] = []  # what Fetch was last told to pause
         self._tasks: set[asyncio.Future[None]] = set()
 
     async def open(self) -> None:
@@ -358,31 +312,15 @@ class Slot:
     # --------------------------------------------------------------- event handlers
 
     async def _intercept(self, cdp: CDPSession) -> None:
-        """Pause requests of the blocked types, and fail them; pause the documents and data
-        requests the HTTP cache could answer (the URLs the context asked for before), and
-        send them on marked to bypass it, so what the slot keeps there between captures
-        serves static assets only. For a site with ``custom_headers``, pause every request
-        to its origin too, and send it on with them. Nothing else is ever paused."""
-        blocked = {_CDP_TYPES.get(t, t.capitalize()) for t in self.settings.block_resources}
+        """Answer Fetch's pauses as :class:`~snapshotd.render.pauses.Pauses` says; nothing
+        else is ever paused."""
 
         async def answer(event: dict[str, Any]) -> None:
-            request = {"requestId": event["requestId"]}
-            kind = event.get("resourceType")
+            command, params = self._pauses.answer(event)
+            if command == "Fetch.failRequest":
+                self._signals.blocked += 1
             with contextlib.suppress(PlaywrightError):
-                if kind in blocked:
-                    self._signals.blocked += 1
-                    await cdp.send(
-                        "Fetch.failRequest", {**request, "errorReason": "BlockedByClient"}
-                    )
-                    return
-                url = event["request"]["url"]
-                extra = self._headers if is_origin_url(url, self._origin) else {}
-                if str(kind).lower() in NEVER_CACHED:
-                    extra = {**extra, **_NO_CACHE}
-                await cdp.send(
-                    "Fetch.continueRequest",
-                    {**request, "headers": _with(event["request"]["headers"], extra)},
-                )
+                await cdp.send(command, params)
 
         def on_paused(event: dict[str, Any]) -> None:
             task = asyncio.ensure_future(answer(event))
@@ -390,41 +328,25 @@ class Slot:
             task.add_done_callback(self._tasks.discard)
 
         cdp.on("Fetch.requestPaused", on_paused)
-        self._blocked = sorted(blocked)
         await self._pause()
 
     async def _pause(self) -> None:
-        """Tell Fetch what to pause: the blocked kinds, the URLs the context asked for before
-        (those of assets only when asked for as documents or data), and every request to the
-        site's origin while it has custom headers."""
-        patterns = [{"urlPattern": "*", "resourceType": k, "requestStage": "Request"}
-                    for k in self._blocked]
-        patterns += [{"urlPattern": _pattern(url), "requestStage": "Request"}
-                     for url in sorted(self._data_urls)]
-        patterns += [{"urlPattern": _pattern(url), "resourceType": k, "requestStage": "Request"}
-                     for url in sorted(self._asset_urls - self._data_urls)
-                     for k in _NEVER_CACHED_CDP]
-        if self._headers:
-            patterns.append({"urlPattern": self._origin + "/*", "requestStage": "Request"})
+        """Tell Fetch what to pause, when that changed."""
+        patterns = self._pauses.patterns()
         if patterns != self._patterns and self._cdp is not None:
             await self._cdp.send("Fetch.enable", {"patterns": patterns})
             self._patterns = patterns
 
     def _on_request(self, request: Request) -> None:
         self._signals.started(request)
-        url = request.url.partition("#")[0]
-        if request.resource_type in NEVER_CACHED:
-            self._data_urls.add(url)
-        else:
-            self._asset_urls.add(url)
+        self._pauses.remember(request.url, request.resource_type)
 
     async def _forget_fetched(self, cdp: CDPSession) -> None:
-        """Past ``_REMEMBERED`` URLs, empty the context's HTTP cache and forget them; then
-        have Fetch pause what the cache may hold."""
-        if len(self._data_urls) + len(self._asset_urls) > _REMEMBERED:
+        """Past the URLs a context remembers, empty its HTTP cache; then have Fetch pause
+        what the cache may hold."""
+        if self._pauses.full:
             await cdp.send("Network.clearBrowserCache")
-            self._data_urls.clear()
-            self._asset_urls.clear()
+            self._pauses.forget()
         await self._pause()
 
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
@@ -461,10 +383,10 @@ class Slot:
         if site.origin != self._origin:
             # Kept-alive tunnels were judged for the previous site's origin.
             self._guard.drop_connections()
-            self._origin = site.origin
+            self._origin = self._pauses.origin = site.origin
         self._guard.origin = site.origin
-        if site.headers != self._headers:
-            self._headers = site.headers
+        if site.headers != self._pauses.headers:
+            self._pauses.headers = site.headers
             await self._pause()
         self._guard.refused.clear()
         self._guard.unreachable.clear()
