@@ -12,6 +12,7 @@ import pytest
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import ChromiumNotFound, find_chromium, site_for_url
 from snapshotd.render.guard import EgressGuard
+from snapshotd.render.pauses import Pauses
 
 # ------------------------------------------------------------------------ finding Chromium
 
@@ -189,3 +190,48 @@ def test_guard_pump_stops_quietly_when_the_other_side_closed_first(loop: str) ->
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(scenario())
+
+
+def _paused(kind: str, url: str, headers: dict[str, str] | None = None) -> dict[str, object]:
+    return {"requestId": "r1", "resourceType": kind,
+            "request": {"url": url, "headers": headers or {"Accept": "*/*"}}}
+
+
+def test_pauses_name_only_what_the_cache_could_answer_and_what_is_blocked() -> None:
+    pauses = Pauses(("image", "media"))
+    assert pauses.patterns() == [
+        {"urlPattern": "*", "resourceType": k, "requestStage": "Request"}
+        for k in ("Image", "Media")
+    ]
+    pauses.remember("http://a.test/items/1#!/x", "document")
+    pauses.remember("http://a.test/api?q=*", "fetch")
+    pauses.remember("http://a.test/app.js", "script")
+    pauses.remember("http://a.test/logo.png", "image")  # blocked: never in the cache
+    pauses.remember("http://a.test/clip.mp4", "media")  # blocked too
+    urls = {p["urlPattern"]: p.get("resourceType") for p in pauses.patterns()[2:]}
+    assert urls["http://a.test/items/1"] is None  # a document: whatever it is asked for as
+    assert urls[r"http://a.test/api\?q=\*"] is None
+    script = [p for p in pauses.patterns() if p["urlPattern"] == "http://a.test/app.js"]
+    assert {p["resourceType"] for p in script} >= {"Document", "XHR", "Fetch"}
+    assert "Script" not in {p["resourceType"] for p in script}
+    assert not any("logo" in p["urlPattern"] or "clip" in p["urlPattern"]
+                   for p in pauses.patterns())
+    pauses.forget()
+    assert len(pauses.patterns()) == 2
+
+
+def test_pauses_answer_marks_documents_and_data_and_adds_custom_headers_on_the_origin() -> None:
+    pauses = Pauses(("image",))
+    pauses.origin, pauses.headers = "http://a.test", {"X-Token": "t"}
+    command, params = pauses.answer(_paused("Image", "http://a.test/x.png"))
+    assert (command, params) == (
+        "Fetch.failRequest", {"requestId": "r1", "errorReason": "BlockedByClient"}
+    )
+    command, params = pauses.answer(_paused("XHR", "http://a.test/api", {"cache-control": "x"}))
+    assert command == "Fetch.continueRequest"
+    assert {(h["name"], h["value"]) for h in params["headers"]} == {
+        ("X-Token", "t"), ("Cache-Control", "no-cache"), ("Pragma", "no-cache")
+    }
+    _, params = pauses.answer(_paused("Script", "http://other.test/lib.js"))
+    assert params["headers"] == [{"name": "Accept", "value": "*/*"}]
+    assert pauses.patterns()[-1] == {"urlPattern": "http://a.test/*", "requestStage": "Request"}

@@ -70,7 +70,10 @@ class Pauses:
         self._asset_urls: set[str] = set()
 
     def remember(self, url: str, resource_type: str) -> None:
-        """The context asked for ``url`` as a ``resource_type`` (Playwright's name)."""
+        """The context asked for ``url`` as a ``resource_type`` (Playwright's name). A blocked
+        request never reaches the cache and is not remembered."""
+        if _cdp_type(resource_type) in self.blocked:
+            return
         url = url.partition("#")[0]
         (self._data_urls if resource_type in NEVER_CACHED else self._asset_urls).add(url)
 
