@@ -258,7 +258,6 @@ class Slot:
         self._cdp: CDPSession | None = None
         self._context_id = ""  # the DevTools id of the context, to find its workers
         self._signals = _Signals()
-        self._origin = ""
         self._pauses = Pauses(settings.block_resources)
         self._patterns: list[dict[str, str]] = []  # what Fetch was last told to pause
         self._tasks: set[asyncio.Future[None]] = set()
@@ -380,11 +379,10 @@ class Slot:
         started = time.monotonic()
         assert self._page is not None
         self.captures += 1
-        if site.origin != self._origin:
+        if site.origin != self._guard.origin:
             # Kept-alive tunnels were judged for the previous site's origin.
             self._guard.drop_connections()
-            self._origin = self._pauses.origin = site.origin
-        self._guard.origin = site.origin
+            self._guard.origin = self._pauses.origin = site.origin
         if site.headers != self._pauses.headers:
             self._pauses.headers = site.headers
             await self._pause()
