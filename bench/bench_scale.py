@@ -142,6 +142,35 @@ async def sweep_once(dsn: str) -> tuple[int, float]:
     return swept, time.perf_counter() - started
 
 
+async def maintenance_once(dsn: str) -> tuple[float, float]:
+    """What the crawler's store reads cost as the store grows: one maintenance (every 10 s:
+    each site's due work, its job's round, the sites at ``max_to_process``, the queue
+    depth), and the check after each stored capture of a site with ``max_to_process``."""
+    from snapshotd.capture import CaptureService
+    from snapshotd.config import Settings, SiteSettings
+    from snapshotd.crawl.engine import Crawler
+    from snapshotd.sites import SiteRegistry
+
+    sites = tuple(
+        SiteSettings(
+            name=name, origin="http://127.0.0.1:9", obey_robots=False,
+            max_to_process=100_000 if name == SITES[0] else -1,
+        )
+        for name in SITES
+    )
+    settings = Settings(sites=sites)
+    async with PostgresStore(dsn) as store:
+        capture = CaptureService(settings, store, None)
+        crawler = Crawler(SiteRegistry(settings, store), store, capture)
+        started = time.perf_counter()
+        await crawler._maintain()
+        maintenance = time.perf_counter() - started
+        started = time.perf_counter()
+        await capture._unprocessed(sites[0], "/p/0", PAGE)
+        check = time.perf_counter() - started
+    return maintenance, check
+
+
 async def sizes_of(dsn: str) -> tuple[int, int, int]:
     import asyncpg
 
@@ -179,6 +208,9 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
         swept, took = await sweep_once(dsn)
         print(f"  expiry sweep of the expired paths, 1,000 a statement: {swept:,} in "
               f"{took:.1f} s ({swept / took:,.0f} paths/s)", flush=True)
+        maintenance, check = await maintenance_once(dsn)
+        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s; the check after a "
+              f"stored capture of a site with max_to_process {check * 1000:.1f} ms", flush=True)
         base = None
         for procs in (int(p) for p in args.procs.split(",")):
             rate, p50, p99 = measure(dsn, procs, args.tasks, args.duration)

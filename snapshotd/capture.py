@@ -275,6 +275,12 @@ class CaptureService:
         prints = await self.store.prints(site.name, variants)
         return next((p for p in variants if p in prints and same_page(print_, prints[p])), None)
 
+    async def reached_max(self, site: SiteSettings) -> bool:
+        """Whether the site has ``max_to_process`` processed pages already (never when it
+        is -1, unlimited)."""
+        limit = site.max_to_process
+        return limit >= 0 and await self.store.processed_up_to(site.name, limit) >= limit
+
     async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
         """Why a page rendered well is crawled only, its snapshot not kept (the site's process
         patterns, or ``max_to_process`` reached); "" when it is processed."""
@@ -282,10 +288,8 @@ class CaptureService:
             return "url_process_pattern"
         if not site.processes(path, html):
             return "page_process_pattern"
-        if site.max_to_process >= 0:
-            counts = (await self.store.counts()).get(site.name, {})
-            if counts.get("processed", 0) >= site.max_to_process:
-                return "max_to_process"
+        if await self.reached_max(site):
+            return "max_to_process"
         return ""
 
     async def _cut_short(

@@ -145,16 +145,22 @@ async def _queue_seeds(store: Store, site: SiteSettings, seeds: Sequence[str]) -
 
 
 async def advance(
-    store: Store, sites: SiteRegistry, site: SiteSettings, *, now: float | None = None
+    store: Store,
+    sites: SiteRegistry,
+    site: SiteSettings,
+    *,
+    now: float | None = None,
+    all_counts: dict[str, dict[str, int]] | None = None,
 ) -> bool:
     """One step of the job's rounds, at the crawler's maintenance: record the end of a round
     that is over, start the next when ``repeat`` says so, queue the seeds again when
-    ``seed_recrawl_frequency`` says so. Answers whether anything was queued."""
+    ``seed_recrawl_frequency`` says so. Answers whether anything was queued. ``all_counts``:
+    the store's counts of every site, read just before (else read here)."""
     now = time.time() if now is None else now
     if sites.is_paused(site.name):
         return False
     state = await job_state(store, site.name, sites.created.get(site.name, now))
-    counts = await _counts(store, site.name)
+    counts = await _counts(store, site.name, all_counts)
     queued = False
     if not state.ended and _round_over(site, counts) is not None:
         state = replace(state, rounds=state.rounds + 1, ended=now)
@@ -177,12 +183,15 @@ async def advance(
     return queued
 
 
-async def _counts(store: Store, name: str) -> dict[str, int]:
-    """The site's paths per state, and under ``following`` whether a capture's links are
-    still to be queued (then the round goes on, whatever the states say)."""
-    counts = dict((await store.counts()).get(name, {}))
+async def _counts(
+    store: Store, name: str, all_counts: dict[str, dict[str, int]] | None = None
+) -> dict[str, int]:
+    """The site's paths per state (of ``all_counts``, read here when not given), and under
+    ``following`` whether a capture's links are still to be queued (then the round goes on,
+    whatever the states say)."""
+    mine = (all_counts if all_counts is not None else await store.counts()).get(name, {})
     following = await store.links_due(name, captured_before=float("inf"), limit=1)
-    return {**counts, FOLLOWING: len(following)}
+    return {**mine, FOLLOWING: len(following)}
 
 
 # Not a state: captures whose links are still to be queued (see _counts).
@@ -232,12 +241,19 @@ def job_status(
 
 
 async def describe_job(
-    store: Store, site: SiteSettings, *, paused: bool, created: float, base_url: str
+    store: Store,
+    site: SiteSettings,
+    *,
+    paused: bool,
+    created: float,
+    base_url: str,
+    all_counts: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
-    snapshotd is reached (for ``downloadJson`` and ``downloadUrls``)."""
+    """A job as Crawlbot describes one, counted from the store (``all_counts``: its counts of
+    every site, read here when not given); ``base_url`` is where this snapshotd is reached
+    (for ``downloadJson`` and ``downloadUrls``)."""
     now = time.time()
-    counts = await _counts(store, site.name)
+    counts = await _counts(store, site.name, all_counts)
     state = await job_state(store, site.name, created)
     # Captures by outcome (ok, duplicate, crawled, error), in all and in this round.
     total: dict[str, int] = {}

@@ -61,8 +61,9 @@ class Notifier:
         host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
         self.base_url = f"http://{host}:{settings.port}"
 
-    async def check(self) -> None:
-        """Notify every site with a webhook whose round is over and was not notified."""
+    async def check(self, all_counts: dict[str, dict[str, int]] | None = None) -> None:
+        """Notify every site with a webhook whose round is over and was not notified
+        (``all_counts``: the store's counts of every site, read just before)."""
         for site in self.sites.sites:
             if not (site.notify_webhook or site.notify_email):
                 continue
@@ -72,7 +73,7 @@ class Notifier:
                 continue
             job = await describe_job(
                 self.store, site, paused=self.sites.is_paused(site.name), created=created,
-                base_url=self.base_url,
+                base_url=self.base_url, all_counts=all_counts,
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue

@@ -15,7 +15,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from snapshotd.app import create_app
+from snapshotd.capture import CaptureService
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.crawl.engine import Crawler
 from snapshotd.jobs import DAY, advance, describe_job, job_state, start_round
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
@@ -336,5 +338,44 @@ async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store)
         assert (await job_state(store, "shop", 0)).rounds == 0
         await store.links_followed("shop", "/")
         assert (await status(store, registry, site))[0] == 9
+    finally:
+        await registry.close()
+
+
+async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(store) -> None:  # type: ignore[no-untyped-def]
+    """The count of paths per state goes over every path: one maintenance reads it once for
+    all its sites (sizes, rounds, sites full, removed sites), and the check after a stored
+    capture counts one site's processed paths no further than its ``max_to_process``."""
+    limited = SiteSettings(name="a", origin=ORIGIN, obey_robots=False, max_to_process=2)
+    sites = (limited, *(SiteSettings(name=n, origin=ORIGIN, obey_robots=False) for n in "bc"))
+    settings = Settings(sites=sites)
+    registry = SiteRegistry(settings, store)
+    await registry.open()
+    try:
+        for path, outcome in (("/1", "processed"), ("/2", "processed"), ("/3", "crawled")):
+            await settle(store, "a", path, outcome)
+        await settle(store, "b", "/", "processed")
+        capture = CaptureService(settings, store, None)
+        crawler = Crawler(registry, store, capture)
+        reads = 0
+        counts = store.counts
+
+        async def counted() -> dict[str, dict[str, int]]:
+            nonlocal reads
+            reads += 1
+            return await counts()
+
+        store.counts = counted
+        await crawler._maintain()
+        assert reads == 1
+        assert crawler.frontier.size == {"a": 3, "b": 1, "c": 0}
+        assert crawler._full == {"a"}
+        assert (await store.processed_up_to("a", 1), await store.processed_up_to("a", 5)) == (1, 2)
+        assert await store.processed_up_to("c", 5) == 0
+        assert await capture.reached_max(limited)
+        assert not await capture.reached_max(sites[1])  # unlimited
+        higher = SiteSettings(name="a", origin=ORIGIN, max_to_process=3)
+        assert not await capture.reached_max(higher)
+        assert reads == 1
     finally:
         await registry.close()

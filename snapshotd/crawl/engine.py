@@ -274,7 +274,7 @@ class Crawler:
             await self._start_site(site)
             await self.follower.follow_due_links(site)
             await self._requeue_expired(site)
-        await self._mark_full()
+        self._mark_full(await self.store.counts())
         self._notify()
 
     async def _follow_handed_over(self) -> None:
@@ -292,10 +292,9 @@ class Crawler:
                 log.warning("could not follow stored links site=%s path=%s: %s", name, path, exc)
 
     async def _maintain(self) -> None:
-        for site in self.sites.values():
-            await self.frontier.count(site)
-            if self.once:
-                continue
+        """Every site's due work, then what follows from the paths per state, read once for
+        all sites (a count over every path, which grows with the store)."""
+        for site in [] if self.once else self.sites.values():
             if self.follow_others:
                 # Older than one maintenance, so this process's own are followed already.
                 await self.follower.follow_due_links(
@@ -305,26 +304,31 @@ class Crawler:
                 await self.frontier.refresh_robots(site)
             await self.frontier.sitemaps(site)
             await self._requeue_expired(site)
-            if await advance(self.store, self.registry, site, now=self.clock()):
+        counts = await self.store.counts()
+        for site in self.sites.values():
+            self.frontier.size[site.name] = sum(counts.get(site.name, {}).values())
+            if self.once:
+                continue
+            if await advance(self.store, self.registry, site, now=self.clock(), all_counts=counts):
                 self._notify()
-        await self._mark_full()
+                counts = await self.store.counts()  # a round began: its paths are pending
+        self._mark_full(counts)
         depth = await self.store.queue_depth()
         for priority, n in depth.items():
             self.metrics.queue_depth.labels(str(priority)).set(n)
         # What a capture under way queued after its site was removed, here or elsewhere.
-        for name in self.registry.orphans(await self.store.counts()):
+        for name in self.registry.orphans(counts):
             n = await self.store.clear_site(name)
             log.info("removed %d paths of removed site=%s", n, name)
         if self.notifier is not None:
-            await self.notifier.check()
+            await self.notifier.check(counts)
 
-    async def _mark_full(self) -> None:
-        """Note which sites reached ``max_to_process``: they are not claimed from."""
-        limited = [s for s in self.sites.values() if s.max_to_process >= 0]
-        counts = await self.store.counts() if limited else {}
+    def _mark_full(self, counts: dict[str, dict[str, int]]) -> None:
+        """Note which sites reached ``max_to_process`` (by the store's ``counts``): they are
+        not claimed from."""
         self._full = {
-            s.name for s in limited
-            if counts.get(s.name, {}).get("processed", 0) >= s.max_to_process
+            s.name for s in self.sites.values()
+            if 0 <= s.max_to_process <= counts.get(s.name, {}).get("processed", 0)
         }
 
     async def _requeue_expired(self, site: SiteSettings) -> None:
@@ -464,8 +468,8 @@ class Crawler:
             self.stats.errors += 1
         elif outcome.stored:
             self.stats.captured += 1
-            if site.max_to_process >= 0:
-                await self._mark_full()
+            if await self.capture.reached_max(site):
+                self._full.add(site.name)
             copy = self.follower.took_as_copy(site, record.path)
             if outcome.duplicate_of or copy:
                 self.stats.duplicates += 1

@@ -29,6 +29,7 @@ from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
+    PROCESSED_UP_TO,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
@@ -230,6 +231,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
 
     async def site_size(self, site: str) -> int:
         return int(await self._db.fetchval("SELECT COUNT(*) FROM paths WHERE site = $1", site))
+
+    async def processed_up_to(self, site: str, limit: int) -> int:
+        return int(await self._db.fetchval(PROCESSED_UP_TO.format("$"), site, limit))
 
     async def list_paths(
         self,

@@ -23,6 +23,7 @@ from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
     EXPIRING,
+    PROCESSED_UP_TO,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
@@ -290,6 +291,10 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
 
     async def site_size(self, site: str) -> int:
         row = await self._one("SELECT COUNT(*) FROM paths WHERE site = ?", (site,))
+        return int(row[0])
+
+    async def processed_up_to(self, site: str, limit: int) -> int:
+        row = await self._one(PROCESSED_UP_TO.format("?"), (site, limit))
         return int(row[0])
 
     async def list_paths(
