@@ -7,6 +7,7 @@ an event carries (``extra=``), e.g. an access line's ``bot``, ``path``, ``result
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -58,7 +59,15 @@ class JSONFormatter(logging.Formatter):
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     """A handler on the process's stderr as it is when each line is written, so a line
-    never goes to a stream that was replaced and closed since."""
+    never goes to a stream that was replaced and closed since.
+
+    Lines logged in one turn of a running event loop (a busy server's access lines) go out
+    in one write at the end of that turn; elsewhere each line is written at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lines: list[str] = []
+        self._flusher: asyncio.AbstractEventLoop | None = None  # the loop that will flush
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
@@ -67,6 +76,39 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + "\n"
+        except Exception:
+            self.handleError(record)
+            return
+        self._lines.append(line)
+        if self._flusher is not None and self._flusher.is_running():
+            return  # goes out with the lines before it, at the end of the loop's turn
+        try:
+            self._flusher = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._flusher.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.acquire()
+        try:
+            lines, self._lines, self._flusher = self._lines, [], None
+        finally:
+            self.release()
+        if lines:
+            self._write("".join(lines))
+
+    def _write(self, text: str) -> None:
+        try:
+            stream = sys.stderr
+            stream.write(text)
+            stream.flush()
+        except Exception:
+            pass  # stderr gone: nowhere left to say so
 
 
 def setup_logging(verbose: bool = False, fmt: str = "text") -> None:
@@ -79,6 +121,10 @@ def setup_logging(verbose: bool = False, fmt: str = "text") -> None:
         if old.get_name() == "snapshotd":  # set up before, in this process
             root.removeHandler(old)
     root.addHandler(handler)
+    # No line says where in the code, in which thread or process it was logged: not looked up
+    # (the logging module's documented optimisation; a busy proxy logs every bot request).
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     # httpx logs every request at INFO: far too much for a proxy's log.
     for name in ("httpx", "httpcore"):

@@ -194,6 +194,8 @@ class Supervisor:
         except Exception as exc:
             log.error("worker pid=%d failed: %s", os.getpid(), exc)
         finally:
+            for handler in logging.getLogger().handlers:
+                handler.flush()  # lines of the last turn of the worker's event loop
             sys.stderr.flush()
             os._exit(code)
 

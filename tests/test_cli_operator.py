@@ -260,3 +260,40 @@ def test_log_lines_go_to_stderr_as_it_is_when_they_are_written(monkeypatch) -> N
     monkeypatch.setattr("sys.stderr", second)
     logging.getLogger("snapshotd.test").info("after")
     assert second.getvalue().endswith("INFO snapshotd.test after\n")
+
+
+def test_log_lines_of_one_turn_of_the_event_loop_go_out_in_one_write(monkeypatch) -> None:
+    import asyncio
+    import io
+    import logging
+
+    from snapshotd.logs import setup_logging
+
+    writes: list[str] = []
+
+    class Stderr(io.StringIO):
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    monkeypatch.setattr("sys.stderr", Stderr())
+    setup_logging()
+    log = logging.getLogger("snapshotd.test")
+
+    async def serve() -> None:
+        for n in range(3):
+            log.info("request %d", n)
+        assert writes == []  # at the end of this turn
+        await asyncio.sleep(0)
+        assert len(writes) == 1
+        assert [line.rsplit(" ", 1)[1] for line in writes[0].splitlines()] == ["0", "1", "2"]
+        log.info("request 3")
+        await asyncio.sleep(0)
+        assert len(writes) == 2 and writes[1].endswith("request 3\n")
+        log.info("the last line of the loop")
+
+    asyncio.run(serve())
+    assert writes[-1].endswith("the last line of the loop\n")
+    log.info("outside any loop")  # at once
+    assert writes[-1].endswith("outside any loop\n")
+    assert sum(text.count("\n") for text in writes) == 6
