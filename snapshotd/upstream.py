@@ -51,6 +51,9 @@ BAD_GATEWAY_PAGE = (
 # most one, so the server's own connections bound them (a cap would make ordinary requests
 # wait behind long-lived streams).
 TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=30.0)
+# A body of at most this many bytes (by its Content-Length) is sent on without watching
+# for the client to leave: reading it to its end costs less than the watch.
+READ_THROUGH = 2**20
 # What reaching the origin can raise, before or while its answer streams.
 _ORIGIN_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 # Not forwarded: the server in front already answered the client's "100-continue", and the
@@ -282,6 +285,12 @@ class Upstream:
             )
             if method == "HEAD":
                 await send({"type": "http.response.body", "body": b""})
+                complete = True
+                return response.status
+            length = response.content_length
+            if length is not None and length <= READ_THROUGH:
+                # A short body is read to its end even for a client gone meanwhile.
+                await _pump(response, send)
                 complete = True
                 return response.status
             # The server drops what is sent after the client has gone, so watch for that:
