@@ -5,7 +5,8 @@ processes (``--workers``):
 
 1. Cache hits: snapshotd serving the stored snapshot of that page to a bot, against nginx
    serving the same file statically (plain, and gzip-accepting with ``gzip_static``).
-   Target: at least 0.5 of nginx.
+   Target: at least 0.5 of nginx. Beside them, the floor of any Python ASGI app: uvicorn
+   (uvloop, httptools) with the same number of workers answering the page from memory.
 2. Pass-through: a person's request through snapshotd to the origin, against nginx
    ``proxy_pass`` to the same origin (and the origin directly); requests per second under
    load, and the added latency of one request at a time. Target: at least 0.8 of nginx.
@@ -124,6 +125,42 @@ class Nginx:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+FLOOR_APP = """
+import os
+
+BODY = open(os.environ["FLOOR_PAGE"], "rb").read()
+HEADERS = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", b"%d" % len(BODY))]
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+        await send({"type": "http.response.body", "body": BODY})
+"""
+
+
+class Floor:
+    """The least any Python ASGI app on uvicorn (uvloop, httptools) costs: the page from
+    memory, nothing looked at, with ``workers`` processes."""
+
+    def __init__(self, tmp: Path, page: Path, workers: int) -> None:
+        (tmp / "floor.py").write_text(FLOOR_APP)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "floor:app", "--app-dir", str(tmp),
+             "--port", str(self.port), "--workers", str(workers), "--loop", "uvloop",
+             "--http", "httptools", "--no-access-log", "--log-level", "warning"],
+            env={**os.environ, "FLOOR_PAGE": str(page)},
+        )
+        wait_answering(self.url + "/page", self.proc, "uvicorn")
+        time.sleep(1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
 
 
 class Snapshotd:
@@ -260,6 +297,19 @@ def main() -> int:
                         f"snapshotd HIT {h[0]:8.0f} req/s (p50 {h[1]:>8})   "
                         f"ratio {h[0] / n[0]:.2f} (target 0.50)"
                     )
+                floor = Floor(tmp, www / "page.html", workers)
+                try:
+                    n, f = compare(
+                        [("nginx", nginx.origin + "/page"), ("floor", floor.url + "/page")],
+                        args, {"User-Agent": BOT},
+                    )
+                finally:
+                    floor.stop()
+                print(
+                    f"   identity  nginx static {n[0]:8.0f} req/s   uvicorn --workers {workers} "
+                    f"answering the page from memory {f[0]:8.0f} req/s   ratio "
+                    f"{f[0] / n[0]:.2f}: the most any Python ASGI app gets here"
+                )
                 print("2. pass-through (a person) vs nginx proxy_pass, same origin")
                 person = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"}
                 d, n, v = compare(

@@ -142,10 +142,12 @@ async def sweep_once(dsn: str) -> tuple[int, float]:
     return swept, time.perf_counter() - started
 
 
-async def maintenance_once(dsn: str) -> tuple[float, float]:
-    """What the crawler's store reads cost as the store grows: one maintenance (every 10 s:
-    each site's due work, its job's round, the sites at ``max_to_process``, the queue
-    depth), and the check after each stored capture of a site with ``max_to_process``."""
+async def maintenance_once(dsn: str) -> tuple[float, float, float, float]:
+    """What the crawler's and the proxy's store reads cost as the store grows: one
+    maintenance (every 10 s: each site's due work, its job's round, the sites at
+    ``max_to_process``, the queue depth), of which the count of paths per state; the check
+    after each stored capture of a site with ``max_to_process``; the count of the largest
+    site's paths that admits a bot's new path (at most once a second in each process)."""
     from snapshotd.capture import CaptureService
     from snapshotd.config import Settings, SiteSettings
     from snapshotd.crawl.engine import Crawler
@@ -168,7 +170,13 @@ async def maintenance_once(dsn: str) -> tuple[float, float]:
         started = time.perf_counter()
         await capture._unprocessed(sites[0], "/p/0", PAGE)
         check = time.perf_counter() - started
-    return maintenance, check
+        started = time.perf_counter()
+        await store.counts()
+        counts = time.perf_counter() - started
+        started = time.perf_counter()
+        await store.site_size(SITES[0])
+        size = time.perf_counter() - started
+    return maintenance, counts, check, size
 
 
 async def sizes_of(dsn: str) -> tuple[int, int, int]:
@@ -208,9 +216,11 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
         swept, took = await sweep_once(dsn)
         print(f"  expiry sweep of the expired paths, 1,000 a statement: {swept:,} in "
               f"{took:.1f} s ({swept / took:,.0f} paths/s)", flush=True)
-        maintenance, check = await maintenance_once(dsn)
-        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s; the check after a "
-              f"stored capture of a site with max_to_process {check * 1000:.1f} ms", flush=True)
+        maintenance, counts, check, largest = await maintenance_once(dsn)
+        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s, of which the paths "
+              f"per state {counts:.2f} s; the check after a stored capture of a site with "
+              f"max_to_process {check * 1000:.1f} ms; a bot's new path: the count of the "
+              f"largest site {largest * 1000:.0f} ms", flush=True)
         base = None
         for procs in (int(p) for p in args.procs.split(",")):
             rate, p50, p99 = measure(dsn, procs, args.tasks, args.duration)

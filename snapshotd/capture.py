@@ -45,6 +45,7 @@ from snapshotd.metrics import Metrics
 from snapshotd.params import ParamLearner, without_each_param
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.store.base import PathRecord, Store, content_hash
+from snapshotd.tally import Tally
 
 log = logging.getLogger("snapshotd.capture")
 
@@ -107,6 +108,9 @@ class CaptureService:
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
+        # Sites' processed pages, counted up to their max_to_process.
+        self._limits: dict[str, int] = {}
+        self._processed = Tally(lambda name: self.store.processed_up_to(name, self._limits[name]))
         self.reclaim_every = reclaim_every
         self._reclaimer: asyncio.Task[None] | None = None
         # Set by ``stop``: no capture starts, and whoever waits on one stops waiting.
@@ -244,6 +248,8 @@ class CaptureService:
                 shared=site.dedup == "content" and duplicate_of is not None,
                 print_=print_,
             )
+            if stored and not unprocessed:
+                self._processed.add(site.name)
         if stored and print_ is not None:
             try:
                 await self.learner.rendered(site, record.path, print_)
@@ -277,9 +283,12 @@ class CaptureService:
 
     async def reached_max(self, site: SiteSettings) -> bool:
         """Whether the site has ``max_to_process`` processed pages already (never when it
-        is -1, unlimited)."""
+        is -1, unlimited), by a :class:`Tally` of them."""
         limit = site.max_to_process
-        return limit >= 0 and await self.store.processed_up_to(site.name, limit) >= limit
+        if limit < 0:
+            return False
+        self._limits[site.name] = limit
+        return await self._processed.get(site.name) >= limit
 
     async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
         """Why a page rendered well is crawled only, its snapshot not kept (the site's process

@@ -42,6 +42,7 @@ from snapshotd.store.base import (
     Snapshot,
     Store,
 )
+from snapshotd.tally import Tally
 from snapshotd.upstream import Upstream
 from snapshotd.upstream import send_text as _send_simple
 from snapshotd.urls import (
@@ -161,23 +162,19 @@ class SnapshotCache:
 
 
 class NewPaths:
-    """What admission needs to bound a site's new paths: how many it has (counted in the
-    store at most once per ``count_ttl`` seconds, plus the ones added here since) and how
-    many bots added in the last 60 s. That one is counted in this process, one of
-    ``processes`` sharing the budget evenly (the workers of one ``serve``), so each path
-    added here counts ``processes`` times."""
+    """What admission needs to bound a site's new paths: how many it has (a :class:`Tally`
+    of the store's count, read again ``count_ttl`` seconds or more after the last time, plus
+    the ones added here since) and how many bots added in the last 60 s. That one is counted in this
+    process, one of ``processes`` sharing the budget evenly (the workers of one ``serve``),
+    so each path added here counts ``processes`` times."""
 
     def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
-        self.store, self.count_ttl, self.processes = store, count_ttl, processes
-        self._counts: dict[str, tuple[float, int]] = {}
+        self.processes = processes
+        self._sizes = Tally(store.site_size, every=count_ttl)
         self._added: dict[str, deque[float]] = {}
 
     async def size(self, site: str) -> int:
-        counted = self._counts.get(site)
-        if counted is None or time.monotonic() - counted[0] > self.count_ttl:
-            size = await self.store.site_size(site)
-            counted = self._counts[site] = (time.monotonic(), size)
-        return counted[1]
+        return await self._sizes.get(site)
 
     def lately(self, site: str) -> int:
         added = self._added.setdefault(site, deque())
@@ -187,10 +184,8 @@ class NewPaths:
 
     def add(self, site: str) -> None:
         """Count a path just added."""
-        now = time.monotonic()
-        self._added.setdefault(site, deque()).append(now)
-        at, size = self._counts.get(site, (now, 0))
-        self._counts[site] = (at, size + 1)
+        self._added.setdefault(site, deque()).append(time.monotonic())
+        self._sizes.add(site)
 
 
 class _BotFacts(StoreFacts):

@@ -1,0 +1,40 @@
+"""Counts read from a real store (both engines) only when due: ``snapshotd.tally``."""
+
+from __future__ import annotations
+
+from snapshotd.tally import SLOWER, Tally
+
+
+async def test_a_count_is_read_again_only_when_due_and_adds_this_process_s_paths(store) -> None:  # type: ignore[no-untyped-def]
+    now = [1000.0]
+    reads: list[str] = []
+
+    async def size(site: str) -> int:
+        reads.append(site)
+        now[0] += 0.25  # the read takes a quarter of a second
+        return await store.site_size(site)
+
+    for n in range(3):
+        await store.enqueue("s", f"/{n}", 1)
+    tally = Tally(size, every=1.0, clock=lambda: now[0])
+    assert await tally.get("s") == 3
+    await store.enqueue("s", "/3", 1)
+    tally.add("s")  # added here
+    await store.enqueue("s", "/4", 1)  # added by another process: seen at the next read
+    now[0] += 0.25 * SLOWER - 0.01  # not due yet: 20 times the read, more than `every`
+    assert await tally.get("s") == 4 and reads == ["s"]
+    now[0] += 0.01
+    assert await tally.get("s") == 5 and reads == ["s", "s"]
+    tally.add("t")  # never read: nothing to add to
+    assert await tally.get("t") == 0 and reads == ["s", "s", "t"]
+
+
+async def test_a_quick_count_is_read_again_after_every_seconds(store) -> None:  # type: ignore[no-untyped-def]
+    now = [0.0]
+    tally = Tally(store.site_size, every=1.0, clock=lambda: now[0])
+    assert await tally.get("s") == 0
+    await store.enqueue("s", "/", 1)
+    now[0] += 0.99
+    assert await tally.get("s") == 0
+    now[0] += 0.01
+    assert await tally.get("s") == 1
