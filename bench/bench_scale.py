@@ -217,10 +217,11 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
         print(f"  expiry sweep of the expired paths, 1,000 a statement: {swept:,} in "
               f"{took:.1f} s ({swept / took:,.0f} paths/s)", flush=True)
         maintenance, counts, check, largest = await maintenance_once(dsn)
-        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s, of which the paths "
-              f"per state {counts:.2f} s; the check after a stored capture of a site with "
-              f"max_to_process {check * 1000:.1f} ms; a bot's new path: the count of the "
-              f"largest site {largest * 1000:.0f} ms", flush=True)
+        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s, one count of paths "
+              f"per state {counts:.2f} s; counts read when due (20 times their read apart "
+              f"or more): a site's processed pages up to max_to_process=100,000 "
+              f"{check * 1000:.1f} ms, the largest site's paths (a bot's new path) "
+              f"{largest * 1000:.0f} ms", flush=True)
         base = None
         for procs in (int(p) for p in args.procs.split(",")):
             rate, p50, p99 = measure(dsn, procs, args.tasks, args.duration)
