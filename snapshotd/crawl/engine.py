@@ -313,9 +313,6 @@ class Crawler:
                 self._notify()
                 counts = await self.store.counts()  # a round began: its paths are pending
         self._mark_full(counts)
-        depth = await self.store.queue_depth()
-        for priority, n in depth.items():
-            self.metrics.queue_depth.labels(str(priority)).set(n)
         # What a capture under way queued after its site was removed, here or elsewhere.
         for name in self.registry.orphans(counts):
             n = await self.store.clear_site(name)
