@@ -8,6 +8,7 @@ an event carries (``extra=``), e.g. an access line's ``bot``, ``path``, ``result
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sys
@@ -22,11 +23,14 @@ LOG_FORMATS = ("text", "json")
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
 
+@functools.lru_cache(maxsize=4)
+def _iso_second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
 def iso_utc(created: float) -> str:
     """``2024-05-01T10:00:00.123Z`` for a Unix time."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + (
-        f".{int(created % 1 * 1000):03d}Z"
-    )
+    return f"{_iso_second(int(created))}.{int(created % 1 * 1000):03d}Z"
 
 
 class UTCFormatter(logging.Formatter):

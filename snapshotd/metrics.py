@@ -37,6 +37,7 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self._requests: dict[str, Counter] = {}
         self.captures = Counter(
             "snapshotd_captures",
             "Captures by outcome (ok, error, duplicate)",
@@ -69,6 +70,13 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="mostrecent",
         )
+
+    def request(self, result: str) -> None:
+        """Count a proxy request by its cache result (on the way of every request: the
+        labelled counter is looked up once)."""
+        if (counter := self._requests.get(result)) is None:
+            counter = self._requests[result] = self.requests.labels(result)
+        counter.inc()
 
     def captures_by_outcome(self) -> dict[str, int]:
         """Captures made by this process so far, by outcome."""

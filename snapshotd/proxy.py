@@ -294,18 +294,18 @@ class Proxy:
                 await send({"type": "http.response.start", "status": 200, "headers": headers_out})
                 await send({"type": "http.response.body", "body": b""})
                 return
-            self.metrics.requests.labels("ERROR").inc()
+            self.metrics.request("ERROR")
             await _send_simple(send, 400, f"Bad Request: {exc}\n")
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if host and not valid_host(host):
-            self.metrics.requests.labels("ERROR").inc()
+            self.metrics.request("ERROR")
             await _send_simple(send, 400, "Bad Request: malformed Host header\n")
             return
         site = self.sites.site_for_host(host)
         if site is None:
-            self.metrics.requests.labels("ERROR").inc()
+            self.metrics.request("ERROR")
             await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
             return
         if (
@@ -325,13 +325,13 @@ class Proxy:
                 raw_path, query, site.ignored_params, encoding="latin-1"
             )
         except BadRequest as exc:
-            self.metrics.requests.labels("ERROR").inc()
+            self.metrics.request("ERROR")
             await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
             return
         await self.snapshot_request(site, path, host, headers, scope, receive, send)
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
-        self.metrics.requests.labels("PASS").inc()
+        self.metrics.request("PASS")
         await self.upstream.forward(site.origin, scope, receive, send)
 
     async def snapshot_request(
@@ -366,7 +366,7 @@ class Proxy:
             log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
             if status:  # the answer had started: it can only be cut off
                 raise
-            self.metrics.requests.labels("BYPASS").inc()
+            self.metrics.request("BYPASS")
             await self.upstream.forward(
                 site.origin, scope, receive, _with_header(watched, b"x-snapshotd-cache", b"BYPASS")
             )
@@ -410,7 +410,7 @@ class Proxy:
         )
         path = decision.path
         if decision.kind == "redirect":
-            self.metrics.requests.labels("RULE").inc()
+            self.metrics.request("RULE")
             location = decision.location or path
             await _send_simple(
                 send,
@@ -420,7 +420,7 @@ class Proxy:
             )
             return "RULE"
         if decision.kind == "status":
-            self.metrics.requests.labels("RULE").inc()
+            self.metrics.request("RULE")
             status = decision.status or 404
             await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
             return "RULE"
@@ -455,7 +455,7 @@ class Proxy:
         if refusal is not None:
             self.metrics.refused.labels(refusal).inc()
             self.refusal_log(site.name, refusal, path)
-        self.metrics.requests.labels("BYPASS").inc()
+        self.metrics.request("BYPASS")
         await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
         )
@@ -510,7 +510,7 @@ class Proxy:
         scope: Scope,
         send: Send,
     ) -> None:
-        self.metrics.requests.labels(result).inc()
+        self.metrics.request(result)
         out = [
             (b"content-type", b"text/html; charset=utf-8"),
             (b"last-modified", snapshot.last_modified.encode()),

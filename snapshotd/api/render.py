@@ -134,7 +134,7 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
     header_map = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
     assert ctx.proxy is not None and ctx.upstream is not None  # serve builds both
     if "x-snapshotd" in header_map or is_static_asset(raw_path):
-        ctx.metrics.requests.labels("PASS").inc()
+        ctx.metrics.request("PASS")
         await ctx.upstream.forward(site.origin, target_scope, receive, send)
         return
     await ctx.proxy.snapshot_request(
