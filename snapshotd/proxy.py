@@ -31,6 +31,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from snapshotd import logs
 from snapshotd.admission import StoreFacts, admit, decide
 from snapshotd.bots import is_static_asset
 from snapshotd.capture import CaptureService
@@ -374,15 +375,14 @@ class Proxy:
             ms = round((time.monotonic() - started) * 1000)
             bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
             self.metrics.minutes.request(site.name, bot, path, result, status, ms)
-            if access_log.isEnabledFor(logging.INFO):
-                access_log.info(
-                    "%s %s %s %s %s %dms",
-                    bot, site.name, path, result, status or "-", ms,
-                    extra={
-                        "bot": bot, "site": site.name, "path": path, "result": result,
-                        "status": status or None, "ms": ms,
-                    },
-                )
+            logs.info(
+                access_log,
+                f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms",
+                {
+                    "bot": bot, "site": site.name, "path": path, "result": result,
+                    "status": status or None, "ms": ms,
+                },
+            )
 
     async def _answer(
         self,

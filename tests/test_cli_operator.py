@@ -297,3 +297,46 @@ def test_log_lines_of_one_turn_of_the_event_loop_go_out_in_one_write(monkeypatch
     log.info("outside any loop")  # at once
     assert writes[-1].endswith("outside any loop\n")
     assert sum(text.count("\n") for text in writes) == 6
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_event_line_is_the_same_written_directly_or_through_a_log_record(
+    monkeypatch, fmt: str
+) -> None:
+    import io
+    import logging
+
+    from snapshotd import logs
+
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stderr", out)
+    logs.setup_logging(fmt=fmt)
+    access = logging.getLogger("snapshotd.access")
+    fields = {"bot": "Googlebot", "site": "shop", "path": "/p/é", "status": 200, "ms": 3}
+    logs.info(access, "Googlebot shop /p/é HIT 200 3ms", fields)  # the handler's own way
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    access.addHandler(keep)  # another handler: through a LogRecord, which it gets too
+    try:
+        logs.info(access, "Googlebot shop /p/é HIT 200 3ms", fields)
+    finally:
+        access.removeHandler(keep)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    direct, through = out.getvalue().splitlines()
+    assert records and records[0].path == "/p/é"  # type: ignore[attr-defined]
+    if fmt == "json":
+        first, second = json.loads(direct), json.loads(through)
+        assert first.pop("time") and second.pop("time")
+        assert first == second == {
+            "level": "INFO", "logger": "snapshotd.access",
+            "message": "Googlebot shop /p/é HIT 200 3ms", **fields,
+        }
+    else:
+        assert direct.split(" ", 1)[1] == through.split(" ", 1)[1] == (
+            "INFO snapshotd.access Googlebot shop /p/é HIT 200 3ms")
