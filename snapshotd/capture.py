@@ -250,14 +250,15 @@ class CaptureService:
             )
             if stored and not unprocessed:
                 self._processed.add(site.name)
+            # Counted with nothing awaited since the store: a job's report reads both.
+            kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
+            self.metrics.captures.labels(kind).inc()
+            self.metrics.minutes.capture(site.name, kind)
         if stored and print_ is not None:
             try:
                 await self.learner.rendered(site, record.path, print_)
             except Exception as exc:  # learning is a bonus: the capture is stored already
                 log.warning("could not learn from site=%s path=%s: %s", site.name, record.path, exc)
-        kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
-        self.metrics.captures.labels(kind).inc()
-        self.metrics.minutes.capture(site.name, kind)
         log.info(
             "%s site=%s path=%s status=%d %.2fs%s",
             "crawled" if unprocessed else "captured",
@@ -284,11 +285,13 @@ class CaptureService:
     async def reached_max(self, site: SiteSettings) -> bool:
         """Whether the site has ``max_to_process`` processed pages already (never when it
         is -1, unlimited), by a :class:`Tally` of them."""
-        limit = site.max_to_process
-        if limit < 0:
+        if site.max_to_process < 0:
             return False
-        self._limits[site.name] = limit
-        return await self._processed.get(site.name) >= limit
+        self._limits[site.name] = site.max_to_process
+        if not site.full(await self._processed.get(site.name)):
+            return False
+        # This process's captures may count a page twice (captured again): confirm.
+        return site.full(await self._processed.get(site.name, fresh=True))
 
     async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
         """Why a page rendered well is crawled only, its snapshot not kept (the site's process

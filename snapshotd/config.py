@@ -163,6 +163,10 @@ class SiteSettings:
             return True
         return url_matches(self.url_for(path), self.url_crawl_pattern, self.url_crawl_regex)
 
+    def full(self, processed: int) -> bool:
+        """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
+        return 0 <= self.max_to_process <= processed
+
     def processes(self, path: str, html: str | None = None) -> bool:
         """Whether a crawled page is processed (its snapshot kept): its URL under
         ``url_process_pattern`` / ``_regex`` and, given its HTML, that under

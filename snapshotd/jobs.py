@@ -155,14 +155,18 @@ async def advance(
     """One step of the job's rounds, at the crawler's maintenance: record the end of a round
     that is over, start the next when ``repeat`` says so, queue the seeds again when
     ``seed_recrawl_frequency`` says so. Answers whether anything was queued. ``all_counts``:
-    the store's counts of every site, read just before (else read here)."""
+    the store's counts of every site, read before (else read here); a round they show over
+    is counted again before its end is recorded (it may have begun after they were read)."""
     now = time.time() if now is None else now
     if sites.is_paused(site.name):
         return False
     state = await job_state(store, site.name, sites.created.get(site.name, now))
     counts = await _counts(store, site.name, all_counts)
     queued = False
-    if not state.ended and _round_over(site, counts) is not None:
+    over = not state.ended and _round_over(site, counts) is not None
+    if over and all_counts is not None:
+        over = _round_over(site, await _counts(store, site.name)) is not None
+    if over:
         state = replace(state, rounds=state.rounds + 1, ended=now)
         await save_job_state(store, site.name, state)
     if (
@@ -202,7 +206,7 @@ def _round_over(site: SiteSettings, counts: dict[str, int]) -> int | None:
     """The status code a round ended with (2, 3, 9, 10); None while it goes on or the job
     has no path yet."""
     processed = counts.get("processed", 0)
-    if 0 <= site.max_to_process <= processed:
+    if site.full(processed):
         return 3
     known = sum(n for state, n in counts.items() if state != FOLLOWING)
     if counts.get("pending", 0) or counts.get("processing", 0) or counts.get(FOLLOWING, 0):

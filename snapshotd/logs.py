@@ -8,14 +8,17 @@ an event carries (``extra=``), e.g. an access line's ``bot``, ``path``, ``result
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["LOG_FORMATS", "JSONFormatter", "UTCFormatter", "info", "iso_utc", "setup_logging"]
+__all__ = [
+    "LOG_FORMATS", "JSONFormatter", "UTCFormatter", "flush", "info", "iso_utc", "setup_logging"
+]
 
 LOG_FORMATS = ("text", "json")
 
@@ -125,10 +128,10 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         self.acquire()
         try:
             lines, self._lines, self._flusher = self._lines, [], None
+            if lines:
+                self._write("".join(lines))
         finally:
             self.release()
-        if lines:
-            self._write("".join(lines))
 
     def _write(self, text: str) -> None:
         try:
@@ -145,11 +148,14 @@ def info(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
     is written by that handler from its parts, without the logging module's record: about
     a third of the cost, on the way of every bot request."""
     handler = _only_handler(logger)
-    if handler is None:
+    line = None
+    if handler is not None:
+        formatter = cast(_LineFormatter, handler.formatter)
+        with contextlib.suppress(Exception):  # a field it cannot write: logging decides
+            line = formatter.line(time.time(), "INFO", logger.name, message, fields)
+    if handler is None or line is None:
         logger.info("%s", message, extra=fields)
         return
-    assert isinstance(handler.formatter, _LineFormatter)
-    line = handler.formatter.line(time.time(), "INFO", logger.name, message, fields)
     handler.acquire()
     try:
         handler.add(line)
@@ -179,6 +185,13 @@ def _only_handler(logger: logging.Logger) -> _Stderr | None:
             found = handler
         current = current.parent if current.propagate else None
     return found
+
+
+def flush() -> None:
+    """Write out the lines the handlers keep (before the process ends without Python's
+    exit, by a signal or ``os._exit``)."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
 
 
 def setup_logging(verbose: bool = False, fmt: str = "text") -> None:

@@ -62,8 +62,9 @@ class Notifier:
         self.base_url = f"http://{host}:{settings.port}"
 
     async def check(self, all_counts: dict[str, dict[str, int]] | None = None) -> None:
-        """Notify every site with a webhook whose round is over and was not notified
-        (``all_counts``: the store's counts of every site, read just before)."""
+        """Notify every site with a webhook whose round is over and was not notified.
+        ``all_counts``, the store's counts of every site read before, tell which rounds may
+        be over; each of those is described from a count of now before it is notified."""
         for site in self.sites.sites:
             if not (site.notify_webhook or site.notify_email):
                 continue
@@ -71,9 +72,16 @@ class Notifier:
             state = await job_state(self.store, site.name, created)
             if state.notified:
                 continue
+            paused = self.sites.is_paused(site.name)
+            if all_counts is not None:
+                job = await describe_job(
+                    self.store, site, paused=paused, created=created,
+                    base_url=self.base_url, all_counts=all_counts,
+                )
+                if job["jobStatus"]["status"] not in ROUND_OVER:
+                    continue
             job = await describe_job(
-                self.store, site, paused=self.sites.is_paused(site.name), created=created,
-                base_url=self.base_url, all_counts=all_counts,
+                self.store, site, paused=paused, created=created, base_url=self.base_url
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue

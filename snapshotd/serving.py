@@ -25,6 +25,7 @@ import sys
 import tempfile
 from types import FrameType
 
+from snapshotd import logs
 from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
 from snapshotd.config import Settings
 from snapshotd.hostlock import HostLock
@@ -71,6 +72,8 @@ def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             app.begin_shutdown()
             await super().shutdown(sockets)
+            # uvicorn ends the process by the signal it caught, before the loop's next turn.
+            logs.flush()
 
     server = Server(config)
     # A start-up failure is said once, by the caller; uvicorn's own lines would repeat it.
@@ -194,8 +197,7 @@ class Supervisor:
         except Exception as exc:
             log.error("worker pid=%d failed: %s", os.getpid(), exc)
         finally:
-            for handler in logging.getLogger().handlers:
-                handler.flush()  # lines of the last turn of the worker's event loop
+            logs.flush()
             sys.stderr.flush()
             os._exit(code)
 

@@ -2,13 +2,15 @@
 
 A count over a site's paths takes time in proportion to them (about 0.1 s for 1M paths on
 PostgreSQL). A :class:`Tally` reads a count again only once it is due: ``every`` seconds
-after the last read, and never sooner than ``SLOWER`` times what that read took, so counting
-costs at most 1/``SLOWER`` of the database's time whatever the store's size. Between reads it
-adds what this process reported adding; what other processes added shows at the next read.
+after the last read, and never sooner than ``SLOWER`` times what that read took, one read at
+a time, so counting a key costs each process at most 1/``SLOWER`` of the database's time
+whatever the store's size. Between reads it adds what this process reported adding; what
+other processes added shows at the next read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
@@ -19,7 +21,8 @@ SLOWER = 20
 
 class Tally:
     """Counts by key, each read with ``read(key)`` when due and kept up to date with
-    :meth:`add` in between."""
+    :meth:`add` in between. Callers that find a count due while it is being read wait for
+    that read."""
 
     def __init__(
         self,
@@ -30,15 +33,32 @@ class Tally:
     ) -> None:
         self.read, self.every, self.clock = read, every, clock
         self._counts: dict[str, tuple[float, int]] = {}  # key -> (when due, count)
+        self._reads: dict[str, asyncio.Future[int]] = {}
 
-    async def get(self, key: str) -> int:
+    async def get(self, key: str, *, fresh: bool = False) -> int:
+        """The count of ``key``; read now when ``fresh``."""
         due, count = self._counts.get(key, (0.0, 0))
-        if self.clock() >= due:
-            started = self.clock()
-            count = await self.read(key)
-            took = self.clock() - started
-            self._counts[key] = (self.clock() + max(self.every, took * SLOWER), count)
+        if not fresh and self.clock() < due:
+            return count
+        reading = self._reads.get(key)
+        if reading is None:
+            reading = self._reads[key] = asyncio.ensure_future(self._read(key))
+            reading.add_done_callback(lambda done: self._read_done(key, done))
+        # Shielded: a caller that goes away does not cancel the read the others wait for.
+        return await asyncio.shield(reading)
+
+    async def _read(self, key: str) -> int:
+        started = self.clock()
+        count = await self.read(key)
+        took = self.clock() - started
+        self._counts[key] = (self.clock() + max(self.every, took * SLOWER), count)
         return count
+
+    def _read_done(self, key: str, reading: asyncio.Future[int]) -> None:
+        if self._reads.get(key) is reading:
+            del self._reads[key]
+        if not reading.cancelled():
+            reading.exception()  # each caller has it; retrieved so none is reported as lost
 
     def add(self, key: str, n: int = 1) -> None:
         """Count ``n`` more for ``key`` (added by this process) until the next read."""

@@ -311,7 +311,10 @@ class Upstream:
         except _ORIGIN_ERRORS as exc:
             # Headers are out. The response is left unfinished, so the server drops the
             # connection and the user sees a cut-off answer rather than a whole-looking one.
-            log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
+            if client_gone:
+                log.debug("client left during its upload origin=%s", origin)
+            else:
+                log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
         finally:
             if complete:
                 response.release()  # the connection goes back to the pool

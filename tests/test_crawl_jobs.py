@@ -344,8 +344,9 @@ async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store)
 
 async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(store) -> None:  # type: ignore[no-untyped-def]
     """The count of paths per state goes over every path: one maintenance reads it once for
-    all its sites (sizes, rounds, sites full, removed sites), and the check after a stored
-    capture counts one site's processed paths no further than its ``max_to_process``."""
+    all its sites (sizes, rounds, sites full, removed sites; again only for a round it finds
+    over), and the check after a stored capture counts one site's processed paths no further
+    than its ``max_to_process``."""
     limited = SiteSettings(name="a", origin=ORIGIN, obey_robots=False, max_to_process=2)
     sites = (limited, *(SiteSettings(name=n, origin=ORIGIN, obey_robots=False) for n in "bc"))
     settings = Settings(sites=sites)
@@ -366,6 +367,9 @@ async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(stor
             return await counts()
 
         store.counts = counted
+        await crawler._maintain()  # the rounds of "a" and "b" end: each is counted again
+        assert reads == 3 and (await job_state(store, "b", 0)).ended
+        reads = 0
         await crawler._maintain()
         assert reads == 1
         assert crawler.frontier.size == {"a": 3, "b": 1, "c": 0}
@@ -374,8 +378,30 @@ async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(stor
         assert await store.processed_up_to("c", 5) == 0
         assert await capture.reached_max(limited)
         assert not await capture.reached_max(sites[1])  # unlimited
+        # This process's count may pass the limit by pages it captured again: a count of now
+        # decides.
         higher = SiteSettings(name="a", origin=ORIGIN, max_to_process=3)
+        capture._processed.add("a", 2)
         assert not await capture.reached_max(higher)
         assert reads == 1
+    finally:
+        await registry.close()
+
+
+async def test_a_round_begun_after_the_maintenance_counted_is_not_taken_for_over(store) -> None:  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",))
+    registry = SiteRegistry(Settings(sites=(site,)), store)
+    await registry.open()
+    try:
+        await settle(store, "shop", "/", "crawled")
+        assert not await advance(store, registry, site)  # the first round is over
+        ended = await job_state(store, "shop", 0)
+        assert ended.rounds == 1 and ended.ended
+        counted = await store.counts()  # the maintenance counts: nothing pending
+        await start_round(store, site, ended)  # a new round begins meanwhile (restart)
+        assert not await advance(store, registry, site, all_counts=counted)
+        begun = await job_state(store, "shop", 0)
+        assert (begun.rounds, begun.ended) == (1, 0.0)
+        assert (await status(store, registry, site))[0] == 7
     finally:
         await registry.close()

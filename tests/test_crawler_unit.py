@@ -297,3 +297,32 @@ async def test_a_capture_is_stored_and_followed_even_when_learning_from_it_fails
     assert (await store.get_path("s", "/page?ref=nav")).state == "processed"
     assert (await store.get_path("s", "/linked")).state == "pending"
     assert "could not learn from site=s path=/page?ref=nav: the store went away" in caplog.text
+
+
+async def test_a_stored_capture_is_counted_before_anything_else_is_awaited(store) -> None:  # type: ignore[no-untyped-def]
+    """A job's report reads the store's paths and the captures counted: a capture stored and
+    not counted yet would show more pages processed than crawled."""
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    words = " ".join(f"word{i}" for i in range(40))
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            return CaptureResult(url=url, final_url=url, html=f"<main><p>{words}</p></main>")
+
+    crawler = await _crawler(Settings(sites=(site,)), store, Renderer())
+    counted_then: list[dict[tuple[int, str, str], int]] = []
+    learn = crawler.capture.learner.rendered
+
+    async def learning(*args: object) -> None:
+        counted_then.append(dict(crawler.capture.metrics.minutes._counts))
+        await learn(*args)  # type: ignore[arg-type]
+
+    crawler.capture.learner.rendered = learning  # type: ignore[method-assign]
+    await store.enqueue("s", "/page", 1)
+    record = await store.claim_path("s", "/page", crawler.capture.owner, 60)
+    await crawler._capture(site, record)
+    assert (await store.get_path("s", "/page")).state == "processed"
+    assert [name for (_, _, name) in counted_then[0] if name.startswith("capture:")] == [
+        "capture:ok"]

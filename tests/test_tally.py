@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from snapshotd.tally import SLOWER, Tally
 
 
@@ -38,3 +40,23 @@ async def test_a_quick_count_is_read_again_after_every_seconds(store) -> None:  
     assert await tally.get("s") == 0
     now[0] += 0.01
     assert await tally.get("s") == 1
+
+
+async def test_callers_wait_for_the_read_under_way_and_fresh_reads_at_once(store) -> None:  # type: ignore[no-untyped-def]
+    reads = 0
+    gate = asyncio.Event()
+
+    async def size(site: str) -> int:
+        nonlocal reads
+        reads += 1
+        await gate.wait()
+        return await store.site_size(site)
+
+    tally = Tally(size, every=60.0)
+    waiting = [asyncio.ensure_future(tally.get("s")) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    gate.set()
+    assert await asyncio.gather(*waiting) == [0] * 5 and reads == 1
+    await store.enqueue("s", "/", 1)
+    assert await tally.get("s") == 0 and reads == 1
+    assert await tally.get("s", fresh=True) == 1 and reads == 2

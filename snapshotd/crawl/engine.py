@@ -292,8 +292,9 @@ class Crawler:
                 log.warning("could not follow stored links site=%s path=%s: %s", name, path, exc)
 
     async def _maintain(self) -> None:
-        """Every site's due work, then what follows from the paths per state, read once for
-        all sites (a count over every path, which grows with the store)."""
+        """Every site's due work, then what follows from the paths per state: a count over
+        every path, which grows with the store, so read once for all sites (and once more
+        when a round began)."""
         for site in [] if self.once else self.sites.values():
             if self.follow_others:
                 # Older than one maintenance, so this process's own are followed already.
@@ -305,13 +306,15 @@ class Crawler:
             await self.frontier.sitemaps(site)
             await self._requeue_expired(site)
         counts = await self.store.counts()
+        began = False
         for site in self.sites.values():
             self.frontier.size[site.name] = sum(counts.get(site.name, {}).values())
-            if self.once:
-                continue
-            if await advance(self.store, self.registry, site, now=self.clock(), all_counts=counts):
-                self._notify()
-                counts = await self.store.counts()  # a round began: its paths are pending
+            if not self.once:
+                now = self.clock()
+                began |= await advance(self.store, self.registry, site, now=now, all_counts=counts)
+        if began:
+            self._notify()
+            counts = await self.store.counts()  # a round began: its paths are pending
         self._mark_full(counts)
         # What a capture under way queued after its site was removed, here or elsewhere.
         for name in self.registry.orphans(counts):
@@ -325,7 +328,7 @@ class Crawler:
         not claimed from."""
         self._full = {
             s.name for s in self.sites.values()
-            if 0 <= s.max_to_process <= counts.get(s.name, {}).get("processed", 0)
+            if s.full(counts.get(s.name, {}).get("processed", 0))
         }
 
     async def _requeue_expired(self, site: SiteSettings) -> None:
