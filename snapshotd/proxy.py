@@ -37,6 +37,7 @@ from snapshotd.bots import is_static_asset
 from snapshotd.capture import CaptureService
 from snapshotd.config import SiteSettings
 from snapshotd.metrics import Metrics
+from snapshotd.oneread import OneRead
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
@@ -253,7 +254,7 @@ class Proxy:
         self._worker = str(os.getpid()).encode()
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
-        self._reads: dict[tuple[str, str], asyncio.Future[Snapshot | None]] = {}
+        self._read_snapshot: OneRead[tuple[str, str], Snapshot | None] = OneRead(self._read)
 
     async def _snapshot(self, site: str, path: str) -> Snapshot | None:
         """The snapshot from the cache, else from the store: one read for concurrent asks."""
@@ -261,24 +262,13 @@ class Proxy:
         snapshot = self.cache.get(key)
         if snapshot is not None:
             return snapshot
-        read = self._reads.get(key)
-        if read is None:
-            read = self._reads[key] = asyncio.ensure_future(self._read(key))
-            read.add_done_callback(lambda done: self._read_done(key, done))
-        # Shielded: a request that goes away does not cancel the read the others wait for.
-        return await asyncio.shield(read)
+        return await self._read_snapshot(key)
 
     async def _read(self, key: tuple[str, str]) -> Snapshot | None:
         snapshot = await self.store.get_snapshot(*key)
         if snapshot is not None:
             self.cache.put(key, snapshot)
         return snapshot
-
-    def _read_done(self, key: tuple[str, str], read: asyncio.Future[Snapshot | None]) -> None:
-        if self._reads.get(key) is read:
-            del self._reads[key]
-        if not read.cancelled():
-            read.exception()  # each waiter has it; retrieved so none is reported as lost
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

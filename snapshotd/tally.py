@@ -10,9 +10,10 @@ other processes added shows at the next read.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
+
+from snapshotd.oneread import OneRead
 
 __all__ = ["SLOWER", "Tally"]
 
@@ -33,32 +34,21 @@ class Tally:
     ) -> None:
         self.read, self.every, self.clock = read, every, clock
         self._counts: dict[str, tuple[float, int]] = {}  # key -> (when due, count)
-        self._reads: dict[str, asyncio.Future[int]] = {}
+        self._read: OneRead[str, int] = OneRead(self._read_now)
 
     async def get(self, key: str, *, fresh: bool = False) -> int:
         """The count of ``key``; read now when ``fresh``."""
         due, count = self._counts.get(key, (0.0, 0))
         if not fresh and self.clock() < due:
             return count
-        reading = self._reads.get(key)
-        if reading is None:
-            reading = self._reads[key] = asyncio.ensure_future(self._read(key))
-            reading.add_done_callback(lambda done: self._read_done(key, done))
-        # Shielded: a caller that goes away does not cancel the read the others wait for.
-        return await asyncio.shield(reading)
+        return await self._read(key)
 
-    async def _read(self, key: str) -> int:
+    async def _read_now(self, key: str) -> int:
         started = self.clock()
         count = await self.read(key)
         took = self.clock() - started
         self._counts[key] = (self.clock() + max(self.every, took * SLOWER), count)
         return count
-
-    def _read_done(self, key: str, reading: asyncio.Future[int]) -> None:
-        if self._reads.get(key) is reading:
-            del self._reads[key]
-        if not reading.cancelled():
-            reading.exception()  # each caller has it; retrieved so none is reported as lost
 
     def add(self, key: str, n: int = 1) -> None:
         """Count ``n`` more for ``key`` (added by this process) until the next read."""
