@@ -145,9 +145,9 @@ async def sweep_once(dsn: str) -> tuple[int, float]:
 async def maintenance_once(dsn: str) -> tuple[float, float, float, float]:
     """What the crawler's and the proxy's store reads cost as the store grows: one
     maintenance (every 10 s: each site's due work, its job's round, the sites at
-    ``max_to_process``, the queue depth), of which the count of paths per state; the check
-    after each stored capture of a site with ``max_to_process``; the count of the largest
-    site's paths that admits a bot's new path (at most once a second in each process)."""
+    ``max_to_process``), one count of paths per state (which it reads once); the count of a
+    site's processed pages that decides ``max_to_process`` after a stored capture, and the
+    count of the largest site's paths that admits a bot's new path (each read when due)."""
     from snapshotd.capture import CaptureService
     from snapshotd.config import Settings, SiteSettings
     from snapshotd.crawl.engine import Crawler
@@ -168,7 +168,7 @@ async def maintenance_once(dsn: str) -> tuple[float, float, float, float]:
         await crawler._maintain()
         maintenance = time.perf_counter() - started
         started = time.perf_counter()
-        await capture._unprocessed(sites[0], "/p/0", PAGE)
+        await store.processed_up_to(SITES[0], sites[0].max_to_process)
         check = time.perf_counter() - started
         started = time.perf_counter()
         await store.counts()

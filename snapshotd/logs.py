@@ -114,15 +114,19 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
     def add(self, line: str) -> None:
         """Write ``line`` (formatted) as :meth:`emit` writes a record's."""
-        self._lines.append(line + "\n")
-        if self._flusher is not None and self._flusher.is_running():
-            return  # goes out with the lines before it, at the end of the loop's turn
+        self.acquire()
         try:
-            self._flusher = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        self._flusher.call_soon(self.flush)
+            self._lines.append(line + "\n")
+            if self._flusher is not None and self._flusher.is_running():
+                return  # goes out with the lines before it, at the end of the loop's turn
+            try:
+                self._flusher = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._flusher.call_soon(self.flush)
+        finally:
+            self.release()
 
     def flush(self) -> None:
         self.acquire()
@@ -156,11 +160,7 @@ def info(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
     if handler is None or line is None:
         logger.info("%s", message, extra=fields)
         return
-    handler.acquire()
-    try:
-        handler.add(line)
-    finally:
-        handler.release()
+    handler.add(line)
 
 
 def _only_handler(logger: logging.Logger) -> _Stderr | None:

@@ -166,9 +166,9 @@ class SnapshotCache:
 class NewPaths:
     """What admission needs to bound a site's new paths: how many it has (a :class:`Tally`
     of the store's count, read again ``count_ttl`` seconds or more after the last time, plus
-    the ones added here since) and how many bots added in the last 60 s. That one is counted in this
-    process, one of ``processes`` sharing the budget evenly (the workers of one ``serve``),
-    so each path added here counts ``processes`` times."""
+    the ones added here since) and how many bots added in the last 60 s. That one is
+    counted in this process, one of ``processes`` sharing the budget evenly (the workers of
+    one ``serve``), so each path added here counts ``processes`` times."""
 
     def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
         self.processes = processes

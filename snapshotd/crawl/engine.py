@@ -308,7 +308,7 @@ class Crawler:
         counts = await self.store.counts()
         began = False
         for site in self.sites.values():
-            self.frontier.size[site.name] = sum(counts.get(site.name, {}).values())
+            await self.frontier.count(site, counts)
             if not self.once:
                 now = self.clock()
                 began |= await advance(self.store, self.registry, site, now=now, all_counts=counts)
