@@ -13,9 +13,12 @@ seconds, each doing what a crawler worker does with a renderer that returns a fi
 once: ``claim`` (the crawler's site filter: all 10), then ``complete`` (the snapshot
 stored); the first process also runs the expiry sweep of every site every 10 s, as the
 crawler's maintenance does. The first sweep, which finds the 3% expired, is timed on its
-own before the runs. Printed: claims per second and its ratio to one process, the
-median and p99 claim latency, and the database size per 1M paths (the paths table with its
-indexes, and the snapshots stored per capture).
+own before the runs, then one crawler maintenance, and each count the product reads
+beside the same count by a scan of every path (the answers checked equal). Printed: claims
+per second and its ratio to one process, the median and p99 claim latency, and the database
+size per 1M paths (the paths table with its indexes, and the snapshots stored per capture).
+Last, one process runs again with the store's counts not kept (its triggers off): what
+keeping them costs a claim.
 """
 
 from __future__ import annotations
@@ -142,12 +145,25 @@ async def sweep_once(dsn: str) -> tuple[int, float]:
     return swept, time.perf_counter() - started
 
 
-async def maintenance_once(dsn: str) -> tuple[float, float, float, float]:
-    """What the crawler's and the proxy's store reads cost as the store grows: one
-    maintenance (every 10 s: each site's due work, its job's round, the sites at
-    ``max_to_process``), one count of paths per state (which it reads once); the count of a
-    site's processed pages that decides ``max_to_process`` after a stored capture, and the
-    count of the largest site's paths that admits a bot's new path (each read when due)."""
+# The counts as a scan of every path reads them: the baseline of each count.
+SCANS = {
+    "paths per site and state (the API, /metrics, the maintenance)":
+        "SELECT site, state, COUNT(*) FROM paths GROUP BY site, state",
+    "queue depth by priority (the API, /metrics)":
+        "SELECT priority, COUNT(*) FROM paths WHERE state = 'pending' GROUP BY priority",
+    "the largest site's paths (a bot's new path, max_pages)":
+        f"SELECT COUNT(*) FROM paths WHERE site = '{SITES[0]}'",
+    "the largest site's processed paths (max_to_process)":
+        f"SELECT COUNT(*) FROM paths WHERE site = '{SITES[0]}' AND state = 'processed'",
+}
+
+
+async def maintenance_once(dsn: str) -> tuple[float, list[tuple[str, float, float]]]:
+    """What the crawler's, the API's and the proxy's store reads cost as the store grows:
+    one crawler maintenance (every 10 s), and each count through the store beside the same
+    count by a scan of every path (the same answer, checked)."""
+    import asyncpg
+
     from snapshotd.capture import CaptureService
     from snapshotd.config import Settings, SiteSettings
     from snapshotd.crawl.engine import Crawler
@@ -167,16 +183,41 @@ async def maintenance_once(dsn: str) -> tuple[float, float, float, float]:
         started = time.perf_counter()
         await crawler._maintain()
         maintenance = time.perf_counter() - started
-        started = time.perf_counter()
-        await store.processed_up_to(SITES[0], sites[0].max_to_process)
-        check = time.perf_counter() - started
-        started = time.perf_counter()
-        await store.counts()
-        counts = time.perf_counter() - started
-        started = time.perf_counter()
-        await store.site_size(SITES[0])
-        size = time.perf_counter() - started
-    return maintenance, counts, check, size
+        reads = [
+            store.counts, store.queue_depth, lambda: store.site_size(SITES[0]),
+            lambda: store.processed_up_to(SITES[0], 2**62),
+        ]
+        out = []
+        conn = await asyncpg.connect(dsn)
+        try:
+            for (what, scan), read in zip(SCANS.items(), reads, strict=True):
+                started = time.perf_counter()
+                kept = await read()
+                kept_took = time.perf_counter() - started
+                started = time.perf_counter()
+                scanned = await conn.fetch(scan)
+                scan_took = time.perf_counter() - started
+                assert sorted(_flat(kept)) == sorted(_flat([tuple(r) for r in scanned])), what
+                out.append((what, kept_took, scan_took))
+        finally:
+            await conn.close()
+    return maintenance, out
+
+
+def _flat(answer: object) -> list[tuple[object, ...]]:
+    """A count's answer as rows (key..., n) without zeros, whichever way it was read."""
+    if isinstance(answer, int):
+        return [(answer,)]
+    if isinstance(answer, dict):
+        rows: list[tuple[object, ...]] = []
+        for key, value in answer.items():
+            if isinstance(value, dict):
+                rows.extend((key, k, n) for k, n in value.items())
+            else:
+                rows.append((key, value))
+        return [r for r in rows if r[-1]]
+    rows = [r for r in answer]  # type: ignore[attr-defined]
+    return [r for r in rows if len(r) == 1 or r[-1]]
 
 
 async def sizes_of(dsn: str) -> tuple[int, int, int]:
@@ -188,6 +229,17 @@ async def sizes_of(dsn: str) -> tuple[int, int, int]:
         snaps = await conn.fetchval("SELECT pg_total_relation_size('snapshots')")
         count = await conn.fetchval("SELECT count(*) FROM snapshots")
         return int(paths), int(snaps), int(count)
+    finally:
+        await conn.close()
+
+
+async def stop_counting(dsn: str) -> None:
+    """The store's counts no longer kept: its triggers on paths off."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("ALTER TABLE paths DISABLE TRIGGER USER")
     finally:
         await conn.close()
 
@@ -216,12 +268,12 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
         swept, took = await sweep_once(dsn)
         print(f"  expiry sweep of the expired paths, 1,000 a statement: {swept:,} in "
               f"{took:.1f} s ({swept / took:,.0f} paths/s)", flush=True)
-        maintenance, counts, check, largest = await maintenance_once(dsn)
-        print(f"  one crawler maintenance (every 10 s) {maintenance:.2f} s, one count of paths "
-              f"per state {counts:.2f} s; counts read when due (20 times their read apart "
-              f"or more): a site's processed pages up to max_to_process=100,000 "
-              f"{check * 1000:.1f} ms, the largest site's paths (a bot's new path) "
-              f"{largest * 1000:.0f} ms", flush=True)
+        maintenance, reads = await maintenance_once(dsn)
+        print(f"  one crawler maintenance (every 10 s) {maintenance * 1000:.0f} ms", flush=True)
+        for what, kept, scan in reads:
+            print(f"  count of {what}: {kept * 1000:.1f} ms kept by the store, "
+                  f"{scan * 1000:.0f} ms by a scan of every path (x{scan / kept:,.0f})",
+                  flush=True)
         base = None
         for procs in (int(p) for p in args.procs.split(",")):
             rate, p50, p99 = measure(dsn, procs, args.tasks, args.duration)
@@ -231,6 +283,14 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
                     f"claim median {p50:6.2f} ms  p99 {p99:7.2f} ms")
             print(line, flush=True)
             lines.append(line)
+        # The baseline of what keeping the counts costs a claim: the same run without them
+        # (last, since the counts are wrong from then on).
+        await stop_counting(dsn)
+        rate, p50, p99 = measure(dsn, 1, args.tasks, args.duration)
+        print(f"  {size:>11,} paths  1 processes x {args.tasks} loops, counts not kept "
+              f"(triggers off): {rate:8.0f} claims/s   claim median {p50:6.2f} ms  "
+              f"p99 {p99:7.2f} ms; kept, 1 process did x{(base or rate) / rate:.2f} of that",
+              flush=True)
         paths_bytes, snap_bytes, snaps = await sizes_of(dsn)
         print(f"  after the runs: paths {paths_bytes / 2**20 / (size / 1e6):.0f} MiB per 1M "
               f"paths; snapshots {snap_bytes / max(snaps, 1):.0f} bytes per stored capture "

@@ -75,14 +75,6 @@ SNAPSHOT_OF = (
     "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
 )
 
-# A site's processed paths, counted up to a limit (``max_to_process``): the count stops there,
-# so its cost does not grow with the site.
-PROCESSED_UP_TO = (
-    "SELECT COUNT(*) FROM (SELECT 1 FROM paths WHERE site = {0}1 AND state = 'processed' "
-    "LIMIT {0}2) AS p"
-)
-
-
 # Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
 # final URL, time, then its main text's hash, SimHash and words (placeholders 1 to 11).
 SNAPSHOT_PUT = (

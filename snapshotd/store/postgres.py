@@ -29,7 +29,6 @@ from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
-    PROCESSED_UP_TO,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
@@ -40,6 +39,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.params import PostgresParams
+from snapshotd.store.path_counts import COUNTS, FOLD, FOLD_AFTER, PROCESSED, QUEUE_DEPTH, SITE_SIZE
 from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
 
@@ -215,25 +215,31 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
 
     async def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for row in await self._db.fetch(
-            "SELECT site, state, COUNT(*) AS n FROM paths GROUP BY site, state"
-        ):
-            out.setdefault(row["site"], {})[row["state"]] = row["n"]
+        for site, state, n, _ in await self._counted(COUNTS):
+            out.setdefault(site, {})[state] = n
         return out
 
     async def queue_depth(self) -> dict[int, int]:
         out = {p: 0 for p in range(4)}
-        for row in await self._db.fetch(
-            "SELECT priority, COUNT(*) AS n FROM paths WHERE state = 'pending' GROUP BY priority"
-        ):
-            out[row["priority"]] = row["n"]
+        for prio, n, _ in await self._counted(QUEUE_DEPTH):
+            out[prio] = n
         return out
 
     async def site_size(self, site: str) -> int:
-        return int(await self._db.fetchval("SELECT COUNT(*) FROM paths WHERE site = $1", site))
+        ((n, _),) = await self._counted(SITE_SIZE.format("$"), site)
+        return int(n)
 
     async def processed_up_to(self, site: str, limit: int) -> int:
-        return int(await self._db.fetchval(PROCESSED_UP_TO.format("$"), site, limit))
+        ((n, _),) = await self._counted(PROCESSED.format("$"), site)
+        return min(int(n), limit)
+
+    async def _counted(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """The rows of a read of ``path_counts``, whose last column is how many rows it
+        summed; past :data:`FOLD_AFTER` of those, the table is folded."""
+        rows = await self._db.fetch(query, *args)
+        if sum(row[-1] for row in rows) > FOLD_AFTER:
+            await self._db.execute(FOLD)
+        return rows
 
     async def list_paths(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from snapshotd.store.base import CRAWLED_EXPIRY_INDEX
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.params import PRINTS_AND_PARAMS
+from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
 from snapshotd.store.sites import SITES_TABLE
 
 __all__ = ["MIGRATIONS"]
@@ -58,4 +59,5 @@ MIGRATIONS: list[str] = [
     POSTGRES_RECENT_TABLE,
     CRAWLED_EXPIRY_INDEX,
     PRINTS_AND_PARAMS,
+    POSTGRES_PATH_COUNTS,
 ]

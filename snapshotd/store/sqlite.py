@@ -11,7 +11,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
     EXPIRING,
-    PROCESSED_UP_TO,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
@@ -35,6 +34,13 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.params import PRINTS_AND_PARAMS, SQLiteParams
+from snapshotd.store.path_counts import (
+    COUNTS,
+    PROCESSED,
+    QUEUE_DEPTH,
+    SITE_SIZE,
+    SQLITE_PATH_COUNTS,
+)
 from snapshotd.store.sites import SITES_TABLE, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
@@ -93,6 +99,7 @@ MIGRATIONS: list[str] = [
     SQLITE_RECENT_TABLE,
     CRAWLED_EXPIRY_INDEX,
     PRINTS_AND_PARAMS,
+    SQLITE_PATH_COUNTS,
 ]
 
 
@@ -113,6 +120,17 @@ _NEXT_PENDING_BY_SITE = (
     "SELECT id FROM paths INDEXED BY sqlite_autoindex_paths_1 WHERE site IN ({}) "
     "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
 )
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration, each whole (a trigger's body holds semicolons)."""
+    statement = ""
+    for part in script.split(";"):
+        statement += part + ";"
+        if sqlite3.complete_statement(statement):
+            if statement.strip("; \n"):
+                yield statement
+            statement = ""
 
 
 def _record(row: Sequence[Any]) -> PathRecord:
@@ -218,9 +236,8 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
                     f"schema version {current} is newer than this snapshotd knows"
                 )
             for version in range(current + 1, len(MIGRATIONS) + 1):
-                for statement in MIGRATIONS[version - 1].split(";"):
-                    if statement.strip():
-                        await wr.execute(statement)
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    await wr.execute(statement)
                 await wr.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                     (version, self.clock()),
@@ -273,29 +290,25 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
 
     async def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        async with self._reader.execute(
-            "SELECT site, state, COUNT(*) FROM paths GROUP BY site, state"
-        ) as c:
-            async for site, state, n in c:
+        async with self._reader.execute(COUNTS) as c:
+            async for site, state, n, _ in c:
                 out.setdefault(site, {})[state] = n
         return out
 
     async def queue_depth(self) -> dict[int, int]:
         out = {p: 0 for p in range(4)}
-        async with self._reader.execute(
-            "SELECT priority, COUNT(*) FROM paths WHERE state = 'pending' GROUP BY priority"
-        ) as c:
-            async for prio, n in c:
+        async with self._reader.execute(QUEUE_DEPTH) as c:
+            async for prio, n, _ in c:
                 out[prio] = n
         return out
 
     async def site_size(self, site: str) -> int:
-        row = await self._one("SELECT COUNT(*) FROM paths WHERE site = ?", (site,))
+        row = await self._one(SITE_SIZE.format("?"), (site,))
         return int(row[0])
 
     async def processed_up_to(self, site: str, limit: int) -> int:
-        row = await self._one(PROCESSED_UP_TO.format("?"), (site, limit))
-        return int(row[0])
+        row = await self._one(PROCESSED.format("?"), (site,))
+        return min(int(row[0]), limit)
 
     async def list_paths(
         self,
