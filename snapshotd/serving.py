@@ -27,6 +27,7 @@ from types import FrameType
 
 from snapshotd import logs
 from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
+from snapshotd.coalesce import HttpProtocol
 from snapshotd.config import Settings
 from snapshotd.hostlock import HostLock
 from snapshotd.metrics import share_between_processes
@@ -46,6 +47,7 @@ def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket
 
     config = uvicorn.Config(
         app,
+        http=HttpProtocol,
         log_config=None,
         access_log=False,
         lifespan="on",

@@ -11,13 +11,16 @@ from typing import Any
 
 import uvicorn
 
+from snapshotd.coalesce import HttpProtocol
+
 
 @contextmanager
 def serve_asgi(
-    app: Any, *, host: str = "127.0.0.1", lifespan: str = "on", http: str = "auto"
+    app: Any, *, host: str = "127.0.0.1", lifespan: str = "on", http: Any = HttpProtocol
 ) -> Iterator[str]:
     """Run ``app`` in a thread with its own event loop; yields its base URL. ``http`` picks
-    uvicorn's HTTP parser (``httptools``, ``h11``; ``auto`` is httptools when installed)."""
+    uvicorn's HTTP protocol: by default the one ``serve`` runs, else ``httptools`` or
+    ``h11``."""
     config = uvicorn.Config(
         app, host=host, port=0, lifespan=lifespan, http=http, log_level="warning",
         access_log=False,

@@ -106,10 +106,12 @@ async def test_an_endless_robots_txt_is_read_only_as_far_as_the_bound():
             }
         )
         chunk = b"# " + b"x" * 8190 + b"\n"
-        # Sends after the client has gone are dropped by the server, so stop counting then.
+        # Sends after the client has gone are dropped by the server, so stop counting then
+        # (a turn of the loop after each send lets the watcher see it go).
         while not gone.is_set() and sent["bytes"] < 200 * 1024 * 1024:
             sent["bytes"] += len(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await asyncio.sleep(0)
         watcher.cancel()
 
     with serve_asgi(endless, lifespan="off") as base:

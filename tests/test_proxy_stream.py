@@ -238,6 +238,7 @@ SERVER = """
 import asyncio, socket, sys
 import uvicorn
 from snapshotd.app import create_app
+from snapshotd.coalesce import HttpProtocol
 from snapshotd.config import Settings, SiteSettings
 
 class NoRender:
@@ -252,7 +253,8 @@ sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(128)  # connections wait in the backlog until the server is up
 print(sock.getsockname()[1], flush=True)
-server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+config = uvicorn.Config(app, http=HttpProtocol, log_level="warning", access_log=False)
+server = uvicorn.Server(config)
 asyncio.run(server.serve(sockets=[sock]))
 """
 
