@@ -1,11 +1,11 @@
-"""Counts read from the store that stay cheap as the store grows.
+"""Counts read from the store no more often than they are worth.
 
-A count over a site's paths takes time in proportion to them (about 0.1 s for 1M paths on
-PostgreSQL). A :class:`Tally` reads a count again only once it is due: ``every`` seconds
-after the last read, and never sooner than ``SLOWER`` times what that read took, one read at
-a time, so counting a key costs each process at most 1/``SLOWER`` of the database's time
-whatever the store's size. Between reads it adds what this process reported adding; what
-other processes added shows at the next read.
+The store keeps its counts (``store.path_counts``), so a read is a few rows; still, a busy
+proxy would ask for one on every new path. A :class:`Tally` reads a count again only once
+it is due: ``every`` seconds after the last read, and never sooner than ``SLOWER`` times
+what that read took, one read at a time, so counting a key costs each process at most
+1/``SLOWER`` of the database's time. Between reads it adds what this process reported
+adding; what other processes added shows at the next read.
 """
 
 from __future__ import annotations

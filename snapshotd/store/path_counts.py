@@ -1,5 +1,5 @@
 """Paths per site, state and priority, kept by the database itself as paths change, so a
-count reads a few rows instead of every path (SPEC 7.2).
+count reads a few rows instead of every path (SPEC 2.1).
 
 The ``path_counts`` table holds rows of (site, state, priority, n); the count of a key is
 the sum of its rows' ``n``. Triggers on ``paths`` write them, within the statement that
