@@ -233,27 +233,32 @@ class CaptureService:
                 )
                 if site.dedup == "content" and duplicate_of is None:
                     duplicate_of = await self._same_page(site, record.path, print_)
-            stored = await self.store.complete(
-                site.name,
-                record.path,
-                self.owner,
-                html=result.html,
-                status=result.status,
-                headers=result.headers,
-                final_url=result.final_url,
-                expires_at=now + site.expire_after,
-                duplicate_of=duplicate_of,
-                links_due=follow_links or self.links is not None,
-                keep=not unprocessed,
-                shared=site.dedup == "content" and duplicate_of is not None,
-                print_=print_,
-            )
+            kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
+            # Counted before the store shows it (taken back if the store fails): a job's
+            # report reads the paths, then the captures counted.
+            self.metrics.minutes.capture(site.name, kind)
+            try:
+                stored = await self.store.complete(
+                    site.name,
+                    record.path,
+                    self.owner,
+                    html=result.html,
+                    status=result.status,
+                    headers=result.headers,
+                    final_url=result.final_url,
+                    expires_at=now + site.expire_after,
+                    duplicate_of=duplicate_of,
+                    links_due=follow_links or self.links is not None,
+                    keep=not unprocessed,
+                    shared=site.dedup == "content" and duplicate_of is not None,
+                    print_=print_,
+                )
+            except Exception:
+                self.metrics.minutes.capture(site.name, kind, -1)
+                raise
             if stored and not unprocessed:
                 self._processed.add(site.name)
-            # Counted with nothing awaited since the store: a job's report reads both.
-            kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
             self.metrics.captures.labels(kind).inc()
-            self.metrics.minutes.capture(site.name, kind)
         if stored and print_ is not None:
             try:
                 await self.learner.rendered(site, record.path, print_)

@@ -28,6 +28,7 @@ from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, Store
 
 if TYPE_CHECKING:
     from snapshotd.sites import SiteRegistry
+    from snapshotd.stats import MinuteCounters
 
 __all__ = [
     "DATA_PATH",
@@ -252,12 +253,17 @@ async def describe_job(
     created: float,
     base_url: str,
     all_counts: dict[str, dict[str, int]] | None = None,
+    minutes: MinuteCounters | None = None,
 ) -> dict[str, Any]:
     """A job as Crawlbot describes one, counted from the store (``all_counts``: its counts of
     every site, read here when not given); ``base_url`` is where this snapshotd is reached
-    (for ``downloadJson`` and ``downloadUrls``)."""
+    (for ``downloadJson`` and ``downloadUrls``). ``minutes``, this process's counters, are
+    added to the store after its paths are read: a capture is counted before the store shows
+    it, so every page the paths show captured is counted."""
     now = time.time()
     counts = await _counts(store, site.name, all_counts)
+    if minutes is not None:
+        await minutes.flush(store)
     state = await job_state(store, site.name, created)
     # Captures by outcome (ok, duplicate, crawled, error), in all and in this round.
     total: dict[str, int] = {}

@@ -32,6 +32,7 @@ from snapshotd.config import Settings, SiteSettings
 from snapshotd.fetch import Fetcher, Refused, describe
 from snapshotd.jobs import ROUND_OVER, describe_job, job_state, save_job_state
 from snapshotd.sites import SiteRegistry
+from snapshotd.stats import MinuteCounters
 from snapshotd.store.base import Store
 
 __all__ = ["Notifier"]
@@ -51,10 +52,12 @@ class Notifier:
         sites: SiteRegistry,
         *,
         retries: Sequence[float] = RETRIES,
+        minutes: MinuteCounters | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.sites = sites
+        self.minutes = minutes  # this process's capture counts, added to a job when told
         self.retries = tuple(retries)
         self.http = Fetcher()
         self._sending: set[asyncio.Task[None]] = set()
@@ -81,7 +84,8 @@ class Notifier:
                 if job["jobStatus"]["status"] not in ROUND_OVER:
                     continue
             job = await describe_job(
-                self.store, site, paused=paused, created=created, base_url=self.base_url
+                self.store, site, paused=paused, created=created, base_url=self.base_url,
+                minutes=self.minutes,
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue

@@ -86,8 +86,8 @@ class MinuteCounters:
             self._recent.extendleft(reversed(rows))  # kept (the newest) for the next flush
             raise
 
-    def capture(self, site: str, outcome: str) -> None:
-        self.add(site, f"capture:{outcome}")
+    def capture(self, site: str, outcome: str, n: int = 1) -> None:
+        self.add(site, f"capture:{outcome}", n)
 
     def render(self, site: str, seconds: float) -> None:
         self.add(site, f"render:{render_bucket(seconds)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -297,6 +298,48 @@ async def test_a_capture_is_stored_and_followed_even_when_learning_from_it_fails
     assert (await store.get_path("s", "/page?ref=nav")).state == "processed"
     assert (await store.get_path("s", "/linked")).state == "pending"
     assert "could not learn from site=s path=/page?ref=nav: the store went away" in caplog.text
+
+
+async def test_a_capture_is_counted_before_the_store_shows_it(store) -> None:  # type: ignore[no-untyped-def]
+    """A job's report reads the paths first, then flushes the captures counted and reads them:
+    a page the paths show processed must be counted by then. So a capture is counted before
+    its store commits, and taken back when the store fails."""
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            return CaptureResult(url=url, final_url=url, html="<main><p>a page</p></main>")
+
+    crawler = await _crawler(Settings(sites=(site,)), store, Renderer())
+    minutes = crawler.capture.metrics.minutes
+    complete = store.complete
+    counted_when_stored: list[int] = []
+
+    def captures() -> int:
+        return sum(n for (_, _, name), n in minutes._counts.items() if name == "capture:ok")
+
+    async def completing(*args: object, **kwargs: object) -> bool:
+        stored = await complete(*args, **kwargs)
+        counted_when_stored.append(captures())  # the commit is visible to readers now
+        return stored
+
+    store.complete = completing
+    await store.enqueue("s", "/page", 1)
+    record = await store.claim_path("s", "/page", crawler.capture.owner, 60)
+    await crawler._capture(site, record)
+    assert counted_when_stored == [1] and captures() == 1
+
+    async def failing(*args: object, **kwargs: object) -> bool:
+        raise OSError("the disk is full")
+
+    store.complete = failing
+    await store.enqueue("s", "/other", 1)
+    record = await store.claim_path("s", "/other", crawler.capture.owner, 60)
+    with contextlib.suppress(OSError):
+        await crawler._capture(site, record)
+    assert captures() == 1
 
 
 async def test_a_stored_capture_is_counted_before_anything_else_is_awaited(store) -> None:  # type: ignore[no-untyped-def]

@@ -56,11 +56,10 @@ def site_from_body(name: str, raw: dict[str, Any]) -> SiteSettings:
 async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
     """The site's crawl job as Crawlbot describes it, counted up to now."""
     ctx = context(request)
-    await ctx.metrics.minutes.flush(ctx.store)  # this process's captures, up to now
     return await describe_job(
         ctx.store, site, paused=ctx.sites.is_paused(site.name),
         created=ctx.sites.created.get(site.name, 0.0),
-        base_url=str(request.base_url).rstrip("/"),
+        base_url=str(request.base_url).rstrip("/"), minutes=ctx.metrics.minutes,
     )
 
 
