@@ -30,7 +30,9 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -145,25 +147,48 @@ async def sweep_once(dsn: str) -> tuple[int, float]:
     return swept, time.perf_counter() - started
 
 
-# The counts as a scan of every path reads them: the baseline of each count.
-SCANS = {
-    "paths per site and state (the API, /metrics, the maintenance)":
+# Each count the product reads, through the store (as rows: key..., n) and by a scan of
+# every path, its baseline.
+COUNTS: list[tuple[str, Callable[[PostgresStore], Awaitable[list[tuple[Any, ...]]]], str]] = [
+    (
+        "paths per site and state (the API, /metrics, the maintenance)",
+        lambda store: _rows(store.counts()),
         "SELECT site, state, COUNT(*) FROM paths GROUP BY site, state",
-    "queue depth by priority (the API, /metrics)":
+    ),
+    (
+        "queue depth by priority (the API, /metrics)",
+        lambda store: _rows(store.queue_depth()),
         "SELECT priority, COUNT(*) FROM paths WHERE state = 'pending' GROUP BY priority",
-    "the largest site's paths (a bot's new path, max_pages)":
+    ),
+    (
+        "the largest site's paths (a bot's new path, max_pages)",
+        lambda store: _rows(store.site_size(SITES[0])),
         f"SELECT COUNT(*) FROM paths WHERE site = '{SITES[0]}'",
-    "the largest site's processed paths (max_to_process)":
+    ),
+    (
+        "the largest site's processed paths (max_to_process)",
+        lambda store: _rows(store.processed_up_to(SITES[0], 2**62)),
         f"SELECT COUNT(*) FROM paths WHERE site = '{SITES[0]}' AND state = 'processed'",
-}
+    ),
+]
 
 
-async def maintenance_once(dsn: str) -> tuple[float, list[tuple[str, float, float]]]:
-    """What the crawler's, the API's and the proxy's store reads cost as the store grows:
-    one crawler maintenance (every 10 s), and each count through the store beside the same
-    count by a scan of every path (the same answer, checked)."""
-    import asyncpg
+async def _rows(answer: Awaitable[Any]) -> list[tuple[Any, ...]]:
+    """A count read through the store as a scan's rows: (key..., n), none of n = 0."""
+    got = await answer
+    if isinstance(got, int):
+        return [(got,)]
+    return [
+        (key, *sub, n)
+        for key, value in got.items()
+        for *sub, n in (value.items() if isinstance(value, dict) else [(value,)])
+        if n
+    ]
 
+
+async def maintenance_once(dsn: str) -> float:
+    """Seconds of one crawler maintenance (every 10 s): each site's due work, its job's
+    round, the sites at ``max_to_process``."""
     from snapshotd.capture import CaptureService
     from snapshotd.config import Settings, SiteSettings
     from snapshotd.crawl.engine import Crawler
@@ -178,46 +203,35 @@ async def maintenance_once(dsn: str) -> tuple[float, list[tuple[str, float, floa
     )
     settings = Settings(sites=sites)
     async with PostgresStore(dsn) as store:
-        capture = CaptureService(settings, store, None)
-        crawler = Crawler(SiteRegistry(settings, store), store, capture)
+        crawler = Crawler(
+            SiteRegistry(settings, store), store, CaptureService(settings, store, None)
+        )
         started = time.perf_counter()
         await crawler._maintain()
-        maintenance = time.perf_counter() - started
-        reads = [
-            store.counts, store.queue_depth, lambda: store.site_size(SITES[0]),
-            lambda: store.processed_up_to(SITES[0], 2**62),
-        ]
-        out = []
+        return time.perf_counter() - started
+
+
+async def counts_beside_scans(dsn: str) -> list[tuple[str, float, float]]:
+    """Each count through the store and by a scan of every path: (what, seconds kept,
+    seconds scanned), the two answers checked equal."""
+    import asyncpg
+
+    out = []
+    async with PostgresStore(dsn) as store:
         conn = await asyncpg.connect(dsn)
         try:
-            for (what, scan), read in zip(SCANS.items(), reads, strict=True):
+            for what, read, scan in COUNTS:
                 started = time.perf_counter()
-                kept = await read()
+                kept = await read(store)
                 kept_took = time.perf_counter() - started
                 started = time.perf_counter()
-                scanned = await conn.fetch(scan)
+                scanned = [tuple(row) for row in await conn.fetch(scan)]
                 scan_took = time.perf_counter() - started
-                assert sorted(_flat(kept)) == sorted(_flat([tuple(r) for r in scanned])), what
+                assert sorted(kept) == sorted(scanned), what
                 out.append((what, kept_took, scan_took))
         finally:
             await conn.close()
-    return maintenance, out
-
-
-def _flat(answer: object) -> list[tuple[object, ...]]:
-    """A count's answer as rows (key..., n) without zeros, whichever way it was read."""
-    if isinstance(answer, int):
-        return [(answer,)]
-    if isinstance(answer, dict):
-        rows: list[tuple[object, ...]] = []
-        for key, value in answer.items():
-            if isinstance(value, dict):
-                rows.extend((key, k, n) for k, n in value.items())
-            else:
-                rows.append((key, value))
-        return [r for r in rows if r[-1]]
-    rows = [r for r in answer]  # type: ignore[attr-defined]
-    return [r for r in rows if len(r) == 1 or r[-1]]
+    return out
 
 
 async def sizes_of(dsn: str) -> tuple[int, int, int]:
@@ -267,13 +281,13 @@ async def one_size(url: str, size: int, args: argparse.Namespace) -> list[str]:
         swept, took = await sweep_once(dsn)
         print(f"  expiry sweep of the expired paths, 1,000 a statement: {swept:,} in "
               f"{took:.1f} s ({swept / took:,.0f} paths/s)", flush=True)
-        maintenance, reads = await maintenance_once(dsn)
+        maintenance = await maintenance_once(dsn)
         await run_sql(dsn, "VACUUM paths")  # what autovacuum does soon after a sweep
-        vacuumed, _ = await maintenance_once(dsn)
+        vacuumed = await maintenance_once(dsn)
         print(f"  one crawler maintenance (every 10 s) {maintenance * 1000:.0f} ms right after "
               f"the sweep (its index still visits the rows it moved), {vacuumed * 1000:.0f} ms "
               "once they are vacuumed", flush=True)
-        for what, kept, scan in reads:
+        for what, kept, scan in await counts_beside_scans(dsn):
             print(f"  count of {what}: {kept * 1000:.1f} ms kept by the store, "
                   f"{scan * 1000:.0f} ms by a scan of every path (x{scan / kept:,.0f})",
                   flush=True)
