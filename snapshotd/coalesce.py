@@ -6,7 +6,7 @@ wakeups of the client, for the smallest answer. :class:`HttpProtocol` is uvicorn
 protocol with its transport wrapped in :class:`TurnWrites`, which keeps a connection's writes
 until the end of the event loop's turn and sends them in one ``writelines`` (one
 ``writev``). Measured on a cache hit of a 40 KB page (docs/SCALE.md): the server's CPU per
-request falls by a sixth, half of it the kernel's.
+request falls by about a fifth, more than half of that the kernel's.
 
 Invariants:
 - bytes go out in the order they were written, and none later than the turn's end;

@@ -292,9 +292,8 @@ class Crawler:
                 log.warning("could not follow stored links site=%s path=%s: %s", name, path, exc)
 
     async def _maintain(self) -> None:
-        """Every site's due work, then what follows from the paths per state: a count over
-        every path, which grows with the store, so read once for all sites (and once more
-        when a round began)."""
+        """Every site's due work, then what follows from the paths per state, read once for
+        all sites (and once more when a round began)."""
         for site in [] if self.once else self.sites.values():
             if self.follow_others:
                 # Older than one maintenance, so this process's own are followed already.
