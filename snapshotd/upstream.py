@@ -1,12 +1,12 @@
-"""Pass-through to the origin: one pooled aiohttp session, bodies streamed both ways.
+"""Pass-through to the origin: kept-alive connections, bodies streamed both ways.
 
-aiohttp's client parses responses in C: on a 40 KB page it forwards about five times the
-requests per second of httpx on the same core (bench/bench_proxy.py), which matters here
-because every person's request goes through this path.
+Every person's request goes through this path, so it is written for the cost of one
+request: the request's head is built as bytes from the client's own header bytes and
+written in one call, and the answer is parsed in C by httptools (:mod:`snapshotd.http1`).
 
-The outgoing URL is built from parts: the scheme and authority of the site's origin, then
-the request's path and query. Only an origin-form target (a path starting with ``/``) is
-forwarded; any other gets 400, so no request target can name another host.
+The outgoing target is the request's own path and query, byte for byte, sent to the
+scheme and authority of the site's origin. Only an origin-form target (a path starting with
+``/``) is forwarded; any other gets 400, so no request target can name another host.
 """
 
 from __future__ import annotations
@@ -16,27 +16,27 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import AsyncIterator
+from asyncio import FIRST_COMPLETED
+from urllib.parse import urlsplit
 
-import aiohttp
 from starlette.types import Receive, Scope, Send
-from yarl import URL
 
+from snapshotd.http1 import Connection, OriginError, Pool
 from snapshotd.urls import BadRequest, check_origin_form
 
 log = logging.getLogger("snapshotd.upstream")
 
 HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
 
@@ -46,24 +46,22 @@ BAD_GATEWAY_PAGE = (
     b"Please try again in a moment.</p></body></html>"
 )
 
-# The TCP connection may take 5 s; once the request is sent, the origin may be silent for
-# 30 s between two reads. There is no cap on connections: each request in flight holds at
-# most one, so the server's own connections bound them (a cap would make ordinary requests
-# wait behind long-lived streams).
-TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=30.0)
 # A body of at most this many bytes (by its Content-Length) is sent on without watching
 # for the client to leave: reading it to its end costs less than the watch.
 READ_THROUGH = 2**20
-# What reaching the origin can raise, before or while its answer streams.
-_ORIGIN_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 # Not forwarded: the server in front already answered the client's "100-continue", and the
 # origin gets the body at once (waiting for its own 100 could wait for ever).
 _NOT_FORWARDED = frozenset(
     {b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"expect"}
 )
-# What the server refuses to send in a header (uvicorn's own checks).
+# What the server refuses to send in a header (uvicorn's own checks), and what a request
+# target may not hold.
 _BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_TARGET = re.compile(b"[\x00-\x20\x7f]")
+# Methods whose request goes without a body and without saying so; any other says
+# Content-Length: 0 (some servers answer 411 to a POST without it).
+_NO_BODY_EXPECTED = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
 async def send_text(
@@ -81,18 +79,53 @@ async def send_text(
 
 
 @functools.lru_cache(maxsize=256)
-def _origin_parts(origin: str) -> tuple[str, str]:
-    """The scheme and the (encoded) authority of an origin URL."""
-    url = URL(origin)
-    return url.scheme, url.raw_authority
+def _origin_parts(origin: str) -> tuple[str, str, int, bytes]:
+    """The scheme, host (ASCII, no brackets), port and Host header of an origin URL."""
+    parts = urlsplit(origin)
+    host = (parts.hostname or "").encode("idna").decode("ascii")
+    authority = f"[{host}]" if ":" in host else host
+    if parts.port:
+        authority += f":{parts.port}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, host, port, authority.encode("ascii")
 
 
-def origin_url(origin: str, raw_path: str, query: str) -> URL:
-    """The URL on ``origin`` of an origin-form target, its path and query byte for byte."""
-    scheme, authority = _origin_parts(origin)
-    return URL.build(
-        scheme=scheme, authority=authority, path=raw_path, query_string=query, encoded=True
+def _request_head(
+    method: str, target: bytes, authority: bytes, scope: Scope, chunked: bool, empty: bool
+) -> bytes:
+    """The request line and headers for the origin: the client's headers as they came,
+    less hop-by-hop ones, with Host the origin's and the X-Forwarded-* headers added; a
+    chunked body says so, and an ``empty`` one has ``Content-Length: 0``."""
+    original_host = prior_xff = b""
+    lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode("ascii"), target, authority)]
+    for k, v in _strip_hop_by_hop(scope["headers"]):
+        lk = k.lower()
+        if lk == b"host":
+            original_host = v
+        elif lk == b"x-forwarded-for":
+            prior_xff = v
+        if lk in _NOT_FORWARDED or (chunked and lk == b"content-length"):
+            continue
+        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
+            log.debug("header not forwarded (invalid): %r", k[:100])
+            continue
+        lines += (k, b": ", v, b"\r\n")
+    client_host = (scope.get("client") or ("", 0))[0].encode("latin-1")
+    lines += (
+        b"x-forwarded-for: ",
+        prior_xff + b", " + client_host if prior_xff else client_host,
+        b"\r\nx-forwarded-proto: ",
+        scope.get("scheme", "http").encode("latin-1"),
+        b"\r\n",
     )
+    if original_host:
+        lines += (b"x-forwarded-host: ", original_host, b"\r\n")
+    if chunked:
+        lines.append(b"transfer-encoding: chunked\r\n")
+    elif empty:
+        lines.append(b"content-length: 0\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
 
 
 def _reason(exc: BaseException) -> str:
@@ -106,58 +139,49 @@ class _ClientGone(Exception):
 
 
 def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    named: set[str] = set()
+    named: set[bytes] = set()
     for k, v in headers:
         if k.lower() == b"connection":
-            named.update(t.strip().lower() for t in v.decode("latin-1").split(","))
+            named.update(t.strip().lower() for t in v.split(b","))
     return [
-        (k, v)
-        for k, v in headers
-        if (key := k.decode("latin-1").lower()) not in HOP_BY_HOP and key not in named
+        (k, v) for k, v in headers if (lk := k.lower()) not in HOP_BY_HOP and lk not in named
     ]
 
 
-def _response_headers(response: aiohttp.ClientResponse) -> list[tuple[bytes, bytes]]:
+def _response_headers(
+    status: int, headers: list[tuple[bytes, bytes]]
+) -> list[tuple[bytes, bytes]]:
     """The origin's headers to send on: no hop-by-hop ones, none the server would refuse, and
     no Content-Length on a 204 or 304 (which have no body here)."""
     out = []
-    for k, v in _strip_hop_by_hop(list(response.raw_headers)):
+    for k, v in _strip_hop_by_hop(headers):
         if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
             log.debug("origin header not sent on (invalid): %r", k[:100])
             continue
-        if response.status in (204, 304) and k.lower() == b"content-length":
+        if status in (204, 304) and k.lower() == b"content-length":
             continue
         out.append((k, v))
     return out
 
 
-def _session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
-        timeout=TIMEOUT,
-        # One session serves every user: an origin's Set-Cookie must reach only the user it
-        # answered, never be kept and sent along with someone else's request.
-        cookie_jar=aiohttp.DummyCookieJar(),
-        # The origin's bytes go to the user as they are: no decompression, and none of the
-        # client's own headers added to what the user sent.
-        auto_decompress=False,
-        skip_auto_headers=(
-            "User-Agent",
-            "Accept",
-            "Accept-Encoding",
-            "Content-Type",
-            "Content-Length",
-        ),
-        # Cookies and CSP headers can be long: a header line may be up to 64 KiB.
-        max_line_size=65536,
-        max_field_size=65536,
-    )
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for k, v in headers:
+        if k.lower() == b"content-length":
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
 
 
-async def _pump(response: aiohttp.ClientResponse, send: Send) -> None:
-    async for chunk in response.content.iter_any():
+async def _pump(conn: Connection, send: Send) -> None:
+    """The answer's body to the client; the last piece read ends the response."""
+    while True:
+        chunk = await conn.read()
+        if conn.finished:
+            await send({"type": "http.response.body", "body": chunk})
+            return
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
 
 
 async def _disconnected(receive: Receive, body_read: asyncio.Event) -> None:
@@ -166,64 +190,56 @@ async def _disconnected(receive: Receive, body_read: asyncio.Event) -> None:
         pass
 
 
+async def _bad_gateway(send: Send) -> int:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 502,
+            "headers": [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (b"content-length", str(len(BAD_GATEWAY_PAGE)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": BAD_GATEWAY_PAGE})
+    return 502
+
+
 class Upstream:
-    """Forwards requests to an origin and streams the answer back.
+    """Forwards requests to an origin and streams the answer back, over kept-alive
+    connections (:mod:`snapshotd.http1`); ``pool`` (tests) replaces the pool."""
 
-    The session is made on first use, inside the server's event loop; ``session`` (tests)
-    replaces it.
-    """
-
-    def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
-        self._session = session
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = _session()
-        return self._session
+    def __init__(self, pool: Pool | None = None) -> None:
+        self.pool = pool or Pool()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self.pool.close()
 
     async def forward(self, origin: str, scope: Scope, receive: Receive, send: Send) -> int:
         """Proxy one request to ``origin``; returns the status sent."""
-        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
         try:
-            check_origin_form(raw_path)
+            check_origin_form(raw_path.decode("latin-1"))
+            if _BAD_TARGET.search(raw_path):
+                raise BadRequest("the request target holds control characters or spaces")
         except BadRequest as exc:
-            log.warning("not forwarded: %s, got %r", exc, raw_path[:200])
+            log.warning("not forwarded: %s, got %r", exc, raw_path[:200].decode("latin-1"))
             await send_text(send, 400, f"Bad Request: {exc}\n")
             return 400
-        url = origin_url(origin, raw_path, scope.get("query_string", b"").decode("latin-1"))
-        client_host = (scope.get("client") or ("", 0))[0]
-        original_host = b""
-        prior_xff = b""
-        out: list[tuple[str, str]] = []
-        for k, v in _strip_hop_by_hop(list(scope["headers"])):
+        scheme, host, port, authority = _origin_parts(origin)
+        query: bytes = scope.get("query_string", b"")
+        method: str = scope["method"]
+        has_body = chunked = False
+        for k, _ in scope["headers"]:
             lk = k.lower()
-            if lk == b"host":
-                original_host = v
-            elif lk == b"x-forwarded-for":
-                prior_xff = v
-            if lk in _NOT_FORWARDED:
-                continue
-            try:
-                # aiohttp writes header text as UTF-8: valid UTF-8 goes through byte for byte.
-                out.append((k.decode("latin-1"), v.decode("utf-8")))
-            except UnicodeDecodeError:
-                log.debug("header not forwarded (not UTF-8): %s", k.decode("latin-1"))
-        xff = (prior_xff + b", " if prior_xff else b"") + client_host.encode("latin-1")
-        out += [
-            ("x-forwarded-for", xff.decode("utf-8", "replace")),
-            ("x-forwarded-proto", scope.get("scheme", "http")),
-        ]
-        if original_host:
-            out.append(("x-forwarded-host", original_host.decode("utf-8", "replace")))
-
-        method = scope["method"]
-        has_body = any(
-            k.lower() in (b"content-length", b"transfer-encoding") for k, _ in scope["headers"]
+            if lk == b"content-length":
+                has_body = True
+            elif lk == b"transfer-encoding":
+                has_body = chunked = True
+        target = raw_path + b"?" + query if query else raw_path
+        head = _request_head(
+            method, target, authority, scope, chunked,
+            empty=not has_body and method not in _NO_BODY_EXPECTED,
         )
 
         client_gone = False
@@ -233,82 +249,91 @@ class Upstream:
         if not has_body:
             body_read.set()
 
-        async def body() -> AsyncIterator[bytes]:
+        async def upload(conn: Connection) -> None:
             nonlocal client_gone
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    # Raised, not returned: the origin must not take a cut-off body as whole.
+                    # The origin must not take a cut-off body as whole: the connection is
+                    # closed before the body ends.
                     client_gone = True
                     body_read.set()
                     raise _ClientGone
                 chunk = message.get("body", b"")
                 if chunk:
-                    yield chunk
+                    conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    await conn.drain()
                 if not message.get("more_body", False):
+                    if chunked:
+                        conn.write(b"0\r\n\r\n")
                     body_read.set()
                     return
 
+        conn: Connection | None = None
+        uploading: asyncio.Future[None] | None = None
         try:
-            response = await self.session.request(
-                method,
-                url,
-                headers=out,
-                data=body() if has_body else None,
-                allow_redirects=False,
-            )
-        except (*_ORIGIN_ERRORS, _ClientGone) as exc:
+            # A kept-alive connection the origin closed just as it was taken is retried once
+            # on a new one, when nothing of the request is lost by that (no body).
+            for fresh in (False, True):
+                conn = await self.pool.connect(scheme, host, port, fresh=fresh)
+                conn.begin(head=method == "HEAD")
+                try:
+                    conn.write(head)
+                    if has_body:
+                        uploading = asyncio.ensure_future(upload(conn))
+                        answer = asyncio.ensure_future(conn.response())
+                        await asyncio.wait({uploading, answer}, return_when=FIRST_COMPLETED)
+                        if client_gone:
+                            answer.cancel()
+                            raise _ClientGone
+                        status, headers = await answer
+                    else:
+                        status, headers = await conn.response()
+                    break
+                except OriginError:
+                    if fresh or has_body or not conn.used or conn.received:
+                        raise
+                    conn.close()
+        except (OriginError, _ClientGone) as exc:
+            if conn is not None:
+                conn.close()
+            if uploading is not None:
+                uploading.cancel()
             if client_gone:
                 log.debug("client left during its upload origin=%s", origin)
                 return 499
             log.warning("origin failed origin=%s error=%s", origin, _reason(exc))
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 502,
-                    "headers": [
-                        (b"content-type", b"text/html; charset=utf-8"),
-                        (b"content-length", str(len(BAD_GATEWAY_PAGE)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": BAD_GATEWAY_PAGE})
-            return 502
-        complete = False
+            return await _bad_gateway(send)
+        assert conn is not None
         try:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": response.status,
-                    "headers": _response_headers(response),
+                    "status": status,
+                    "headers": _response_headers(status, headers),
                 }
             )
-            if method == "HEAD":
-                await send({"type": "http.response.body", "body": b""})
-                complete = True
-                return response.status
-            length = response.content_length
-            if length is not None and length <= READ_THROUGH:
+            length = _content_length(headers)
+            if method == "HEAD" or (length is not None and length <= READ_THROUGH):
                 # A short body is read to its end even for a client gone meanwhile.
-                await _pump(response, send)
-                complete = True
-                return response.status
-            # The server drops what is sent after the client has gone, so watch for that:
-            # an endless origin stream (server-sent events) must not be read on for nobody.
-            pump = asyncio.ensure_future(_pump(response, send))
-            gone = asyncio.ensure_future(_disconnected(receive, body_read))
-            try:
-                await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                gone.cancel()
-                if not pump.done():
-                    pump.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await pump
-            if not pump.cancelled():
-                pump.result()
-                complete = True
-        except _ORIGIN_ERRORS as exc:
+                await _pump(conn, send)
+            else:
+                # The server drops what is sent after the client has gone, so watch for
+                # that: an endless origin stream (server-sent events) must not be read on
+                # for nobody.
+                pump = asyncio.ensure_future(_pump(conn, send))
+                gone = asyncio.ensure_future(_disconnected(receive, body_read))
+                try:
+                    await asyncio.wait({pump, gone}, return_when=FIRST_COMPLETED)
+                finally:
+                    gone.cancel()
+                    if not pump.done():
+                        pump.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await pump
+                if not pump.cancelled():
+                    pump.result()
+        except OriginError as exc:
             # Headers are out. The response is left unfinished, so the server drops the
             # connection and the user sees a cut-off answer rather than a whole-looking one.
             if client_gone:
@@ -316,8 +341,12 @@ class Upstream:
             else:
                 log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
         finally:
-            if complete:
-                response.release()  # the connection goes back to the pool
-            else:
-                response.close()  # the rest is unread: the connection cannot be reused
-        return response.status
+            if uploading is not None and (
+                not uploading.done() or uploading.cancelled() or uploading.exception()
+            ):
+                # The origin answered before it read the whole body (or the client left
+                # meanwhile): the connection is mid-request and cannot be reused.
+                uploading.cancel()
+                conn.close()
+            self.pool.release(conn)
+        return status
