@@ -8,14 +8,17 @@ compressed bodies, cookies.
 
 Invariants:
 
-- A connection serves one exchange at a time, and goes back to its pool only when the answer
-  was read to its end, the request was written whole, and neither side asked to close.
-- Reading the answer is bounded: its header at :data:`MAX_HEAD` bytes, the wait for any byte
-  at :data:`READ_TIMEOUT`, and what is held unread at :data:`HIGH_WATER` bytes (then the
-  socket is not read until the reader takes it).
-- A kept-alive connection idle for :data:`IDLE_SECONDS` is closed rather than reused: an
-  origin may close it at any moment after its own keep-alive timeout, and the shortest
-  common one is Node.js's 5 s.
+- A connection serves one exchange at a time, and goes back to its pool only when its
+  answer was read to the end, the request was written whole, and neither side asked to
+  close.
+- Waiting on the origin is bounded: :data:`READ_TIMEOUT` for any byte of the answer once
+  the request is written whole, and as long for the origin to take more of a request body.
+- What an answer may hold in memory is bounded: :data:`MAX_HEAD` bytes before its headers
+  end, and :data:`HIGH_WATER` bytes of body not yet taken (then the socket is not read
+  until the reader takes them).
+- A kept-alive connection idle for :data:`IDLE_SECONDS` is never reused: an origin may
+  close it at any moment after its own keep-alive timeout, and the shortest common one is
+  Node.js's 5 s.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections import deque
 
 import httptools
 
-__all__ = ["Connection", "OriginError", "Pool"]
+__all__ = ["Connection", "OriginClosed", "OriginError", "Pool"]
 
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 30.0
@@ -42,11 +45,16 @@ class OriginError(Exception):
     """The origin could not be reached, or its answer broke off or was not HTTP."""
 
 
+class OriginClosed(OriginError):
+    """The origin closed the connection before any byte of an answer."""
+
+
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection to an origin, as a protocol with llhttp on its reads.
 
-    An exchange: :meth:`begin`, :meth:`write` (and :meth:`drain`) the request,
-    :meth:`response` for the status and headers, then :meth:`read` until it gives ``b""``.
+    An exchange: :meth:`begin`, :meth:`write` (and :meth:`drain`) the request, the last
+    piece with ``end=True``, :meth:`response` for the status and headers, then :meth:`read`
+    until :attr:`finished`.
     """
 
     def __init__(self, key: str) -> None:
@@ -61,28 +69,28 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.used = False  # an exchange was made on it before this one
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._drain: asyncio.Future[None] | None = None
         self._error: OriginError | None = None
         self._paused = False
-        self._begin(False)
+        self.begin()
 
-    def _begin(self, head: bool) -> None:
+    def begin(self, head: bool = False) -> None:
+        """Start an exchange; ``head`` for a HEAD request, whose answer has no body."""
         self.head = head
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
+        self.sent = False  # the request is written whole
         self.received = False  # any byte of this exchange's answer
         self._interim = False
         self._until_close = False
-        self._head_bytes = 0
+        self._head_bytes = 0  # of the header lines parsed
+        self._head_read = 0  # read while the headers had not ended
         self._chunks: deque[bytes] = deque()
         self._held = 0
-
-    def begin(self, head: bool = False) -> None:
-        """Start an exchange; ``head`` for a HEAD request, whose answer has no body."""
-        self._begin(head)
 
     # asyncio.Protocol
 
@@ -101,6 +109,11 @@ class Connection(asyncio.Protocol):
             self._fail("the origin switched protocols")
         except httptools.HttpParserError as exc:
             self._fail(f"the origin's answer is not HTTP/1.1: {exc}")
+        if not self.headers_done:
+            # llhttp holds a header line whole until it ends: all read so far is header.
+            self._head_read += len(data)
+            if self._head_read > MAX_HEAD:
+                self._fail(f"the origin's answer has over {MAX_HEAD} bytes of header")
         self._wake()
 
     def eof_received(self) -> bool | None:
@@ -108,14 +121,16 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.headers_done and self._until_close and not self.complete:
+        if self.complete:
+            pass
+        elif self.headers_done and self._until_close and exc is None and self._error is None:
             self.complete = True  # an answer without a length ends when the origin closes
-        elif not self.complete and self._error is None:
-            self._error = OriginError(
-                "the origin closed the connection"
-                + (" before answering" if not self.headers_done else " mid-answer")
-                + (f": {exc}" if exc else "")
-            )
+        elif self._error is None:
+            why = f": {exc}" if exc else ""
+            if self.received:
+                self._error = OriginError(f"the origin closed the connection mid-answer{why}")
+            else:
+                self._error = OriginClosed(f"the origin closed the connection{why}")
         self._wake()
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
@@ -134,6 +149,7 @@ class Connection(asyncio.Protocol):
         if self.complete:
             self._fail("the origin sent more than one answer")
             raise self._error  # type: ignore[misc]  # stops the parser
+
     def on_status(self, status: bytes) -> None:
         self._count(len(status))
 
@@ -143,7 +159,10 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
+        if status == 101:
+            self._fail("the origin switched protocols")
+            raise self._error  # type: ignore[misc]  # stops the parser
+        if status < 200:
             # An interim answer (103 Early Hints, an unasked 100): the real one follows.
             self.headers = []
             self._interim = True
@@ -200,30 +219,46 @@ class Connection(asyncio.Protocol):
             self._waiter.set_result(None)
 
     def _time_out(self) -> None:
-        self._fail(f"the origin sent nothing for {READ_TIMEOUT:g} s")
+        self._fail(f"the origin sent or took nothing for {READ_TIMEOUT:g} s")
         self._wake()
 
     async def _wait(self) -> None:
-        """Until something arrives from the origin, or the connection ends or fails."""
+        """Until something arrives from the origin, or the connection ends or fails; the
+        wait is bounded once the request is written whole."""
         if self.closed or self._error is not None:
             return
         self._waiter = self.loop.create_future()
-        timer = self.loop.call_later(READ_TIMEOUT, self._time_out)
+        if self.sent:
+            self._arm()
         try:
             await self._waiter
         finally:
-            timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._waiter = None
 
-    def write(self, data: bytes) -> None:
+    def _arm(self) -> None:
+        self._timer = self.loop.call_later(READ_TIMEOUT, self._time_out)
+
+    def write(self, data: bytes, end: bool = False) -> None:
+        """Write a piece of the request; ``end`` for its last."""
         if self.closed or self.transport is None:
-            raise OriginError("the origin closed the connection")
+            raise self._error or OriginError("the origin closed the connection")
         self.transport.write(data)
+        if end:
+            self.sent = True
+            if self._waiter is not None and self._timer is None:
+                self._arm()  # the answer was awaited while the request went out
 
     async def drain(self) -> None:
         """Until the origin has taken enough of what was written."""
         if self._drain is not None:
-            await self._drain
+            timer = self.loop.call_later(READ_TIMEOUT, self._time_out)
+            try:
+                await self._drain
+            finally:
+                timer.cancel()
         if self.closed:
             raise self._error or OriginError("the origin closed the connection")
 
@@ -233,7 +268,7 @@ class Connection(asyncio.Protocol):
             if self._error is not None:
                 raise self._error
             if self.closed:
-                raise OriginError("the origin closed the connection before answering")
+                raise OriginClosed("the origin closed the connection")
             await self._wait()
         return self.status, self.headers
 
@@ -262,7 +297,10 @@ class Connection(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return self.complete and self.keep_alive and not self.closed and self._error is None
+        return (
+            self.finished and self.sent and self.keep_alive and not self.closed
+            and not self._paused and self._error is None
+        )
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
@@ -271,7 +309,7 @@ class Connection(asyncio.Protocol):
 
 
 class Pool:
-    """Kept-alive connections per origin (``scheme://host:port``), the most recent first.
+    """Kept-alive connections per origin (``scheme://host:port``), the most recent last.
 
     There is no cap on connections: each request in flight holds at most one, so the
     server's own connections bound them.
@@ -280,6 +318,7 @@ class Pool:
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self._idle: dict[str, list[Connection]] = {}
         self._ssl = ssl_context
+        self._closed = False
         self.opened = 0  # connections made, for tests and the curious
 
     def _tls(self) -> ssl.SSLContext:
@@ -292,13 +331,13 @@ class Pool:
         one, unless ``fresh``, else a new one."""
         key = f"{scheme}://{host}:{port}"
         idle = None if fresh else self._idle.get(key)
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < IDLE_SECONDS:
-                conn.used = True
-                return conn
-            conn.close()
+        if idle:
+            _drop_stale(idle, time.monotonic())
+            while idle:
+                conn = idle.pop()
+                if not conn.closed:
+                    conn.used = True
+                    return conn
         loop = asyncio.get_running_loop()
         tls = self._tls() if scheme == "https" else None
         try:
@@ -318,18 +357,32 @@ class Pool:
 
     def release(self, conn: Connection) -> None:
         """Take back a connection after its exchange: kept when it can serve another."""
-        if not conn.reusable:
+        if self._closed or not conn.reusable:
             conn.close()
             return
+        now = time.monotonic()
         idle = self._idle.setdefault(conn.key, [])
+        _drop_stale(idle, now)
         if len(idle) >= MAX_IDLE:
             conn.close()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = now
         idle.append(conn)
 
     def close(self) -> None:
+        """Close the idle connections, and each in use when it comes back."""
+        self._closed = True
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()
         self._idle.clear()
+
+
+def _drop_stale(idle: list[Connection], now: float) -> None:
+    """Close the connections idle too long; they are the first of the list."""
+    stale = 0
+    while stale < len(idle) and now - idle[stale].idle_since >= IDLE_SECONDS:
+        idle[stale].close()
+        stale += 1
+    if stale:
+        del idle[:stale]

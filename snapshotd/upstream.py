@@ -17,11 +17,12 @@ import functools
 import logging
 import re
 from asyncio import FIRST_COMPLETED
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.types import Receive, Scope, Send
 
-from snapshotd.http1 import Connection, OriginError, Pool
+from snapshotd.http1 import Connection, OriginClosed, OriginError, Pool
 from snapshotd.urls import BadRequest, check_origin_form
 
 log = logging.getLogger("snapshotd.upstream")
@@ -99,15 +100,15 @@ def _request_head(
     original_host = prior_xff = b""
     lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode("ascii"), target, authority)]
     for k, v in _strip_hop_by_hop(scope["headers"]):
+        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
+            log.debug("header not forwarded (invalid): %r", k[:100])
+            continue
         lk = k.lower()
         if lk == b"host":
             original_host = v
         elif lk == b"x-forwarded-for":
             prior_xff = v
         if lk in _NOT_FORWARDED or (chunked and lk == b"content-length"):
-            continue
-        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
-            log.debug("header not forwarded (invalid): %r", k[:100])
             continue
         lines += (k, b": ", v, b"\r\n")
     client_host = (scope.get("client") or ("", 0))[0].encode("latin-1")
@@ -182,6 +183,16 @@ async def _pump(conn: Connection, send: Send) -> None:
             await send({"type": "http.response.body", "body": chunk})
             return
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+def _settle(task: asyncio.Future[Any] | None) -> None:
+    """Cancel a task still running, or take the outcome of one that ended, so that nothing
+    is logged about it."""
+    if task is not None:
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()
 
 
 async def _disconnected(receive: Receive, body_read: asyncio.Event) -> None:
@@ -260,17 +271,22 @@ class Upstream:
                     body_read.set()
                     raise _ClientGone
                 chunk = message.get("body", b"")
-                if chunk:
-                    conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                    await conn.drain()
-                if not message.get("more_body", False):
-                    if chunked:
-                        conn.write(b"0\r\n\r\n")
+                last = not message.get("more_body", False)
+                if chunked:
+                    if chunk:
+                        conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    if last:
+                        conn.write(b"0\r\n\r\n", end=True)
+                else:
+                    conn.write(chunk, end=last)
+                if last:
                     body_read.set()
                     return
+                await conn.drain()
 
         conn: Connection | None = None
         uploading: asyncio.Future[None] | None = None
+        answer: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
         try:
             # A kept-alive connection the origin closed just as it was taken is retried once
             # on a new one, when nothing of the request is lost by that (no body).
@@ -278,7 +294,7 @@ class Upstream:
                 conn = await self.pool.connect(scheme, host, port, fresh=fresh)
                 conn.begin(head=method == "HEAD")
                 try:
-                    conn.write(head)
+                    conn.write(head, end=not has_body)
                     if has_body:
                         uploading = asyncio.ensure_future(upload(conn))
                         answer = asyncio.ensure_future(conn.response())
@@ -290,15 +306,17 @@ class Upstream:
                     else:
                         status, headers = await conn.response()
                     break
-                except OriginError:
-                    if fresh or has_body or not conn.used or conn.received:
+                except OriginClosed:
+                    if fresh or has_body or not conn.used:
                         raise
                     conn.close()
-        except (OriginError, _ClientGone) as exc:
+        except BaseException as exc:  # a cancelled request too: nothing may be left behind
             if conn is not None:
                 conn.close()
-            if uploading is not None:
-                uploading.cancel()
+            _settle(uploading)
+            _settle(answer)
+            if not isinstance(exc, (OriginError, _ClientGone)):
+                raise
             if client_gone:
                 log.debug("client left during its upload origin=%s", origin)
                 return 499
@@ -341,12 +359,8 @@ class Upstream:
             else:
                 log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
         finally:
-            if uploading is not None and (
-                not uploading.done() or uploading.cancelled() or uploading.exception()
-            ):
-                # The origin answered before it read the whole body (or the client left
-                # meanwhile): the connection is mid-request and cannot be reused.
-                uploading.cancel()
-                conn.close()
+            # The origin may have answered before it read the whole body (or the client left
+            # meanwhile): the connection is then mid-request, and release closes it.
+            _settle(uploading)
             self.pool.release(conn)
         return status

@@ -335,3 +335,184 @@ async def test_the_origin_gets_the_clients_header_bytes_and_a_length_on_an_empty
     assert not any(line.startswith((b"x-drop", b"connection")) for line in lines)
     assert b"x-forwarded-for: 127.0.0.1" in lines and b"x-forwarded-host: a.test" in lines
     assert b"content-length" not in get.lower()
+
+
+async def call(
+    upstream: Upstream, origin: str, receive: Callable[[], Awaitable[dict[str, Any]]],
+    path: bytes = b"/", method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[int, list[dict[str, Any]]]:
+    """``Upstream.forward`` with the test's own ``receive``; the status and every message."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "method": method, "scheme": "http", "path": path.decode(),
+        "raw_path": path, "query_string": b"", "headers": [(b"host", b"a.test"), *(headers or [])],
+        "client": ("127.0.0.1", 1),
+    }
+    return await upstream.forward(origin, scope, receive, send), sent
+
+
+async def never() -> dict[str, Any]:
+    await asyncio.Event().wait()  # as a server does until the client leaves
+    raise AssertionError("unreachable")
+
+
+def slow_body(pieces: list[bytes], pause: float) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A client's ``receive`` that hands over ``pieces`` of a body, ``pause`` s apart."""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(pause)
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
+    return receive
+
+
+async def test_an_answer_without_a_length_that_goes_silent_is_cut_off_not_ended(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 0.3)
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npartial"  # then silence
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, sent = await asyncio.wait_for(call(upstream, url, never), 3)
+        await upstream.close()
+    assert status == 200 and sent[1]["body"] == b"partial"
+    assert all(m.get("more_body") for m in sent[1:])
+
+
+async def test_an_upload_slower_than_the_read_timeout_still_goes_through(monkeypatch) -> None:
+    """The origin's time to answer is counted from the request's end, not its start."""
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 0.3)
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return ok(request.split(b"\r\n\r\n", 1)[1])
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, sent = await call(
+            upstream, url, slow_body([b"%d" % i * 10 for i in range(8)], 0.1), b"/up", "POST",
+            [(b"content-length", b"80")],
+        )
+        await upstream.close()
+    assert status == 200
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"".join(
+        b"%d" % i * 10 for i in range(8)
+    )
+
+
+async def test_an_origin_silent_after_a_slow_upload_is_a_bounded_failure(monkeypatch) -> None:
+    """The answer is awaited while the body goes up; the bound starts when it has gone."""
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 0.3)
+
+    async def script(conn: int, index: int, request: bytes) -> None:
+        await asyncio.sleep(5)
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, _ = await asyncio.wait_for(
+            call(
+                upstream, url, slow_body([b"a" * 10, b"b" * 10], 0.2), b"/up", "POST",
+                [(b"content-length", b"20")],
+            ),
+            3,
+        )
+        await upstream.close()
+    assert status == 502
+
+
+async def test_an_origin_that_does_not_answer_in_time_is_not_asked_again(monkeypatch) -> None:
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 0.3)
+
+    async def script(conn: int, index: int, request: bytes) -> bytes | None:
+        if index == 1:
+            await asyncio.sleep(1)
+            return None
+        return ok()
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        await forward(upstream, url, method="DELETE")
+        status, _, _ = await forward(upstream, url, b"/x", method="DELETE")
+        await upstream.close()
+    assert status == 502
+    assert [r.split(b"\r\n")[0] for r in origin.requests] == [
+        b"DELETE / HTTP/1.1", b"DELETE /x HTTP/1.1"
+    ]
+
+
+async def test_an_origin_switching_protocols_is_a_bad_gateway() -> None:
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\n\r\nxx"
+        )
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, sent = await call(upstream, url, never)
+        await upstream.close()
+    assert status == 502 and sent[0]["status"] == 502
+
+
+async def test_one_endless_header_line_is_refused_at_the_bound() -> None:
+    """llhttp keeps a header line whole until it ends: the bound counts what came."""
+    import tracemalloc
+
+    class Endless(RawOrigin):
+        async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nX-Long: ")
+            try:
+                for _ in range(400):  # 40 MiB, never a line end
+                    writer.write(b"a" * 100_000)
+                    await writer.drain()
+            except ConnectionError:
+                pass
+            writer.close()
+
+    origin = Endless(forward)  # type: ignore[arg-type]
+    upstream = Upstream()
+    tracemalloc.start()
+    try:
+        async with origin.running() as url:
+            status, _ = await asyncio.wait_for(call(upstream, url, never), 10)
+            await upstream.close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status == 502
+    assert peak < 8 * 2**20, peak
+
+
+async def test_a_request_cancelled_while_it_waits_leaves_no_connection_open() -> None:
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        await asyncio.sleep(1)
+        return ok()
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        pending = asyncio.ensure_future(call(upstream, url, never))
+        await asyncio.sleep(0.2)
+        assert origin.open_connections == 1
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        for _ in range(100):
+            if origin.open_connections == 0:
+                break
+            await asyncio.sleep(0.01)
+        await upstream.close()
+    assert origin.open_connections == 0
