@@ -226,6 +226,9 @@ def default_workers() -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
 
 
+MAINTENANCE_EVERY = 10.0
+
+
 @dataclass(frozen=True)
 class Settings:
     host: str = "127.0.0.1"
@@ -234,6 +237,8 @@ class Settings:
     workers: int = field(default_factory=default_workers)
     api_tokens: tuple[str, ...] = ()
     miss_wait: float = 10.0
+    # Seconds between two of the crawler's maintenances (section 5).
+    maintenance_every: float = MAINTENANCE_EVERY
     # Lets webhooks reach private and loopback addresses (the operator's own network).
     notify_private: bool = False
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
@@ -286,6 +291,7 @@ _SERVER_KINDS = {
     "db": "str",
     "api_tokens": "list",
     "miss_wait": "float",
+    "maintenance_every": "float",
     "workers": "int",
     "notify_private": "bool",
     "smtp": "str",
@@ -597,6 +603,8 @@ def load_settings(
     smtp = server_values.get("smtp")
     if smtp and (urlsplit(smtp).scheme not in ("smtp", "smtps") or not urlsplit(smtp).hostname):
         raise ConfigError(f"{where}: server.smtp: expected smtp://host:port, got {smtp!r}")
+    if not 0.5 <= server_values.get("maintenance_every", MAINTENANCE_EVERY) <= 3600:
+        raise ConfigError(f"{where}: server.maintenance_every must be 0.5 to 3600 seconds")
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")
 

@@ -176,6 +176,7 @@ def build_services(
             Crawler(
                 sites, store, capture, metrics=metrics, once=once, seeds=seeds,
                 follow_others=crawler_lock is not None,
+                maintenance_every=settings.maintenance_every,
                 notifier=Notifier(settings, store, sites, minutes=metrics.minutes),
             )
             if crawler

@@ -209,3 +209,13 @@ def test_workers_default_to_one_per_core_up_to_four_and_come_from_file_env_and_f
             load_settings(write(tmp_path, f"[server]\nworkers = {bad}\n"), env={})
     with pytest.raises(ConfigError, match="SNAPSHOTD_WORKERS"):
         load_settings(env={"SNAPSHOTD_WORKERS": "many"})
+
+
+def test_the_maintenance_period_comes_from_file_or_env_within_its_bounds(tmp_path):
+    assert load_settings(env={}).maintenance_every == 10.0
+    path = write(tmp_path, "[server]\nmaintenance_every = 2.5\n")
+    assert load_settings(path, env={}).maintenance_every == 2.5
+    assert load_settings(env={"SNAPSHOTD_MAINTENANCE_EVERY": "1"}).maintenance_every == 1.0
+    for bad in ("0", "0.1", "3601"):
+        with pytest.raises(ConfigError, match="server.maintenance_every must be 0.5 to 3600"):
+            load_settings(write(tmp_path, f"[server]\nmaintenance_every = {bad}\n"), env={})

@@ -168,7 +168,10 @@ def crawlbot_app(db: str):  # type: ignore[no-untyped-def]
     browser = BrowserSettings(
         concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
     )
-    return create_app(Settings(db=db, api_tokens=(TOKEN,), browser=browser))
+    # A maintenance each second: a round's end is seen within one.
+    return create_app(
+        Settings(db=db, api_tokens=(TOKEN,), browser=browser, maintenance_every=1.0)
+    )
 
 
 @pytest.mark.browser

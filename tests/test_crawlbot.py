@@ -237,7 +237,8 @@ def run_job_with_webhook(  # type: ignore[no-untyped-def]
         concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
     )
     settings = Settings(db=str(tmp_path / f"hook-{allow_private}.db"), api_tokens=(TOKEN,),
-                        browser=browser, notify_private=allow_private, smtp=smtp)
+                        browser=browser, notify_private=allow_private, smtp=smtp,
+                        maintenance_every=1.0)
     with serve_asgi(Shop().app) as origin, serve_asgi(receiver.app) as hook, serve_asgi(
         create_app(settings)
     ) as base, httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
@@ -247,13 +248,13 @@ def run_job_with_webhook(  # type: ignore[no-untyped-def]
         })
         assert created.status_code == 200, created.text
         wait_status(client, "shop", 2, [])
-        # The crawler's maintenance (every 10 s) notices the end.
-        deadline = time.monotonic() + 25
+        # The crawler's maintenance (every second here) notices the end.
+        deadline = time.monotonic() + 8
         while time.monotonic() < deadline and not (told or (lambda: receiver.calls))():
             time.sleep(0.2)
         if allow_private:
             assert job(client, "shop")["sentJobDoneNotification"] == 1
-        time.sleep(11)  # one more maintenance: still one call for this round
+        time.sleep(2.5)  # two maintenances more: still one call for this round
 
 
 @pytest.mark.browser

@@ -290,12 +290,13 @@ def _raw_request(base: str, request: bytes) -> bytes:
     data = b""
     with socket.create_connection((host, int(port)), timeout=10) as s:
         try:
-            # Send in pieces and stop as soon as the server answers (it may refuse early).
+            # Send in pieces and stop as soon as the server answers (it may refuse early),
+            # then say that nothing more comes, so the server closes once it has answered.
             for i in range(0, len(request), 65536):
                 s.sendall(request[i : i + 65536])
-                if select.select([s], [], [], 0.05)[0]:
+                if select.select([s], [], [], 0.005)[0]:
                     break
-            else:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_WR)
             while chunk := s.recv(65536):
                 data += chunk

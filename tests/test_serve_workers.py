@@ -177,7 +177,8 @@ def test_the_workers_share_one_budget_of_new_paths_per_minute(tmp_path):
     assert "Traceback" not in err, err
 
 
-def test_the_crawler_follows_the_links_of_pages_another_worker_captured(tmp_path):
+def test_the_crawler_follows_the_links_of_pages_another_worker_captured(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNAPSHOTD_MAINTENANCE_EVERY", "1")
     db = tmp_path / "follow.db"
     with serve_asgi(Shop().app) as origin:
         config = write_config(tmp_path, origin, db)

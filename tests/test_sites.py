@@ -166,11 +166,14 @@ def test_the_site_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.browser
-def test_a_site_created_through_the_api_is_served_and_crawled_by_other_processes(crawl_db):  # noqa: F811
+def test_a_site_created_through_the_api_is_served_and_crawled_by_other_processes(
+    crawl_db, monkeypatch  # noqa: F811
+):
     """``serve`` starts with no site; a site PUT through its API is answered by serve at
     once and crawled by a ``worker`` already running in another process; pause, restart and
     delete reach that worker too."""
     require_chromium()
+    monkeypatch.setenv("SNAPSHOTD_MAINTENANCE_EVERY", "1")
     shop = Shop()
     db = crawl_db
     with serve_asgi(shop.app) as origin, serving(
@@ -217,9 +220,9 @@ def test_a_site_created_through_the_api_is_served_and_crawled_by_other_processes
                 assert deleted.json()["deleted"] == "shop"
                 assert api.get("/_snapshotd/api/v1/sites/shop").status_code == 404
                 # Removed at once; what a capture under way queued meanwhile, at the
-                # crawler's next maintenance (every 10 s).
+                # crawler's next maintenance (every second here).
                 assert wait_until(lambda: not states(db), 10), states(db)
-                time.sleep(12)
+                time.sleep(2.5)  # two maintenances more
                 assert not states(db)
                 assert api.get("/items/1", headers={"User-Agent": BOT}).status_code == 421
             processes = tree(worker.pid)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
-from snapshotd.config import SiteSettings
+from snapshotd.config import MAINTENANCE_EVERY, SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
 from snapshotd.fetch import Fetcher
@@ -53,7 +53,6 @@ __all__ = ["CrawlStats", "Crawler"]
 log = logging.getLogger("snapshotd.crawler")
 
 POLL_SECONDS = 1.0  # how soon paths queued by another process (proxy, API) are seen when idle
-MAINTENANCE_SECONDS = 10.0
 
 
 def _owner_is_dead_here(owner: str) -> bool:
@@ -101,7 +100,7 @@ class Crawler:
         seeds: dict[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.time,
         grace: float = STOP_GRACE,
-        maintenance_every: float = MAINTENANCE_SECONDS,
+        maintenance_every: float = MAINTENANCE_EVERY,
         follow_others: bool = False,
         notifier: Notifier | None = None,
     ) -> None:
