@@ -20,6 +20,7 @@ client after a piece rather than after the whole body.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
@@ -76,6 +77,7 @@ WORKER_HEADER = "x-snapshotd-worker"
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 
+@functools.lru_cache(maxsize=256)  # clients send a few values, on every request
 def accepts_gzip(value: str) -> bool:
     """Whether an ``Accept-Encoding`` value allows gzip: an explicit ``gzip`` entry decides,
     else ``*``; a ``q`` of 0 refuses and an entry with an unreadable ``q`` is ignored."""

@@ -14,6 +14,7 @@ of the query, keeping the others' order, and writes percent-encoding in one form
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Iterable
@@ -122,6 +123,7 @@ def check_origin_form(raw_path: str) -> None:
         raise BadRequest("the request target must be a path starting with '/'")
 
 
+@functools.lru_cache(maxsize=1024)  # a site is asked for by a few names, on every request
 def valid_host(host: str) -> bool:
     return len(host) <= 255 and bool(_HOST.match(host))
 
