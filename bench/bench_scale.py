@@ -167,7 +167,7 @@ COUNTS: list[tuple[str, Callable[[PostgresStore], Awaitable[list[tuple[Any, ...]
     ),
     (
         "the largest site's processed paths (max_to_process)",
-        lambda store: _rows(store.processed_up_to(SITES[0], 2**62)),
+        lambda store: _rows(store.processed(SITES[0])),
         f"SELECT COUNT(*) FROM paths WHERE site = '{SITES[0]}' AND state = 'processed'",
     ),
 ]

@@ -109,8 +109,7 @@ class CaptureService:
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
         # Sites' processed pages, counted up to their max_to_process.
-        self._limits: dict[str, int] = {}
-        self._processed = Tally(lambda name: self.store.processed_up_to(name, self._limits[name]))
+        self._processed = Tally(self.store.processed)
         self.reclaim_every = reclaim_every
         self._reclaimer: asyncio.Task[None] | None = None
         # Set by ``stop``: no capture starts, and whoever waits on one stops waiting.
@@ -292,7 +291,6 @@ class CaptureService:
         is -1, unlimited), by a :class:`Tally` of them."""
         if site.max_to_process < 0:
             return False
-        self._limits[site.name] = site.max_to_process
         if not site.full(await self._processed.get(site.name)):
             return False
         # This process's captures may count a page twice (captured again): confirm.

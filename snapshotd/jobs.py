@@ -151,23 +151,19 @@ async def advance(
     site: SiteSettings,
     *,
     now: float | None = None,
-    all_counts: dict[str, dict[str, int]] | None = None,
 ) -> bool:
     """One step of the job's rounds, at the crawler's maintenance: record the end of a round
     that is over, start the next when ``repeat`` says so, queue the seeds again when
-    ``seed_recrawl_frequency`` says so. Answers whether anything was queued. ``all_counts``:
-    the store's counts of every site, read before (else read here); a round they show over
-    is counted again before its end is recorded (it may have begun after they were read)."""
+    ``seed_recrawl_frequency`` says so. Answers whether anything was queued. The paths are
+    counted after the job's state is read, so a round begun meanwhile is not taken for
+    over."""
     now = time.time() if now is None else now
     if sites.is_paused(site.name):
         return False
     state = await job_state(store, site.name, sites.created.get(site.name, now))
-    counts = await _counts(store, site.name, all_counts)
+    counts = await _counts(store, site.name)
     queued = False
-    over = not state.ended and _round_over(site, counts) is not None
-    if over and all_counts is not None:
-        over = _round_over(site, await _counts(store, site.name)) is not None
-    if over:
+    if not state.ended and _round_over(site, counts) is not None:
         state = replace(state, rounds=state.rounds + 1, ended=now)
         await save_job_state(store, site.name, state)
     if (
@@ -188,13 +184,10 @@ async def advance(
     return queued
 
 
-async def _counts(
-    store: Store, name: str, all_counts: dict[str, dict[str, int]] | None = None
-) -> dict[str, int]:
-    """The site's paths per state (of ``all_counts``, read here when not given), and under
-    ``following`` whether a capture's links are still to be queued (then the round goes on,
-    whatever the states say)."""
-    mine = (all_counts if all_counts is not None else await store.counts()).get(name, {})
+async def _counts(store: Store, name: str) -> dict[str, int]:
+    """The site's paths per state, and under ``following`` whether a capture's links are
+    still to be queued (then the round goes on, whatever the states say)."""
+    mine = (await store.counts()).get(name, {})
     following = await store.links_due(name, captured_before=float("inf"), limit=1)
     return {**mine, FOLLOWING: len(following)}
 
@@ -252,16 +245,14 @@ async def describe_job(
     paused: bool,
     created: float,
     base_url: str,
-    all_counts: dict[str, dict[str, int]] | None = None,
     minutes: MinuteCounters | None = None,
 ) -> dict[str, Any]:
-    """A job as Crawlbot describes one, counted from the store (``all_counts``: its counts of
-    every site, read here when not given); ``base_url`` is where this snapshotd is reached
-    (for ``downloadJson`` and ``downloadUrls``). ``minutes``, this process's counters, are
-    added to the store after its paths are read: a capture is counted before the store shows
-    it, so every page the paths show captured is counted."""
+    """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
+    snapshotd is reached (for ``downloadJson`` and ``downloadUrls``). ``minutes``, this
+    process's counters, are added to the store after its paths are read: a capture is
+    counted before the store shows it, so every page the paths show captured is counted."""
     now = time.time()
-    counts = await _counts(store, site.name, all_counts)
+    counts = await _counts(store, site.name)
     if minutes is not None:
         await minutes.flush(store)
     state = await job_state(store, site.name, created)

@@ -64,10 +64,8 @@ class Notifier:
         host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
         self.base_url = f"http://{host}:{settings.port}"
 
-    async def check(self, all_counts: dict[str, dict[str, int]] | None = None) -> None:
-        """Notify every site with a webhook whose round is over and was not notified.
-        ``all_counts``, the store's counts of every site read before, tell which rounds may
-        be over; each of those is described from a count of now before it is notified."""
+    async def check(self) -> None:
+        """Notify every site with a webhook whose round is over and was not notified."""
         for site in self.sites.sites:
             if not (site.notify_webhook or site.notify_email):
                 continue
@@ -75,17 +73,9 @@ class Notifier:
             state = await job_state(self.store, site.name, created)
             if state.notified:
                 continue
-            paused = self.sites.is_paused(site.name)
-            if all_counts is not None:
-                job = await describe_job(
-                    self.store, site, paused=paused, created=created,
-                    base_url=self.base_url, all_counts=all_counts,
-                )
-                if job["jobStatus"]["status"] not in ROUND_OVER:
-                    continue
             job = await describe_job(
-                self.store, site, paused=paused, created=created, base_url=self.base_url,
-                minutes=self.minutes,
+                self.store, site, paused=self.sites.is_paused(site.name), created=created,
+                base_url=self.base_url, minutes=self.minutes,
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue

@@ -345,11 +345,10 @@ async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store)
         await registry.close()
 
 
-async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(store) -> None:  # type: ignore[no-untyped-def]
-    """The count of paths per state goes over every path: one maintenance reads it once for
-    all its sites (sizes, rounds, sites full, removed sites; again only for a round it finds
-    over), and the check after a stored capture counts one site's processed paths no further
-    than its ``max_to_process``."""
+async def test_a_maintenance_counts_sizes_rounds_and_full_sites(store) -> None:  # type: ignore[no-untyped-def]
+    """One maintenance counts each site's paths, ends the rounds that are over, and notes the
+    sites at ``max_to_process``; the check after a stored capture counts processed pages
+    from a tally, and a count of now decides when the tally says full."""
     limited = SiteSettings(name="a", origin=ORIGIN, obey_robots=False, max_to_process=2)
     sites = (limited, *(SiteSettings(name=n, origin=ORIGIN, obey_robots=False) for n in "bc"))
     settings = Settings(sites=sites)
@@ -359,39 +358,37 @@ async def test_one_count_a_maintenance_and_a_capture_counts_up_to_its_limit(stor
         for path, outcome in (("/1", "processed"), ("/2", "processed"), ("/3", "crawled")):
             await settle(store, "a", path, outcome)
         await settle(store, "b", "/", "processed")
-        capture = CaptureService(settings, store, None)
-        crawler = Crawler(registry, store, capture)
         reads = 0
-        counts = store.counts
+        processed = store.processed
 
-        async def counted() -> dict[str, dict[str, int]]:
+        async def counted(site: str) -> int:
             nonlocal reads
             reads += 1
-            return await counts()
+            return await processed(site)
 
-        store.counts = counted
-        await crawler._maintain()  # the rounds of "a" and "b" end: each is counted again
-        assert reads == 3 and (await job_state(store, "b", 0)).ended
-        reads = 0
-        await crawler._maintain()
-        assert reads == 1
+        store.processed = counted
+        capture = CaptureService(settings, store, None)
+        crawler = Crawler(registry, store, capture)
+        await crawler._maintain()  # the rounds of "a" and "b" end
+        assert (await job_state(store, "b", 0)).ended
+        assert not (await job_state(store, "c", 0)).ended  # no path yet: no round
         assert crawler.frontier.size == {"a": 3, "b": 1, "c": 0}
         assert crawler._full == {"a"}
-        assert (await store.processed_up_to("a", 1), await store.processed_up_to("a", 5)) == (1, 2)
-        assert await store.processed_up_to("c", 5) == 0
-        assert await capture.reached_max(limited)
+        assert (await processed("a"), await processed("c")) == (2, 0)
+        assert reads == 0
+        assert await capture.reached_max(limited)  # the tally's first read, confirmed by one
         assert not await capture.reached_max(sites[1])  # unlimited
         # This process's count may pass the limit by pages it captured again: a count of now
         # decides.
         higher = SiteSettings(name="a", origin=ORIGIN, max_to_process=3)
         capture._processed.add("a", 2)
         assert not await capture.reached_max(higher)
-        assert reads == 1
+        assert reads == 3  # none for the unlimited site, one of now for the full tally
     finally:
         await registry.close()
 
 
-async def test_a_round_begun_after_the_maintenance_counted_is_not_taken_for_over(store) -> None:  # type: ignore[no-untyped-def]
+async def test_a_round_begun_after_one_ended_is_not_taken_for_over(store) -> None:  # type: ignore[no-untyped-def]
     site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",))
     registry = SiteRegistry(Settings(sites=(site,)), store)
     await registry.open()
@@ -400,9 +397,8 @@ async def test_a_round_begun_after_the_maintenance_counted_is_not_taken_for_over
         assert not await advance(store, registry, site)  # the first round is over
         ended = await job_state(store, "shop", 0)
         assert ended.rounds == 1 and ended.ended
-        counted = await store.counts()  # the maintenance counts: nothing pending
-        await start_round(store, site, ended)  # a new round begins meanwhile (restart)
-        assert not await advance(store, registry, site, all_counts=counted)
+        await start_round(store, site, ended)  # a new round begins (restart)
+        assert not await advance(store, registry, site)
         begun = await job_state(store, "shop", 0)
         assert (begun.rounds, begun.ended) == (1, 0.0)
         assert (await status(store, registry, site))[0] == 7

@@ -291,8 +291,8 @@ class Crawler:
                 log.warning("could not follow stored links site=%s path=%s: %s", name, path, exc)
 
     async def _maintain(self) -> None:
-        """Every site's due work, then what follows from the paths per state, read once for
-        all sites (and once more when a round began)."""
+        """Every site's due work and job rounds, then what follows from the paths per state
+        of all sites: which are full, which were removed, which jobs to notify."""
         for site in [] if self.once else self.sites.values():
             if self.follow_others:
                 # Older than one maintenance, so this process's own are followed already.
@@ -303,23 +303,21 @@ class Crawler:
                 await self.frontier.refresh_robots(site)
             await self.frontier.sitemaps(site)
             await self._requeue_expired(site)
-        counts = await self.store.counts()
         began = False
         for site in self.sites.values():
-            await self.frontier.count(site, counts)
+            await self.frontier.count(site)
             if not self.once:
-                now = self.clock()
-                began |= await advance(self.store, self.registry, site, now=now, all_counts=counts)
+                began |= await advance(self.store, self.registry, site, now=self.clock())
         if began:
             self._notify()
-            counts = await self.store.counts()  # a round began: its paths are pending
+        counts = await self.store.counts()
         self._mark_full(counts)
         # What a capture under way queued after its site was removed, here or elsewhere.
         for name in self.registry.orphans(counts):
             n = await self.store.clear_site(name)
             log.info("removed %d paths of removed site=%s", n, name)
         if self.notifier is not None:
-            await self.notifier.check(counts)
+            await self.notifier.check()
 
     def _mark_full(self, counts: dict[str, dict[str, int]]) -> None:
         """Note which sites reached ``max_to_process`` (by the store's ``counts``): they are

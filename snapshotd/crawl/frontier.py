@@ -106,16 +106,9 @@ class Frontier:
             await self.http.aclose()
             self.http = None
 
-    async def count(
-        self, site: SiteSettings, all_counts: dict[str, dict[str, int]] | None = None
-    ) -> None:
-        """Read the site's count of pages again: from ``all_counts`` (the store's counts per
-        state of every site) when given, else from the store."""
-        self.size[site.name] = (
-            sum(all_counts.get(site.name, {}).values())
-            if all_counts is not None
-            else await self.store.site_size(site.name)
-        )
+    async def count(self, site: SiteSettings) -> None:
+        """Read the site's count of pages again."""
+        self.size[site.name] = await self.store.site_size(site.name)
 
     async def refresh_robots(self, site: SiteSettings) -> None:
         assert self.robots is not None

@@ -318,8 +318,8 @@ class Store(Protocol):
 
     async def site_size(self, site: str) -> int: ...
 
-    async def processed_up_to(self, site: str, limit: int) -> int:
-        """The site's processed paths, or ``limit`` when there are that many or more."""
+    async def processed(self, site: str) -> int:
+        """The site's processed paths."""
         ...
 
     async def list_paths(

@@ -229,9 +229,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         ((n, _),) = await self._counted(SITE_SIZE.format("$"), site)
         return int(n)
 
-    async def processed_up_to(self, site: str, limit: int) -> int:
+    async def processed(self, site: str) -> int:
         ((n, _),) = await self._counted(PROCESSED.format("$"), site)
-        return min(int(n), limit)
+        return int(n)
 
     async def _counted(self, query: str, *args: Any) -> list[asyncpg.Record]:
         """The rows of a read of ``path_counts``, whose last column is how many rows it

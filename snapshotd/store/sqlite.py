@@ -306,9 +306,9 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
         row = await self._one(SITE_SIZE.format("?"), (site,))
         return int(row[0])
 
-    async def processed_up_to(self, site: str, limit: int) -> int:
+    async def processed(self, site: str) -> int:
         row = await self._one(PROCESSED.format("?"), (site,))
-        return min(int(row[0]), limit)
+        return int(row[0])
 
     async def list_paths(
         self,
