@@ -187,7 +187,7 @@ async def advance(
 async def _counts(store: Store, name: str) -> dict[str, int]:
     """The site's paths per state, and under ``following`` whether a capture's links are
     still to be queued (then the round goes on, whatever the states say)."""
-    mine = (await store.counts()).get(name, {})
+    mine = (await store.counts(name)).get(name, {})
     following = await store.links_due(name, captured_before=float("inf"), limit=1)
     return {**mine, FOLLOWING: len(following)}
 
@@ -250,12 +250,14 @@ async def describe_job(
     """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
     snapshotd is reached (for ``downloadJson`` and ``downloadUrls``). ``minutes``, this
     process's counters, are added to the store after its paths are read: a capture is
-    counted before the store shows it, so every page the paths show captured is counted."""
+    counted before the store shows it, so every page the paths show captured is counted.
+    The job's state is read before its paths, so a round begun meanwhile is not described
+    as over."""
     now = time.time()
+    state = await job_state(store, site.name, created)
     counts = await _counts(store, site.name)
     if minutes is not None:
         await minutes.flush(store)
-    state = await job_state(store, site.name, created)
     # Captures by outcome (ok, duplicate, crawled, error), in all and in this round.
     total: dict[str, int] = {}
     this_round: dict[str, int] = {}

@@ -79,9 +79,11 @@ class Notifier:
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue
-            # Read again: the round may have ended (and been recorded) meanwhile.
-            state = await job_state(self.store, site.name, created)
-            await save_job_state(self.store, site.name, replace(state, notified=True))
+            # Read again: the round may have ended (and been recorded) meanwhile; and when a
+            # new round began since, the one notified is not that one.
+            now = await job_state(self.store, site.name, created)
+            if now.started == state.started:
+                await save_job_state(self.store, site.name, replace(now, notified=True))
             job["sentJobDoneNotification"] = 1
             sends = [self._call(site, job)] if site.notify_webhook else []
             if site.notify_email:

@@ -4,6 +4,7 @@ endpoint (real Chromium, real SQLite, loopback origins)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -397,10 +398,71 @@ async def test_a_round_begun_after_one_ended_is_not_taken_for_over(store) -> Non
         assert not await advance(store, registry, site)  # the first round is over
         ended = await job_state(store, "shop", 0)
         assert ended.rounds == 1 and ended.ended
-        await start_round(store, site, ended)  # a new round begins (restart)
+        # A new round begins (a restart, elsewhere) just after the paths were counted.
+        counts = store.counts
+        begun_between = False
+
+        async def counted(*args):  # type: ignore[no-untyped-def]
+            nonlocal begun_between
+            result = await counts(*args)
+            if not begun_between:
+                begun_between = True
+                await start_round(store, site, await job_state(store, "shop", 0))
+            return result
+
+        store.counts = counted
         assert not await advance(store, registry, site)
+        assert begun_between
         begun = await job_state(store, "shop", 0)
         assert (begun.rounds, begun.ended) == (1, 0.0)
         assert (await status(store, registry, site))[0] == 7
+    finally:
+        await registry.close()
+
+
+async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_at_its_end(
+    store,
+) -> None:  # type: ignore[no-untyped-def]
+    """The end of a round is notified once; a round that begins while that notification is
+    being made up is not marked notified, so its own end is notified too."""
+    from snapshotd.notify import Notifier
+    from snapshotd.stats import MinuteCounters
+
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), obey_robots=False,
+                        notify_webhook="http://127.0.0.1:9/hook")
+    settings = Settings(sites=(site,))
+    registry = SiteRegistry(settings, store)
+    await registry.open()
+    try:
+        await settle(store, "shop", "/", "crawled")
+        await advance(store, registry, site)  # the first round ends
+        minutes = MinuteCounters()
+        flush = minutes.flush
+        begun = False
+
+        async def flush_then_begin(target):  # type: ignore[no-untyped-def]
+            nonlocal begun
+            await flush(target)
+            if not begun:  # a new round, from the API of another process, at this moment
+                begun = True
+                await start_round(store, site, await job_state(store, "shop", 0))
+
+        minutes.flush = flush_then_begin  # type: ignore[method-assign]
+        notifier = Notifier(settings, store, registry, minutes=minutes)
+        calls: list[str] = []
+
+        async def call(site, job):  # type: ignore[no-untyped-def]
+            calls.append(job["roundStartTime"])
+
+        notifier._call = call  # type: ignore[method-assign]
+        await notifier.check()
+        await asyncio.sleep(0)
+        assert begun and len(calls) == 1
+        assert not (await job_state(store, "shop", 0)).notified
+        await settle(store, "shop", "/", "crawled")  # the second round runs to its end
+        await advance(store, registry, site)
+        await notifier.check()
+        await asyncio.sleep(0)
+        assert len(calls) == 2
     finally:
         await registry.close()

@@ -53,8 +53,8 @@ async def assert_counts_are_a_scan(store: Any) -> None:
     for site in SITES:
         of_site = counts.get(site, {})
         assert await store.site_size(site) == sum(of_site.values())
-        processed = of_site.get("processed", 0)
-        assert await store.processed(site) == processed
+        assert await store.counts(site) == ({site: of_site} if of_site else {})
+        assert await store.processed(site) == of_site.get("processed", 0)
 
 
 async def change_at_random(store: Any, rng: random.Random, owner: str) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "POSTGRES_PATH_COUNTS",
     "PROCESSED",
     "QUEUE_DEPTH",
+    "SITE_COUNTS",
     "SITE_SIZE",
     "SQLITE_PATH_COUNTS",
 ]
@@ -106,6 +107,10 @@ _SUM = "CAST(COALESCE(SUM(n), 0) AS BIGINT)"  # PostgreSQL's SUM of BIGINT is NU
 COUNTS = (
     f"SELECT site, state, {_SUM}, COUNT(*) FROM path_counts GROUP BY site, state "
     "HAVING SUM(n) <> 0"
+)
+SITE_COUNTS = (
+    f"SELECT site, state, {_SUM}, COUNT(*) FROM path_counts WHERE site = {{0}}1 "
+    "GROUP BY site, state HAVING SUM(n) <> 0"
 )
 QUEUE_DEPTH = (
     f"SELECT priority, {_SUM}, COUNT(*) FROM path_counts WHERE state = 'pending' "

@@ -39,7 +39,15 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.params import PostgresParams
-from snapshotd.store.path_counts import COUNTS, FOLD, FOLD_AFTER, PROCESSED, QUEUE_DEPTH, SITE_SIZE
+from snapshotd.store.path_counts import (
+    COUNTS,
+    FOLD,
+    FOLD_AFTER,
+    PROCESSED,
+    QUEUE_DEPTH,
+    SITE_COUNTS,
+    SITE_SIZE,
+)
 from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
 
@@ -213,9 +221,10 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
         return None if row is None else snapshot_from_row(site, path, row)
 
-    async def counts(self) -> dict[str, dict[str, int]]:
+    async def counts(self, site: str | None = None) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for site, state, n, _ in await self._counted(COUNTS):
+        query, args = (COUNTS, ()) if site is None else (SITE_COUNTS.format("$"), (site,))
+        for site, state, n, _ in await self._counted(query, *args):
             out.setdefault(site, {})[state] = n
         return out
 

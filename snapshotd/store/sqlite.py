@@ -38,6 +38,7 @@ from snapshotd.store.path_counts import (
     COUNTS,
     PROCESSED,
     QUEUE_DEPTH,
+    SITE_COUNTS,
     SITE_SIZE,
     SQLITE_PATH_COUNTS,
 )
@@ -288,9 +289,10 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
         row = await self._one(SNAPSHOT_OF.format("?"), (site, path))
         return None if row is None else snapshot_from_row(site, path, row)
 
-    async def counts(self) -> dict[str, dict[str, int]]:
+    async def counts(self, site: str | None = None) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        async with self._reader.execute(COUNTS) as c:
+        query, args = (COUNTS, ()) if site is None else (SITE_COUNTS.format("?"), (site,))
+        async with self._reader.execute(query, args) as c:
             async for site, state, n, _ in c:
                 out.setdefault(site, {})[state] = n
         return out
