@@ -137,6 +137,26 @@ async def test_a_count_reads_a_few_rows_however_many_changes_came_before(store) 
     await assert_counts_are_a_scan(store)
 
 
+async def test_many_sites_are_folded_only_when_changes_pile_up(store) -> None:  # type: ignore[no-untyped-def]
+    """More keys than FOLD_AFTER (many sites): a count folds once, then not again until as
+    many changes more have come."""
+    sites = [f"s{i}" for i in range(FOLD_AFTER // 4 + 50)]
+    for site in sites:
+        for priority in range(4):
+            await store.enqueue_many(site, [(f"/{priority}", 1)], priority)
+    keys = len(sites) * 4
+    await store.counts()
+    assert (await scan(store, "SELECT COUNT(*) FROM path_counts"))[0][0] == keys
+    for i in range(10):
+        await store.enqueue(sites[0], f"/new{i}", 0)
+    await store.counts()
+    await store.counts("s1")
+    assert (await scan(store, "SELECT COUNT(*) FROM path_counts"))[0][0] == (
+        keys if isinstance(store, SQLiteStore) else keys + 10
+    )
+    await assert_counts_are_a_scan(store)
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: ignore[no-untyped-def]
     engine, tmp_path, monkeypatch

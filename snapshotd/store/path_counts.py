@@ -8,9 +8,9 @@ changes a path, so a count is exactly what a scan of ``paths`` would show:
 - SQLite has one writer: a row trigger adds to the key's single row (an upsert).
 - PostgreSQL has many: a statement trigger appends one row per key the statement changed
   (with its net change, from the statement's transition tables), so no two writers ever wait
-  on one row. Reads fold the appended rows back into one per key once there are more than
-  :data:`FOLD_AFTER` (:data:`FOLD`, one statement; folds running at once each take the rows
-  they deleted).
+  on one row. Reads fold the appended rows back into one per key once there are
+  :data:`FOLD_AFTER` more than the last fold left (:data:`FOLD`, one statement; folds
+  running at once each take the rows they deleted).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ PROCESSED = (
     f"SELECT {_SUM}, COUNT(*) FROM path_counts WHERE site = {{0}}1 AND state = 'processed'"
 )
 
-# PostgreSQL: a read that summed more rows than this folds them.
+# PostgreSQL: a read that summed this many more rows than the last fold left folds them.
 FOLD_AFTER = 1000
 FOLD = """
     WITH taken AS (DELETE FROM path_counts RETURNING site, state, priority, n)

@@ -128,6 +128,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         self.clock = clock
         self.pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
+        self._folded = 0  # rows of path_counts left by this store's last fold
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -244,10 +245,12 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
 
     async def _counted(self, query: str, *args: Any) -> list[asyncpg.Record]:
         """The rows of a read of ``path_counts``, whose last column is how many rows it
-        summed; past :data:`FOLD_AFTER` of those, the table is folded."""
+        summed; past :data:`FOLD_AFTER` more than the last fold left (one per key: many
+        sites have many), the table is folded."""
         rows = await self._db.fetch(query, *args)
-        if sum(row[-1] for row in rows) > FOLD_AFTER:
-            await self._db.execute(FOLD)
+        if sum(row[-1] for row in rows) > self._folded + FOLD_AFTER:
+            done = await self._db.execute(FOLD)  # "INSERT 0 <rows>"
+            self._folded = int(done.rsplit(" ", 1)[-1])
         return rows
 
     async def list_paths(
