@@ -229,16 +229,17 @@ class Upstream:
     async def forward(self, origin: str, scope: Scope, receive: Receive, send: Send) -> int:
         """Proxy one request to ``origin``; returns the status sent."""
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        query: bytes = scope.get("query_string", b"")
+        target = raw_path + b"?" + query if query else raw_path
         try:
             check_origin_form(raw_path.decode("latin-1"))
-            if _BAD_TARGET.search(raw_path):
+            if _BAD_TARGET.search(target):
                 raise BadRequest("the request target holds control characters or spaces")
         except BadRequest as exc:
-            log.warning("not forwarded: %s, got %r", exc, raw_path[:200].decode("latin-1"))
+            log.warning("not forwarded: %s, got %r", exc, target[:200].decode("latin-1"))
             await send_text(send, 400, f"Bad Request: {exc}\n")
             return 400
         scheme, host, port, authority = _origin_parts(origin)
-        query: bytes = scope.get("query_string", b"")
         method: str = scope["method"]
         has_body = chunked = False
         for k, _ in scope["headers"]:
@@ -247,7 +248,6 @@ class Upstream:
                 has_body = True
             elif lk == b"transfer-encoding":
                 has_body = chunked = True
-        target = raw_path + b"?" + query if query else raw_path
         head = _request_head(
             method, target, authority, scope, chunked,
             empty=not has_body and method not in _NO_BODY_EXPECTED,

@@ -69,32 +69,46 @@ def ok(body: bytes = b"ok", extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-async def forward(
-    upstream: Upstream, origin: str, path: bytes = b"/", method: str = "GET",
-    body: bytes | None = None, headers: list[tuple[bytes, bytes]] | None = None,
-) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """One request through ``Upstream.forward``, as the server would hand it over."""
+async def call(
+    upstream: Upstream, origin: str, receive: Callable[[], Awaitable[dict[str, Any]]],
+    path: bytes = b"/", method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None,
+    query: bytes = b"",
+) -> tuple[int, list[dict[str, Any]]]:
+    """``Upstream.forward`` with the test's own ``receive``; the status and every message."""
     sent: list[dict[str, Any]] = []
-    messages = [{"type": "http.request", "body": body or b"", "more_body": False}]
-    head = list(headers or [])
-    if body is not None:
-        head.append((b"content-length", str(len(body)).encode()))
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop(0)
-        await asyncio.Event().wait()  # as a server does until the client leaves
-        raise AssertionError("unreachable")
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     scope = {
         "type": "http", "method": method, "scheme": "http", "path": path.decode(),
-        "raw_path": path, "query_string": b"", "headers": [(b"host", b"a.test"), *head],
+        "raw_path": path, "query_string": query,
+        "headers": [(b"host", b"a.test"), *(headers or [])],
         "client": ("127.0.0.1", 1),
     }
-    status = await upstream.forward(origin, scope, receive, send)
+    return await upstream.forward(origin, scope, receive, send), sent
+
+
+async def never() -> dict[str, Any]:
+    await asyncio.Event().wait()  # as a server does until the client leaves
+    raise AssertionError("unreachable")
+
+
+async def forward(
+    upstream: Upstream, origin: str, path: bytes = b"/", method: str = "GET",
+    body: bytes | None = None, headers: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """One request through ``Upstream.forward``, as the server would hand it over: the
+    status, the headers and the body sent."""
+    messages = [{"type": "http.request", "body": body or b"", "more_body": False}]
+    head = list(headers or [])
+    if body is not None:
+        head.append((b"content-length", str(len(body)).encode()))
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else await never()
+
+    status, sent = await call(upstream, origin, receive, path, method, head)
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == status
     assert not sent[-1].get("more_body", False) or status == 502
     return status, sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
@@ -337,27 +351,6 @@ async def test_the_origin_gets_the_clients_header_bytes_and_a_length_on_an_empty
     assert b"content-length" not in get.lower()
 
 
-async def call(
-    upstream: Upstream, origin: str, receive: Callable[[], Awaitable[dict[str, Any]]],
-    path: bytes = b"/", method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None,
-) -> tuple[int, list[dict[str, Any]]]:
-    """``Upstream.forward`` with the test's own ``receive``; the status and every message."""
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http", "method": method, "scheme": "http", "path": path.decode(),
-        "raw_path": path, "query_string": b"", "headers": [(b"host", b"a.test"), *(headers or [])],
-        "client": ("127.0.0.1", 1),
-    }
-    return await upstream.forward(origin, scope, receive, send), sent
-
-
-async def never() -> dict[str, Any]:
-    await asyncio.Event().wait()  # as a server does until the client leaves
-    raise AssertionError("unreachable")
 
 
 def slow_body(pieces: list[bytes], pause: float) -> Callable[[], Awaitable[dict[str, Any]]]:
@@ -516,3 +509,18 @@ async def test_a_request_cancelled_while_it_waits_leaves_no_connection_open() ->
             await asyncio.sleep(0.01)
         await upstream.close()
     assert origin.open_connections == 0
+
+
+async def test_a_target_with_a_space_or_control_character_is_not_forwarded() -> None:
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return ok()
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        spaced = await call(upstream, url, never, b"/a", query=b"q=1 HTTP/1.1\r\nX: y")
+        controlled = await call(upstream, url, never, b"/a\x01b")
+        fine = await call(upstream, url, never, b"/a", query=b"q=1")
+        await upstream.close()
+    assert spaced[0] == controlled[0] == 400 and fine[0] == 200
+    assert [r.split(b"\r\n")[0] for r in origin.requests] == [b"GET /a?q=1 HTTP/1.1"]
