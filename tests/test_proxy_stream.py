@@ -1,7 +1,8 @@
-"""Large snapshots: streamed in pieces, read once for concurrent requests, memory bounded.
+"""Large answers: snapshots streamed in pieces and read once for concurrent requests, and
+the memory of slow downloads bounded, of snapshots and of the origin's pages passed through.
 
-Real uvicorn, real SQLite files; the memory test runs the server as its own process and
-reads its peak RSS from /proc.
+Real uvicorn, real SQLite files; the memory tests run the server as its own process and
+read its peak RSS from /proc.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -259,6 +262,23 @@ asyncio.run(server.serve(sockets=[sock]))
 """
 
 
+@contextmanager
+def server_process(db: str, origin: str) -> Iterator[tuple[int, int]]:
+    """snapshotd's app on uvicorn in a process of its own (:data:`SERVER`): its pid and
+    port."""
+    with subprocess.Popen(
+        [sys.executable, "-c", SERVER, db, origin],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            yield proc.pid, int(proc.stdout.readline())
+        finally:
+            proc.terminate()
+
+
 async def origin_app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
     if scope["type"] == "http":
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -276,34 +296,52 @@ def test_fifty_slow_downloads_of_a_large_snapshot_keep_the_server_memory_bounded
         "gzip": hashlib.sha256(body_gz).digest(),
     }
     del html
-    with serve_asgi(origin_app) as origin:  # never reached: the snapshot is fresh
-        with subprocess.Popen(
-            [sys.executable, "-c", SERVER, db, origin],
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-            text=True,
-        ) as proc:
-            try:
-                assert proc.stdout is not None
-                port = int(proc.stdout.readline())
+    # The origin is never reached: the snapshot is fresh.
+    with serve_asgi(origin_app) as origin, server_process(db, origin) as (pid, port):
 
-                def request(encoding: str) -> bytes:
-                    return (
-                        f"GET /big HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {BOT}\r\n"
-                        f"Accept-Encoding: {encoding}\r\nConnection: close\r\n\r\n"
-                    ).encode()
+        def request(encoding: str) -> bytes:
+            return (
+                f"GET /big HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {BOT}\r\n"
+                f"Accept-Encoding: {encoding}\r\nConnection: close\r\n\r\n"
+            ).encode()
 
-                # Warm up: one of each, so imports and first-use allocations are in the baseline.
-                warm = slow_downloads(port, [request("identity"), request("gzip")])
-                assert warm == [(200, expected["identity"]), (200, expected["gzip"])]
-                before = memory_kib(proc.pid)["VmRSS"]
-                encodings = ["identity", "gzip"] * 25
-                answers = slow_downloads(port, [request(e) for e in encodings])
-                peak = memory_kib(proc.pid)["VmHWM"]
-            finally:
-                proc.terminate()
+        # Warm up: one of each, so imports and first-use allocations are in the baseline.
+        warm = slow_downloads(port, [request("identity"), request("gzip")])
+        assert warm == [(200, expected["identity"]), (200, expected["gzip"])]
+        before = memory_kib(pid)["VmRSS"]
+        encodings = ["identity", "gzip"] * 25
+        answers = slow_downloads(port, [request(e) for e in encodings])
+        peak = memory_kib(pid)["VmHWM"]
     assert answers == [(200, expected[e]) for e in encodings]
     growth_mib = (peak - before) / 1024
     print(f"server peak RSS growth, 50 downloads of {len(body_gz) >> 20} MiB: {growth_mib:.0f} MiB")
     # Unbounded, this was about 50 copies of the snapshot (over 700 MiB).
     assert growth_mib < 120, f"peak RSS grew by {growth_mib:.0f} MiB"
+
+
+def test_slow_people_downloading_a_large_origin_page_keep_the_server_memory_bounded() -> None:
+    """Pass-through reads the origin no faster than each client takes the answer: what it
+    holds per connection is bounded, not the page."""
+    page = os.urandom(16 * 2**20)
+    digest = hashlib.sha256(page).digest()
+
+    async def large(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] == "http":
+            headers = [(b"content-length", str(len(page)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+
+    with serve_asgi(large) as origin, server_process(":memory:", origin) as (pid, port):
+        request = (
+            b"GET /big.bin HTTP/1.1\r\nHost: a.test\r\nUser-Agent: Mozilla/5.0 Firefox/130\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        assert slow_downloads(port, [request]) == [(200, digest)]  # warm up
+        before = memory_kib(pid)["VmRSS"]
+        answers = slow_downloads(port, [request] * 20)
+        peak = memory_kib(pid)["VmHWM"]
+    assert answers == [(200, digest)] * 20
+    growth_mib = (peak - before) / 1024
+    print(f"server peak RSS growth, 20 slow pass-through downloads of 16 MiB: {growth_mib:.0f} MiB")
+    # 15 MiB here; read from the origin as fast as it sends, 126 MiB (up to 20 pages).
+    assert growth_mib < 60, f"peak RSS grew by {growth_mib:.0f} MiB"
