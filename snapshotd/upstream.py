@@ -239,90 +239,15 @@ class Upstream:
             log.warning("not forwarded: %s, got %r", exc, target[:200].decode("latin-1"))
             await send_text(send, 400, f"Bad Request: {exc}\n")
             return 400
-        scheme, host, port, authority = _origin_parts(origin)
-        method: str = scope["method"]
-        has_body = chunked = False
-        for k, _ in scope["headers"]:
-            lk = k.lower()
-            if lk == b"content-length":
-                has_body = True
-            elif lk == b"transfer-encoding":
-                has_body = chunked = True
-        head = _request_head(
-            method, target, authority, scope, chunked,
-            empty=not has_body and method not in _NO_BODY_EXPECTED,
-        )
-
-        client_gone = False
-        # The request body is read while the answer may already stream (an origin answering
-        # early): only once it is all read may the disconnect watcher call ``receive``.
-        body_read = asyncio.Event()
-        if not has_body:
-            body_read.set()
-
-        async def upload(conn: Connection) -> None:
-            nonlocal client_gone
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    # The origin must not take a cut-off body as whole: the connection is
-                    # closed before the body ends.
-                    client_gone = True
-                    body_read.set()
-                    raise _ClientGone
-                chunk = message.get("body", b"")
-                last = not message.get("more_body", False)
-                if chunked:
-                    if chunk:
-                        conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    if last:
-                        conn.write(b"0\r\n\r\n", end=True)
-                else:
-                    conn.write(chunk, end=last)
-                if last:
-                    body_read.set()
-                    return
-                await conn.drain()
-
-        conn: Connection | None = None
-        uploading: asyncio.Future[None] | None = None
-        answer: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
+        exchange = _Exchange(self.pool, origin, scope, receive, target)
         try:
-            # A kept-alive connection the origin closed just as it was taken is retried once
-            # on a new one, when nothing of the request is lost by that (no body).
-            for fresh in (False, True):
-                conn = await self.pool.connect(scheme, host, port, fresh=fresh)
-                conn.begin(head=method == "HEAD")
-                try:
-                    conn.write(head, end=not has_body)
-                    if has_body:
-                        uploading = asyncio.ensure_future(upload(conn))
-                        answer = asyncio.ensure_future(conn.response())
-                        await asyncio.wait({uploading, answer}, return_when=FIRST_COMPLETED)
-                        if client_gone:
-                            answer.cancel()
-                            raise _ClientGone
-                        status, headers = await answer
-                    else:
-                        status, headers = await conn.response()
-                    break
-                except OriginClosed:
-                    if fresh or has_body or not conn.used:
-                        raise
-                    conn.close()
-        except BaseException as exc:  # a cancelled request too: nothing may be left behind
-            if conn is not None:
-                conn.close()
-            _settle(uploading)
-            _settle(answer)
-            if not isinstance(exc, (OriginError, _ClientGone)):
-                raise
-            if client_gone:
+            status, headers = await exchange.ask()
+        except (OriginError, _ClientGone) as exc:
+            if exchange.client_gone:
                 log.debug("client left during its upload origin=%s", origin)
                 return 499
             log.warning("origin failed origin=%s error=%s", origin, _reason(exc))
             return await _bad_gateway(send)
-        assert conn is not None
         try:
             await send(
                 {
@@ -331,36 +256,133 @@ class Upstream:
                     "headers": _response_headers(status, headers),
                 }
             )
-            length = _content_length(headers)
-            if method == "HEAD" or (length is not None and length <= READ_THROUGH):
-                # A short body is read to its end even for a client gone meanwhile.
-                await _pump(conn, send)
-            else:
-                # The server drops what is sent after the client has gone, so watch for
-                # that: an endless origin stream (server-sent events) must not be read on
-                # for nobody.
-                pump = asyncio.ensure_future(_pump(conn, send))
-                gone = asyncio.ensure_future(_disconnected(receive, body_read))
-                try:
-                    await asyncio.wait({pump, gone}, return_when=FIRST_COMPLETED)
-                finally:
-                    gone.cancel()
-                    if not pump.done():
-                        pump.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await pump
-                if not pump.cancelled():
-                    pump.result()
+            await exchange.stream(send, _content_length(headers))
         except OriginError as exc:
             # Headers are out. The response is left unfinished, so the server drops the
             # connection and the user sees a cut-off answer rather than a whole-looking one.
-            if client_gone:
+            if exchange.client_gone:
                 log.debug("client left during its upload origin=%s", origin)
             else:
                 log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
         finally:
-            # The origin may have answered before it read the whole body (or the client left
-            # meanwhile): the connection is then mid-request, and release closes it.
-            _settle(uploading)
-            self.pool.release(conn)
+            exchange.end()
         return status
+
+
+class _Exchange:
+    """One request forwarded and its answer: the request written on a connection of the
+    pool (its body as the client sends it), then the answer streamed to the client."""
+
+    def __init__(
+        self, pool: Pool, origin: str, scope: Scope, receive: Receive, target: bytes
+    ) -> None:
+        self.pool = pool
+        self.receive = receive
+        self.scheme, self.host, self.port, authority = _origin_parts(origin)
+        self.method: str = scope["method"]
+        self.has_body = self.chunked = False
+        for k, _ in scope["headers"]:
+            lk = k.lower()
+            if lk == b"content-length":
+                self.has_body = True
+            elif lk == b"transfer-encoding":
+                self.has_body = self.chunked = True
+        self.head = _request_head(
+            self.method, target, authority, scope, self.chunked,
+            empty=not self.has_body and self.method not in _NO_BODY_EXPECTED,
+        )
+        self.client_gone = False
+        # The request body is read while the answer may already stream (an origin answering
+        # early): only once it is all read may the disconnect watcher call ``receive``.
+        self.body_read = asyncio.Event()
+        if not self.has_body:
+            self.body_read.set()
+        self.conn: Connection | None = None
+        self.uploading: asyncio.Future[None] | None = None
+
+    async def ask(self) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """Write the request and read the answer's status and headers. A kept-alive
+        connection the origin closed just as it was taken is tried once more on a new one,
+        when nothing of the request is lost by that (no body). Nothing is left open when
+        this raises (or is cancelled)."""
+        answer: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
+        try:
+            for fresh in (False, True):
+                self.conn = conn = await self.pool.connect(
+                    self.scheme, self.host, self.port, fresh=fresh
+                )
+                conn.begin(head=self.method == "HEAD")
+                try:
+                    conn.write(self.head, end=not self.has_body)
+                    if not self.has_body:
+                        return await conn.response()
+                    self.uploading = asyncio.ensure_future(self._upload(conn))
+                    answer = asyncio.ensure_future(conn.response())
+                    await asyncio.wait({self.uploading, answer}, return_when=FIRST_COMPLETED)
+                    if self.client_gone:
+                        raise _ClientGone
+                    return await answer
+                except OriginClosed:
+                    if fresh or self.has_body or not conn.used:
+                        raise
+                    conn.close()
+            raise AssertionError("unreachable")
+        except BaseException:
+            if self.conn is not None:
+                self.conn.close()
+            _settle(self.uploading)
+            _settle(answer)
+            raise
+
+    async def _upload(self, conn: Connection) -> None:
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                # The origin must not take a cut-off body as whole: the connection is
+                # closed before the body ends.
+                self.client_gone = True
+                self.body_read.set()
+                raise _ClientGone
+            chunk = message.get("body", b"")
+            last = not message.get("more_body", False)
+            if self.chunked:
+                if chunk:
+                    conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                if last:
+                    conn.write(b"0\r\n\r\n", end=True)
+            else:
+                conn.write(chunk, end=last)
+            if last:
+                self.body_read.set()
+                return
+            await conn.drain()
+
+    async def stream(self, send: Send, length: int | None) -> None:
+        """The answer's body to the client."""
+        assert self.conn is not None
+        if self.method == "HEAD" or (length is not None and length <= READ_THROUGH):
+            # A short body is read to its end even for a client gone meanwhile.
+            await _pump(self.conn, send)
+            return
+        # The server drops what is sent after the client has gone, so watch for that: an
+        # endless origin stream (server-sent events) must not be read on for nobody.
+        pump = asyncio.ensure_future(_pump(self.conn, send))
+        gone = asyncio.ensure_future(_disconnected(self.receive, self.body_read))
+        try:
+            await asyncio.wait({pump, gone}, return_when=FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not pump.done():
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+        if not pump.cancelled():
+            pump.result()
+
+    def end(self) -> None:
+        """The connection back to the pool. The origin may have answered before it read
+        the whole body (or the client left meanwhile): the connection is then mid-request,
+        and the pool closes it."""
+        _settle(self.uploading)
+        assert self.conn is not None
+        self.pool.release(self.conn)
