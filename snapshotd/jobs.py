@@ -185,14 +185,21 @@ async def advance(
 
 
 async def _counts(store: Store, name: str) -> dict[str, int]:
-    """The site's paths per state, and under ``following`` whether a capture's links are
-    still to be queued (then the round goes on, whatever the states say)."""
-    mine = (await store.counts(name)).get(name, {})
+    """The site's paths per state, and under ``following`` whether the round is still in
+    motion whatever the states say: a capture's links still to be queued, or paths that
+    changed while this counted.
+
+    The states are read before and after the marks: a capture ends (its links marked) while
+    it is counted as processing, and its links are queued before its mark is cleared, so
+    links queued between the reads show in the second, and a round is never taken for over
+    in between."""
+    before = (await store.counts(name)).get(name, {})
     following = await store.links_due(name, captured_before=float("inf"), limit=1)
-    return {**mine, FOLLOWING: len(following)}
+    after = (await store.counts(name)).get(name, {})
+    return {**after, FOLLOWING: len(following) or int(before != after)}
 
 
-# Not a state: captures whose links are still to be queued (see _counts).
+# Not a state: a round in motion whatever the states say (see _counts).
 FOLLOWING = "following"
 
 

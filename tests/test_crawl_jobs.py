@@ -466,3 +466,44 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
         assert len(calls) == 2
     finally:
         await registry.close()
+
+
+async def test_links_queued_while_a_round_is_counted_keep_it_going(store) -> None:  # type: ignore[no-untyped-def]
+    """A capture's links are queued (then its mark cleared) between the reads that tell
+    whether the round is over: it is not over, for the API nor for the rounds."""
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), obey_robots=False)
+    registry = SiteRegistry(Settings(sites=(site,)), store)
+    await registry.open()
+    links_due = store.links_due
+    follow = True
+
+    async def captured_with_links_due() -> None:
+        nonlocal follow
+        await store.clear_site("shop")
+        await store.enqueue("shop", "/", PRIORITY_LINK)
+        assert await store.claim_path("shop", "/", "me", 60) is not None
+        assert await store.complete(
+            "shop", "/", "me", html="<a href='/next'>next</a>", status=200, headers={},
+            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, keep=False,
+            links_due=True,
+        )
+        follow = True
+
+    async def followed_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal follow
+        if follow:  # the crawler follows the links at this moment
+            follow = False
+            await store.enqueue("shop", "/next", PRIORITY_LINK)
+            await store.links_followed("shop", "/")
+        return await links_due(*args, **kwargs)
+
+    store.links_due = followed_first
+    try:
+        await captured_with_links_due()
+        assert (await status(store, registry, site))[0] != 9
+        assert not follow
+        await captured_with_links_due()
+        assert not await advance(store, registry, site)
+        assert not follow and not (await job_state(store, "shop", 0)).ended
+    finally:
+        await registry.close()
