@@ -108,7 +108,7 @@ class CaptureService:
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
-        # Sites' processed pages, counted up to their max_to_process.
+        # Sites' processed pages, for their max_to_process.
         self._processed = Tally(self.store.processed)
         self.reclaim_every = reclaim_every
         self._reclaimer: asyncio.Task[None] | None = None

@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections import deque
@@ -80,6 +81,7 @@ class Connection(asyncio.Protocol):
         self.head = head
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
+        self.length: int | None = None  # the answer's Content-Length, when it says one
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
@@ -177,9 +179,12 @@ class Connection(asyncio.Protocol):
         framed = False
         for name, value in self.headers:
             lower = name.lower()
-            if lower == b"content-length" or (
-                lower == b"transfer-encoding" and value.lower().rstrip().endswith(b"chunked")
-            ):
+            if lower == b"content-length":
+                framed = True
+                if self.length is None:
+                    with contextlib.suppress(ValueError):
+                        self.length = int(value)
+            elif lower == b"transfer-encoding" and value.lower().rstrip().endswith(b"chunked"):
                 framed = True
         self._until_close = not framed and status not in (204, 304)
 

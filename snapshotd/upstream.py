@@ -17,6 +17,7 @@ import functools
 import logging
 import re
 from asyncio import FIRST_COMPLETED
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -99,10 +100,7 @@ def _request_head(
     chunked body says so, and an ``empty`` one has ``Content-Length: 0``."""
     original_host = prior_xff = b""
     lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode("ascii"), target, authority)]
-    for k, v in _strip_hop_by_hop(scope["headers"]):
-        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
-            log.debug("header not forwarded (invalid): %r", k[:100])
-            continue
+    for k, v in _sendable(scope["headers"], "client"):
         lk = k.lower()
         if lk == b"host":
             original_host = v
@@ -139,40 +137,30 @@ class _ClientGone(Exception):
     """The client left while its request body was being sent on."""
 
 
-def _strip_hop_by_hop(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> Iterator[tuple[bytes, bytes]]:
+    """The headers that may be sent on, either way: no hop-by-hop ones (nor any the
+    ``Connection`` header names), and none the server would refuse to send."""
     named: set[bytes] = set()
     for k, v in headers:
         if k.lower() == b"connection":
             named.update(t.strip().lower() for t in v.split(b","))
-    return [
-        (k, v) for k, v in headers if (lk := k.lower()) not in HOP_BY_HOP and lk not in named
-    ]
+    for k, v in headers:
+        if (lk := k.lower()) in HOP_BY_HOP or lk in named:
+            continue
+        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
+            log.debug("%s header not sent on (invalid): %r", sender, k[:100])
+            continue
+        yield k, v
 
 
 def _response_headers(
     status: int, headers: list[tuple[bytes, bytes]]
 ) -> list[tuple[bytes, bytes]]:
-    """The origin's headers to send on: no hop-by-hop ones, none the server would refuse, and
-    no Content-Length on a 204 or 304 (which have no body here)."""
-    out = []
-    for k, v in _strip_hop_by_hop(headers):
-        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
-            log.debug("origin header not sent on (invalid): %r", k[:100])
-            continue
-        if status in (204, 304) and k.lower() == b"content-length":
-            continue
-        out.append((k, v))
-    return out
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    for k, v in headers:
-        if k.lower() == b"content-length":
-            try:
-                return int(v)
-            except ValueError:
-                return None
-    return None
+    """The origin's headers to send on (:func:`_sendable`), with no Content-Length on a 204
+    or 304 (which have no body here)."""
+    if status in (204, 304):
+        return [(k, v) for k, v in _sendable(headers, "origin") if k.lower() != b"content-length"]
+    return list(_sendable(headers, "origin"))
 
 
 async def _pump(conn: Connection, send: Send) -> None:
@@ -256,7 +244,7 @@ class Upstream:
                     "headers": _response_headers(status, headers),
                 }
             )
-            await exchange.stream(send, _content_length(headers))
+            await exchange.stream(send)
         except OriginError as exc:
             # Headers are out. The response is left unfinished, so the server drops the
             # connection and the user sees a cut-off answer rather than a whole-looking one.
@@ -357,9 +345,10 @@ class _Exchange:
                 return
             await conn.drain()
 
-    async def stream(self, send: Send, length: int | None) -> None:
+    async def stream(self, send: Send) -> None:
         """The answer's body to the client."""
         assert self.conn is not None
+        length = self.conn.length
         if self.method == "HEAD" or (length is not None and length <= READ_THROUGH):
             # A short body is read to its end even for a client gone meanwhile.
             await _pump(self.conn, send)
