@@ -26,8 +26,9 @@ import math
 import os
 import time
 import weakref
+import zlib
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -253,7 +254,7 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = sites.bots
         self.cache = SnapshotCache()
-        self._worker = str(os.getpid()).encode()
+        self._worker = (WORKER_HEADER.encode(), str(os.getpid()).encode())
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._read_snapshot: OneRead[tuple[str, str], Snapshot | None] = OneRead(self._read)
@@ -323,9 +324,9 @@ class Proxy:
             return
         await self.snapshot_request(site, path, host, headers, scope, receive, send)
 
-    async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:
         self.metrics.request("PASS")
-        await self.upstream.forward(site.origin, scope, receive, send)
+        return await self.upstream.forward(site.origin, scope, receive, send)
 
     async def snapshot_request(
         self,
@@ -344,24 +345,14 @@ class Proxy:
 
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
-        result = "BYPASS"  # what the answer becomes when this raises (fail-open)
-        status = 0
-
-        async def watched(message: MutableMapping[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
         try:
-            result = await self._answer(site, path, host, headers, scope, receive, watched)
+            result, status = await self._answer(site, path, host, headers, scope, receive, send)
         except Exception as exc:
             log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
-            if status:  # the answer had started: it can only be cut off
-                raise
             self.metrics.request("BYPASS")
-            await self.upstream.forward(
-                site.origin, scope, receive, _with_header(watched, b"x-snapshotd-cache", b"BYPASS")
+            status = await self.upstream.forward(
+                site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
             )
         finally:
             ms = round((time.monotonic() - started) * 1000)
@@ -385,9 +376,9 @@ class Proxy:
         scope: Scope,
         receive: Receive,
         send: Send,
-    ) -> str:
-        """The answer of :meth:`snapshot_request`; returns its result (``HIT``, ``STALE``,
-        ``MISS``, ``BYPASS``, ``RULE`` or ``PASS``)."""
+    ) -> tuple[str, int]:
+        """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
+        ``BYPASS``, ``RULE`` or ``PASS``) and status. What raises here has sent nothing."""
         decision = await admit(
             decide(
                 site,
@@ -404,29 +395,29 @@ class Proxy:
         if decision.kind == "redirect":
             self.metrics.request("RULE")
             location = decision.location or path
+            status = decision.status or 302
             await _send_simple(
                 send,
-                decision.status or 302,
+                status,
                 f"Redirecting to {location}\n",
                 [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
             )
-            return "RULE"
+            return "RULE", status
         if decision.kind == "status":
             self.metrics.request("RULE")
             status = decision.status or 404
             await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
-            return "RULE"
+            return "RULE", status
         if decision.kind == "ignored":
-            await self._pass(site, scope, receive, send)
-            return "PASS"
+            return "PASS", await self._pass(site, scope, receive, send)
         if decision.kind == "serve":
             assert decision.snapshot is not None
             if decision.requeue:
                 await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
                 self.cache.evict((site.name, path))
             result = "HIT" if decision.fresh else "STALE"
-            await self._send_snapshot(decision.snapshot, result, headers, scope, send)
-            return result
+            status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
+            return result, status
         refusal = decision.reason if decision.kind == "refused" else None
         if decision.kind == "capture" and self.sites.is_paused(site.name):
             refusal = "paused"
@@ -442,16 +433,15 @@ class Proxy:
                     self.new_paths.add(site.name)
                 snapshot = await self._wait_for_capture(site, path, future)
                 if snapshot is not None:
-                    await self._send_snapshot(snapshot, "MISS", headers, scope, send)
-                    return "MISS"
+                    return "MISS", await self._send_snapshot(snapshot, "MISS", headers, scope, send)
         if refusal is not None:
             self.metrics.refused.labels(refusal).inc()
             self.refusal_log(site.name, refusal, path)
         self.metrics.request("BYPASS")
-        await self.upstream.forward(
+        status = await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
         )
-        return "BYPASS"
+        return "BYPASS", status
 
     async def _wait_for_capture(
         self, site: SiteSettings, path: str, task: asyncio.Future[Any]
@@ -501,41 +491,39 @@ class Proxy:
         headers: dict[str, str],
         scope: Scope,
         send: Send,
-    ) -> None:
+    ) -> int:
+        """Send ``snapshot`` (304 when the client has it, gzipped when it accepts that);
+        the status sent. A body damaged past its first piece is cut off, and logged."""
         self.metrics.request(result)
-        out = [
-            (b"content-type", b"text/html; charset=utf-8"),
-            (b"last-modified", snapshot.last_modified.encode()),
-            (b"etag", snapshot.etag.encode()),
-            (b"vary", b"User-Agent, Accept-Encoding"),
-            (b"x-snapshotd-cache", result.encode()),
-            (WORKER_HEADER.encode(), self._worker),
-        ]
-        for name, value in snapshot.headers.items():
-            out.append((name.lower().encode("latin-1"), value.encode("latin-1", "replace")))
+        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), self._worker]
         inm = headers.get("if-none-match")
         if inm and _etag_matches(inm, snapshot.etag):
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
-            return
+            return 304
         gzipped = accepts_gzip(headers.get("accept-encoding", ""))
         if gzipped:
             out.append((b"content-encoding", b"gzip"))
         length = len(snapshot.body_gz) if gzipped else snapshot.size
-        out.append((b"content-length", str(length).encode()))
+        out.append((b"content-length", b"%d" % length))
         pieces = iter(() if scope["method"] == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped))
         # A damaged body fails here, before the answer starts, so it still fails open.
-        first = next(pieces, b"")
+        last = next(pieces, b"")
         await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
-        await _send_pieces(send, first, pieces)
-
-
-async def _send_pieces(send: Send, last: bytes, rest: Iterator[bytes]) -> None:
-    """A response body, one message per piece: each waits while the client is slow."""
-    for piece in rest:
-        await send({"type": "http.response.body", "body": last, "more_body": True})
-        last = piece
-    await send({"type": "http.response.body", "body": last})
+        try:
+            # One message per piece: each waits while the client is slow.
+            for piece in pieces:
+                await send({"type": "http.response.body", "body": last, "more_body": True})
+                last = piece
+        except (zlib.error, EOFError) as exc:
+            # The answer is left unfinished, so the server drops the connection.
+            log.warning(
+                "snapshot body damaged, answer cut off site=%s path=%s error=%s",
+                snapshot.site, snapshot.path, exc,
+            )
+            return snapshot.status
+        await send({"type": "http.response.body", "body": last})
+        return snapshot.status
 
 
 def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:

@@ -53,6 +53,8 @@ class MinuteCounters:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._counts: dict[tuple[int, str, str], int] = {}
+        # Snapshot requests by (minute, site, result, bot): one count each, split at flush.
+        self._requests: dict[tuple[int, str, str, str], int] = {}
         self._recent: deque[RecentRow] = deque(maxlen=RECENT)
         self._task: asyncio.Task[None] | None = None
         self._pruned = 0.0
@@ -66,8 +68,8 @@ class MinuteCounters:
     ) -> None:
         """A snapshot request answered (on the way of every one: kept cheap)."""
         now = self.clock()
-        self.add(site, "result:" + result, now=now)
-        self.add(site, "bot:" + bot, now=now)
+        key = (int(now // 60), site, result, bot)
+        self._requests[key] = self._requests.get(key, 0) + 1
         self._recent.append((now, site, bot, path, result, status or None, ms))
 
     async def recent_requests(self, store: Store) -> list[dict[str, Any]]:
@@ -94,6 +96,10 @@ class MinuteCounters:
 
     async def flush(self, store: Store) -> None:
         """Add what was counted since the last flush to the store."""
+        requests, self._requests = self._requests, {}
+        for (minute, site, result, bot), n in requests.items():
+            self.add(site, "result:" + result, n, now=minute * 60)
+            self.add(site, "bot:" + bot, n, now=minute * 60)
         counts, self._counts = self._counts, {}
         if not counts:
             return

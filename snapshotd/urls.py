@@ -152,6 +152,8 @@ def normalise_escapes(text: str, encoding: str = "utf-8") -> str:
     spaces, control and non-ASCII characters and a ``%`` that starts no escape encoded
     (non-ASCII characters as ``encoding`` writes them). Raises :class:`BadRequest` for text
     ``encoding`` cannot write (a lone surrogate)."""
+    if _ESCAPE_OR_UNSAFE.search(text) is None:
+        return text  # most paths: nothing to change
 
     def one(m: re.Match[str]) -> str:
         token = m.group()
@@ -247,11 +249,12 @@ def site_path_from_request(
         raw_path = normalise_escapes(raw_path, encoding)
         query = normalise_escapes(query, encoding)
     _check_component("the path", raw_path, MAX_PATH)
-    _check_component("the query", query, MAX_QUERY)
     path = _without_dot_segments(normalise_escapes(raw_path))
-    query = normalise_escapes(query)
     escaped = None
-    if has_escaped_fragment(query) or (ignore and query):
+    if query:
+        _check_component("the query", query, MAX_QUERY)
+        query = normalise_escapes(query)
+    if query and (ignore or has_escaped_fragment(query)):
         kept, removed = [], False
         for part in query.split("&"):
             name, _eq, value = part.partition("=")

@@ -12,6 +12,7 @@ import base64
 import gzip
 import hashlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -213,6 +214,45 @@ def test_a_damaged_snapshot_body_fails_open_to_the_origin(tmp_path) -> None:
             )
     assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "BYPASS"
     assert r.text == "origin"
+
+
+def test_a_snapshot_damaged_past_its_first_piece_is_cut_off_with_one_log_line(
+    tmp_path, caplog
+) -> None:
+    import logging
+    import sqlite3
+
+    db = str(tmp_path / "s.db")
+    body_gz = store_page(db, "/large", random_page(3 * 2**20))  # decompressed piece by piece
+    middle = len(body_gz) // 2
+    conn = sqlite3.connect(db)
+    with conn:
+        damaged = body_gz[:middle] + b"\xff" * 4096 + body_gz[middle + 4096 :]
+        conn.execute("UPDATE snapshots SET body_gz = ?", (damaged,))
+    conn.close()
+    with serve_asgi(origin_app) as origin:
+        settings = Settings(db=db, sites=(SiteSettings(origin=origin),))
+        app = create_app(settings, renderer=NoRender(), crawler=False)
+        with serve_asgi(app) as base, caplog.at_level(logging.INFO):
+            headers = {"User-Agent": BOT, "Accept-Encoding": "identity"}
+            with httpx.stream("GET", base + "/large", headers=headers, trust_env=False) as r:
+                assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "HIT"
+                received = 0
+                try:
+                    for piece in r.iter_raw():
+                        received += len(piece)
+                except httpx.RemoteProtocolError:
+                    pass  # the server dropped the connection: the answer is cut off
+            assert 0 < received < int(r.headers["content-length"])
+            for _ in range(100):  # the access line is written once the request has ended
+                if any(rec.name == "snapshotd.access" for rec in caplog.records):
+                    break
+                time.sleep(0.05)
+    damaged_lines = [r for r in caplog.records if "snapshot body damaged" in r.getMessage()]
+    assert len(damaged_lines) == 1 and "path=/large" in damaged_lines[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)  # no traceback
+    (access,) = [r for r in caplog.records if r.name == "snapshotd.access"]
+    assert re.search(r" /large HIT 200 \d+ms$", access.getMessage())
 
 
 def test_the_cache_bound_counts_the_html_it_keeps_decompressed() -> None:

@@ -221,6 +221,20 @@ class Snapshot:
     def last_modified(self) -> str:
         return formatdate(self.captured_at, usegmt=True)
 
+    @cached_property
+    def http_headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        """The headers every answer with this snapshot has, as sent (SPEC 3.2): made once."""
+        return (
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"last-modified", self.last_modified.encode()),
+            (b"etag", self.etag.encode()),
+            (b"vary", b"User-Agent, Accept-Encoding"),
+            *(
+                (name.lower().encode("latin-1"), value.encode("latin-1", "replace"))
+                for name, value in self.headers.items()
+            ),
+        )
+
 
 class Store(Protocol):
     """What the proxy, the crawler and the API need from storage."""
