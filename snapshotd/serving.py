@@ -24,6 +24,7 @@ import socket
 import sys
 import tempfile
 from types import FrameType
+from typing import Any
 
 from snapshotd import logs
 from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
@@ -37,6 +38,16 @@ log = logging.getLogger("snapshotd")
 
 BACKLOG = 2048
 START_FAILED = 2
+# How uvicorn runs snapshotd (and the tests' servers): writes coalesced per turn, no access
+# line or Server header of its own, and the client as it connected: X-Forwarded-* are read
+# where they are passed on (snapshotd.upstream), not by uvicorn's middleware, which put the
+# front server's X-Forwarded-For in place of the peer and so repeated the client in it.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "http": HttpProtocol,
+    "access_log": False,
+    "server_header": False,
+    "proxy_headers": False,
+}
 
 
 def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket]) -> bool:
@@ -47,11 +58,9 @@ def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket
 
     config = uvicorn.Config(
         app,
-        http=HttpProtocol,
+        **UVICORN_OPTIONS,
         log_config=None,
-        access_log=False,
         lifespan="on",
-        server_header=False,
         timeout_graceful_shutdown=5,
         backlog=BACKLOG,
     )

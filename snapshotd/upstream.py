@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ipaddress
 import logging
 import re
 from asyncio import FIRST_COMPLETED
@@ -92,13 +93,26 @@ def _origin_parts(origin: str) -> tuple[str, str, int, bytes]:
     return parts.scheme, host, port, authority.encode("ascii")
 
 
+@functools.lru_cache(maxsize=1024)  # a few front servers and schemes, on every request
+def forwarded_proto(peer: bytes, incoming: bytes, scheme: str) -> bytes:
+    """The scheme the client used, for X-Forwarded-Proto: the one a front server on this
+    host (a loopback ``peer``) says it took the request with, when ``http`` or ``https``;
+    else the scheme of the connection snapshotd took it on (SPEC 3.1)."""
+    incoming = incoming.strip().lower()
+    if incoming in (b"http", b"https"):
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(peer.decode("latin-1")).is_loopback:
+                return incoming
+    return scheme.encode("latin-1")
+
+
 def _request_head(
     method: str, target: bytes, authority: bytes, scope: Scope, chunked: bool, empty: bool
 ) -> bytes:
     """The request line and headers for the origin: the client's headers as they came,
     less hop-by-hop ones, with Host the origin's and the X-Forwarded-* headers added; a
     chunked body says so, and an ``empty`` one has ``Content-Length: 0``."""
-    original_host = prior_xff = b""
+    original_host = prior_xff = prior_proto = b""
     lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode("ascii"), target, authority)]
     for k, v in _sendable(scope["headers"], "client"):
         lk = k.lower()
@@ -106,6 +120,8 @@ def _request_head(
             original_host = v
         elif lk == b"x-forwarded-for":
             prior_xff = v
+        elif lk == b"x-forwarded-proto":
+            prior_proto = v
         if lk in _NOT_FORWARDED or (chunked and lk == b"content-length"):
             continue
         lines += (k, b": ", v, b"\r\n")
@@ -114,7 +130,7 @@ def _request_head(
         b"x-forwarded-for: ",
         prior_xff + b", " + client_host if prior_xff else client_host,
         b"\r\nx-forwarded-proto: ",
-        scope.get("scheme", "http").encode("latin-1"),
+        forwarded_proto(client_host, prior_proto, scope.get("scheme", "http")),
         b"\r\n",
     )
     if original_host:

@@ -12,6 +12,7 @@ from typing import Any
 import uvicorn
 
 from snapshotd.coalesce import HttpProtocol
+from snapshotd.serving import UVICORN_OPTIONS
 
 
 @contextmanager
@@ -21,9 +22,9 @@ def serve_asgi(
     """Run ``app`` in a thread with its own event loop; yields its base URL. ``http`` picks
     uvicorn's HTTP protocol: by default the one ``serve`` runs, else ``httptools`` or
     ``h11``."""
+    options = {**UVICORN_OPTIONS, "http": http}
     config = uvicorn.Config(
-        app, host=host, port=0, lifespan=lifespan, http=http, log_level="warning",
-        access_log=False,
+        app, host=host, port=0, lifespan=lifespan, log_level="warning", **options
     )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

@@ -13,7 +13,7 @@ import pytest
 
 from snapshotd import http1
 from snapshotd.http1 import OriginError, Pool
-from snapshotd.upstream import Upstream
+from snapshotd.upstream import Upstream, forwarded_proto
 
 # (connection number, request number on it, the request's bytes) -> bytes to answer, or None
 # to close the connection without answering.
@@ -524,3 +524,11 @@ async def test_a_target_with_a_space_or_control_character_is_not_forwarded() -> 
         await upstream.close()
     assert spaced[0] == controlled[0] == 400 and fine[0] == 200
     assert [r.split(b"\r\n")[0] for r in origin.requests] == [b"GET /a?q=1 HTTP/1.1"]
+
+
+def test_only_a_front_server_on_this_host_says_which_scheme_the_client_used() -> None:
+    assert forwarded_proto(b"127.0.0.1", b"https", "http") == b"https"
+    assert forwarded_proto(b"::1", b"HTTPS ", "http") == b"https"
+    assert forwarded_proto(b"198.51.100.7", b"https", "http") == b"http"  # anyone's say
+    assert forwarded_proto(b"127.0.0.1", b"gopher", "http") == b"http"
+    assert forwarded_proto(b"", b"https", "http") == b"http"  # a peer without an address

@@ -240,6 +240,19 @@ def test_pass_through_keeps_method_body_and_headers(env: Env) -> None:
     assert "x-snapshotd-cache" not in r.headers
 
 
+def test_a_front_servers_forwarding_headers_are_extended_not_repeated(env: Env) -> None:
+    """Behind a front server on this host (nginx's recipe): the origin sees the client, then
+    the front server, in X-Forwarded-For, and the scheme the client used at the front."""
+    fronted = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    h = env.client.get("/echo/x", headers={"User-Agent": PERSON, **fronted}).json()["headers"]
+    assert h["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"
+    assert h["x-forwarded-proto"] == "https"
+    # A made-up scheme is not passed on.
+    made_up = {"X-Forwarded-Proto": "gopher"}
+    h = env.client.get("/echo/x", headers={"User-Agent": PERSON, **made_up}).json()["headers"]
+    assert h["x-forwarded-for"] == "127.0.0.1" and h["x-forwarded-proto"] == "http"
+
+
 def test_pass_through_streams_and_static_assets_go_to_origin(env: Env) -> None:
     with env.client.stream("GET", "/stream") as r:
         chunks = list(r.iter_raw())
