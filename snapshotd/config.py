@@ -402,7 +402,18 @@ def _hosts(value: str | None) -> list[str] | None:
 
 def _origin(key: str, value: str) -> str:
     parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:  # the host as it goes into a request's Host header: valid, in ASCII
+        host = (parts.hostname or "").encode("idna").decode("ascii")
+        port = parts.port
+    except (UnicodeError, ValueError):
+        host, port = "", None
+    authority = f"[{host}]" if ":" in host else host
+    if (
+        parts.scheme not in ("http", "https")
+        or not host
+        or not valid_host(authority)
+        or port == 0
+    ):
         raise ConfigError(
             f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}"
         )

@@ -89,6 +89,11 @@ def test_origin_flag_alone_makes_a_default_site():
         ("[browser]\nconcurrency = 0", "concurrency must be at least 1"),
         ("[[site]]\nname='a'", "'origin' is required"),
         ("[[site]]\norigin='ftp://x'", "expected an http(s) URL"),
+        ("[[site]]\norigin='http://%s.test'" % ("a" * 64), "expected an http(s) URL"),
+        ("[[site]]\norigin='http://a..b.test'", "expected an http(s) URL"),
+        ("[[site]]\norigin='http://exa mple.test'", "expected an http(s) URL"),
+        ("[[site]]\norigin='http://a.test:99999'", "expected an http(s) URL"),
+        ("[[site]]\norigin='http://a.test:x'", "expected an http(s) URL"),
         ("[[site]]\norigin='http://x'\nexpire_after='7 weeks'", "expire_after"),
         ("[[site]]\norigin='http://x'\nseeds=['nope']", "must start with '/'"),
         ("[[site]]\norigin='http://x'\n[[site]]\norigin='http://y'", "two sites are named"),
@@ -107,6 +112,12 @@ def test_origin_flag_alone_makes_a_default_site():
 def test_errors_name_file_and_key(tmp_path, text, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_settings(write(tmp_path, text), env={})
+
+
+def test_an_origin_may_have_a_host_name_in_any_script_or_an_address() -> None:
+    for origin in ("http://café.test", "https://[::1]:8443", "http://127.0.0.1:3000"):
+        settings = load_settings(overrides={"origin": origin}, env={})
+        assert settings.sites[0].origin == origin
 
 
 def test_missing_file():
