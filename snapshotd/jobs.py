@@ -4,9 +4,11 @@ the console, the crawler's maintenance (which ends and starts rounds) and the no
 sent when a round ends.
 
 Invariants:
-- a job's round state (when its round started and ended, how many rounds completed, whether
-  the end was notified, when its seeds were last recrawled) is one meta row, ``job:NAME``,
-  removed with the site's paths by a restart or a delete;
+- a job's round state (when its round started and ended, how many rounds completed, when
+  its seeds were last recrawled) is one meta row, ``job:NAME``; the start of the last round
+  whose end was notified is another, ``job-notified:NAME``, claimed by one compare-and-set
+  so one process of all hosts notifies a round; both go with the site's paths by a restart
+  or a delete;
 - a round is over when nothing of the site is pending, being captured or stored with its
   links still to follow (or when ``max_to_process`` is reached); the crawler's maintenance
   records its end once, and with ``repeat`` starts the next round ``repeat`` days later,
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from snapshotd.config import SiteSettings
@@ -86,7 +88,6 @@ class JobState:
     started: float  # when the current round started
     rounds: int = 0  # rounds completed
     ended: float = 0.0  # when the current round ended; 0 while it goes on
-    notified: bool = False  # whether the current round's end was notified
     seeds_at: float = 0.0  # when seed_recrawl_frequency last queued the seeds
 
 
@@ -94,12 +95,32 @@ def _key(name: str) -> str:
     return f"job:{name}"
 
 
+def _notified_key(name: str) -> str:
+    return f"job-notified:{name}"
+
+
+async def is_notified(store: Store, name: str, state: JobState) -> bool:
+    """Whether the end of ``state``'s round was notified."""
+    return await store.get_meta(_notified_key(name)) == repr(state.started)
+
+
+async def claim_notification(store: Store, name: str, state: JobState) -> bool:
+    """Record that the end of ``state``'s round is notified; whether the caller is the one
+    to notify it (of every process and host that asks, one is, once)."""
+    key = _notified_key(name)
+    last = await store.get_meta(key)
+    if last == repr(state.started):
+        return False
+    return await store.replace_meta(key, last, repr(state.started))
+
+
 async def job_state(store: Store, name: str, created: float) -> JobState:
     """The job's round state; a job never started has its first round from ``created``."""
     raw = await store.get_meta(_key(name))
     if not raw:
         return JobState(started=created)
-    return JobState(**json.loads(raw))
+    stored = json.loads(raw)
+    return JobState(**{f.name: stored[f.name] for f in fields(JobState) if f.name in stored})
 
 
 async def save_job_state(store: Store, name: str, state: JobState) -> None:
@@ -134,7 +155,7 @@ async def start_round(store: Store, site: SiteSettings, state: JobState) -> int:
     if batch:
         queued += len(await store.enqueue_many(site.name, batch, PRIORITY_EXPIRED, force=True))
     await save_job_state(
-        store, site.name, replace(state, started=time.time(), ended=0.0, notified=False)
+        store, site.name, replace(state, started=time.time(), ended=0.0)
     )
     return queued
 
@@ -292,7 +313,7 @@ async def describe_job(
         "jobCreationTimeUTC": int(created),
         "jobCompletionTimeUTC": int(state.ended or now) if over else 0,
         "jobStatus": {"status": status, "message": message},
-        "sentJobDoneNotification": int(state.notified),
+        "sentJobDoneNotification": int(await is_notified(store, site.name, state)),
         "objectsFound": counts.get("processed", 0),
         "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
         "pageCrawlAttempts": attempts,

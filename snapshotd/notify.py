@@ -3,9 +3,10 @@ job's JSON, and a mail to its ``notify_email`` through the configured SMTP serve
 Crawlbot's way.
 
 Invariants:
-- a job's end is notified once a round: the round it ended is recorded in the store before
-  the webhook is called, so one crawler (one per host) checks at each of its maintenances
-  and the notification is not sent again after a restart of the process;
+- a job's end is notified once a round: the round is claimed in the store before the webhook
+  is called (:func:`snapshotd.jobs.claim_notification`, one compare-and-set), so of the
+  crawlers of every host, each checking at its maintenances, one sends it, and it is not
+  sent again after a restart;
 - the webhook's address is judged by the address policy like every fetch the process makes:
   only public addresses, unless ``[server] notify_private`` lets the operator's own private
   or loopback addresses through;
@@ -20,7 +21,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from email.message import EmailMessage
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -30,7 +30,7 @@ import httpx
 
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.fetch import Fetcher, Refused, describe
-from snapshotd.jobs import ROUND_OVER, describe_job, job_state, save_job_state
+from snapshotd.jobs import ROUND_OVER, claim_notification, describe_job, is_notified, job_state
 from snapshotd.sites import SiteRegistry
 from snapshotd.stats import MinuteCounters
 from snapshotd.store.base import Store
@@ -71,7 +71,7 @@ class Notifier:
                 continue
             created = self.sites.created.get(site.name, 0.0)
             state = await job_state(self.store, site.name, created)
-            if state.notified:
+            if await is_notified(self.store, site.name, state):
                 continue
             job = await describe_job(
                 self.store, site, paused=self.sites.is_paused(site.name), created=created,
@@ -79,11 +79,9 @@ class Notifier:
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue
-            # Read again: the round may have ended (and been recorded) meanwhile; and when a
-            # new round began since, the one notified is not that one.
-            now = await job_state(self.store, site.name, created)
-            if now.started == state.started:
-                await save_job_state(self.store, site.name, replace(now, notified=True))
+            # The round that was read, even when a new one began meanwhile.
+            if not await claim_notification(self.store, site.name, state):
+                continue  # notified by another process or host
             job["sentJobDoneNotification"] = 1
             sends = [self._call(site, job)] if site.notify_webhook else []
             if site.notify_email:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -19,9 +20,11 @@ from snapshotd.app import create_app
 from snapshotd.capture import CaptureService
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
-from snapshotd.jobs import DAY, advance, describe_job, job_state, start_round
+from snapshotd.jobs import DAY, advance, describe_job, is_notified, job_state, start_round
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.postgres import PostgresStore
+from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
@@ -458,7 +461,7 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
         await notifier.check()
         await asyncio.sleep(0)
         assert begun and len(calls) == 1
-        assert not (await job_state(store, "shop", 0)).notified
+        assert not await is_notified(store, "shop", await job_state(store, "shop", 0))
         await settle(store, "shop", "/", "crawled")  # the second round runs to its end
         await advance(store, registry, site)
         await notifier.check()
@@ -466,6 +469,55 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
         assert len(calls) == 2
     finally:
         await registry.close()
+
+
+async def test_two_hosts_notify_the_end_of_a_round_once(store) -> None:  # type: ignore[no-untyped-def]
+    """Each host's crawler checks for ended rounds; on one store, one of them notifies."""
+    from snapshotd.notify import Notifier
+    from snapshotd.stats import MinuteCounters
+
+    site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), obey_robots=False,
+                        notify_webhook="http://127.0.0.1:9/hook")
+    settings = Settings(sites=(site,))
+    if isinstance(store, SQLiteStore):
+        other_store: Any = SQLiteStore(store.path, clock=store.test_clock)
+    else:
+        other_store = PostgresStore(store.dsn, clock=store.test_clock, pool_size=2)
+    await other_store.open()
+    registries = [SiteRegistry(settings, store), SiteRegistry(settings, other_store)]
+    for registry in registries:
+        await registry.open()
+    try:
+        await settle(store, "shop", "/", "crawled")
+        await advance(store, registries[0], site)  # the round ends
+        calls: list[str] = []
+
+        async def call(site, job):  # type: ignore[no-untyped-def]
+            calls.append(job["roundStartTime"])
+
+        notifiers = [
+            Notifier(settings, s, r, minutes=MinuteCounters())
+            for s, r in zip((store, other_store), registries, strict=True)
+        ]
+        for notifier in notifiers:
+            notifier._call = call  # type: ignore[method-assign]
+        for _ in range(3):
+            await asyncio.gather(*(n.check() for n in notifiers))
+            await asyncio.sleep(0)
+        assert len(calls) == 1
+        state = await job_state(store, "shop", 0)
+        assert await is_notified(other_store, "shop", state)
+        await start_round(store, site, state)  # the next round is notified at its end
+        await settle(store, "shop", "/", "crawled")
+        await advance(store, registries[1], site)
+        for _ in range(3):
+            await asyncio.gather(*(n.check() for n in notifiers))
+            await asyncio.sleep(0)
+        assert len(calls) == 2 and calls[0] != calls[1]
+    finally:
+        for registry in registries:
+            await registry.close()
+        await other_store.close()
 
 
 async def test_links_queued_while_a_round_is_counted_keep_it_going(store) -> None:  # type: ignore[no-untyped-def]

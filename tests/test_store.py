@@ -249,3 +249,12 @@ async def test_a_site_behind_a_full_queue_is_claimed_at_once(store):
     assert await store.claim("w", 60, sites=["small"]) is None
     both = await store.claim("w", 60, sites=["small", "big"])
     assert (both.site, both.path) == ("big", "/0")
+
+
+async def test_replace_meta_sets_a_value_only_while_it_is_the_one_expected(store) -> None:  # type: ignore[no-untyped-def]
+    assert await store.replace_meta("k", None, "1")
+    assert not await store.replace_meta("k", None, "2")  # set already
+    assert not await store.replace_meta("k", "0", "2")  # not what it is
+    assert await store.get_meta("k") == "1"
+    assert await store.replace_meta("k", "1", "2")
+    assert await store.get_meta("k") == "2"

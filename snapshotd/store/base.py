@@ -357,6 +357,12 @@ class Store(Protocol):
 
     async def set_meta(self, key: str, value: str) -> None: ...
 
+    async def replace_meta(self, key: str, old: str | None, new: str) -> bool:
+        """Set ``key`` to ``new`` only while it is ``old`` (None: while it is unset), in one
+        statement; whether it was set. Of several processes or hosts replacing the same
+        value at once, one is."""
+        ...
+
     async def add_counters(self, rows: Sequence[tuple[int, str, str, int]]) -> None:
         """Add (minute, site, name, value) rows to the per-minute counters (store/counters)."""
         ...

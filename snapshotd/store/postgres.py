@@ -358,6 +358,19 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
             value,
         )
 
+    async def replace_meta(self, key: str, old: str | None, new: str) -> bool:
+        if old is None:
+            done = await self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                key,
+                new,
+            )
+        else:
+            done = await self._db.execute(
+                "UPDATE meta SET value = $1 WHERE key = $2 AND value = $3", new, key, old
+            )
+        return done.endswith(" 1")  # "INSERT 0 1", "UPDATE 1"
+
     async def _enqueue_one(
         self,
         conn: asyncpg.Connection,

@@ -41,6 +41,7 @@ _CLEAR = (
     "DELETE FROM counters WHERE site = {0}",
     "DELETE FROM recent_requests WHERE site = {0}",
     "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.jobs)
+    "DELETE FROM meta WHERE key = 'job-notified:' || {0}",  # the round last notified
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
 )

@@ -385,6 +385,19 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
                 (key, value),
             )
 
+    async def replace_meta(self, key: str, old: str | None, new: str) -> bool:
+        async with self._lock:
+            if old is None:
+                cursor = await self._writer.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                    (key, new),
+                )
+            else:
+                cursor = await self._writer.execute(
+                    "UPDATE meta SET value = ? WHERE key = ? AND value = ?", (new, key, old)
+                )
+            return cursor.rowcount == 1
+
     async def _enqueue_one(
         self, site: str, path: str, priority: int, hops: int, force: bool, now: float
     ) -> str:
