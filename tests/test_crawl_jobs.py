@@ -20,12 +20,21 @@ from snapshotd.app import create_app
 from snapshotd.capture import CaptureService
 from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
-from snapshotd.jobs import DAY, advance, describe_job, is_notified, job_state, start_round
+from snapshotd.jobs import (
+    DAY,
+    advance,
+    claim_notification,
+    describe_job,
+    is_notified,
+    job_state,
+    start_round,
+)
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
 from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
+from tests.conftest import drop_postgres_schema, postgres_schema
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
 from tests.test_cli import run
@@ -518,6 +527,55 @@ async def test_two_hosts_notify_the_end_of_a_round_once(store) -> None:  # type:
         for registry in registries:
             await registry.close()
         await other_store.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+async def test_a_round_notified_before_an_upgrade_is_not_notified_again(  # type: ignore[no-untyped-def]
+    engine, tmp_path, monkeypatch
+) -> None:
+    """Job rows written when a round's notification was a flag of the row keep it."""
+    from snapshotd.store import sqlite as sqlite_module
+
+    module: Any = sqlite_module
+    schema = None
+    if engine == "sqlite":
+
+        def make() -> Any:
+            return SQLiteStore(str(tmp_path / "s.db"))
+    else:
+        from snapshotd.store import postgres as module
+
+        schema, url = await postgres_schema()
+
+        def make() -> Any:
+            return PostgresStore(url, pool_size=2)
+
+    full = list(module.MIGRATIONS)
+    try:
+        monkeypatch.setattr(module, "MIGRATIONS", full[:-1])
+        old = make()
+        await old.open()
+        rows = {  # as the job rows were written then: json.dumps of the state, flag and all
+            "shop": {"started": 1764085934.1234567, "rounds": 1, "ended": 1764089534.5,
+                     "notified": True, "seeds_at": 0.0},
+            "blog": {"started": 1764085934.5, "rounds": 0, "ended": 1764089534.5,
+                     "notified": False, "seeds_at": 0.0},
+        }
+        for name, row in rows.items():
+            await old.set_meta(f"job:{name}", json.dumps(row))
+        await old.close()
+        monkeypatch.setattr(module, "MIGRATIONS", full)
+        new = make()
+        await new.open()
+        try:
+            assert await is_notified(new, "shop", await job_state(new, "shop", 0))
+            assert not await is_notified(new, "blog", await job_state(new, "blog", 0))
+            assert await claim_notification(new, "blog", await job_state(new, "blog", 0))
+        finally:
+            await new.close()
+    finally:
+        if schema is not None:
+            await drop_postgres_schema(schema)
 
 
 async def test_links_queued_while_a_round_is_counted_keep_it_going(store) -> None:  # type: ignore[no-untyped-def]

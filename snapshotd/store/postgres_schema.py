@@ -8,7 +8,7 @@ from snapshotd.store.base import CRAWLED_EXPIRY_INDEX
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.params import PRINTS_AND_PARAMS
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
-from snapshotd.store.sites import SITES_TABLE
+from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SITES_TABLE
 
 __all__ = ["MIGRATIONS"]
 
@@ -60,4 +60,5 @@ MIGRATIONS: list[str] = [
     CRAWLED_EXPIRY_INDEX,
     PRINTS_AND_PARAMS,
     POSTGRES_PATH_COUNTS,
+    POSTGRES_NOTIFIED_ROUNDS,
 ]

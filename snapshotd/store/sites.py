@@ -35,6 +35,20 @@ _PUT = (
     "ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, updated_at = {0}3 "
     "WHERE sites.settings <> excluded.settings"
 )
+# The round whose end was notified, once a flag of the job's row (``"notified": true``), is a
+# row of its own (snapshotd.jobs): the start of that round, as the job's row writes it (its
+# first key, ``{"started": 1764085934.25, ...``), so no notification is sent again.
+_NOTIFIED_ROUNDS = (
+    "INSERT INTO meta (key, value) "
+    "SELECT 'job-notified:' || substr(key, 5), substr(value, 13, {position} - 13) FROM meta "
+    "WHERE key LIKE 'job:%' AND {notified} ON CONFLICT (key) DO NOTHING"
+)
+SQLITE_NOTIFIED_ROUNDS = _NOTIFIED_ROUNDS.format(
+    position="instr(value, ',')", notified="json_extract(value, '$.notified') = 1"
+)
+POSTGRES_NOTIFIED_ROUNDS = _NOTIFIED_ROUNDS.format(
+    position="strpos(value, ',')", notified="(value::json ->> 'notified')::boolean"
+)
 # What removing a site's pages deletes, in order (snapshots go with their paths).
 _CLEAR = (
     "DELETE FROM paths WHERE site = {0}",

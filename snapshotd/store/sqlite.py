@@ -42,7 +42,7 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
     SQLITE_PATH_COUNTS,
 )
-from snapshotd.store.sites import SITES_TABLE, SQLiteSites
+from snapshotd.store.sites import SITES_TABLE, SQLITE_NOTIFIED_ROUNDS, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
 
@@ -101,6 +101,7 @@ MIGRATIONS: list[str] = [
     CRAWLED_EXPIRY_INDEX,
     PRINTS_AND_PARAMS,
     SQLITE_PATH_COUNTS,
+    SQLITE_NOTIFIED_ROUNDS,
 ]
 
 
