@@ -64,6 +64,7 @@ __all__ = [
     "Stored",
     "admit",
     "decide",
+    "decide_now",
     "is_due",
 ]
 
@@ -345,6 +346,22 @@ async def admit(gen: Generator[Question, Any, Decision], facts: Facts) -> Decisi
         question = next(gen)
         while True:
             question = gen.send(await _ANSWER[type(question)](facts, question))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def decide_now(
+    gen: Generator[Question, Any, Decision], stored: Callable[[str], Snapshot | None]
+) -> Decision | None:
+    """Run :func:`decide` to its decision when the only fact it asks is a snapshot that
+    ``stored`` has at hand; None as soon as it asks anything else or ``stored`` has not
+    the snapshot (the caller then goes the awaited way, with :func:`admit`)."""
+    try:
+        question = next(gen)
+        while True:
+            if type(question) is not Stored or (snapshot := stored(question.path)) is None:
+                return None
+            question = gen.send(snapshot)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 

@@ -2,11 +2,11 @@
 
 uvicorn writes a response's head to the socket as soon as the application starts the
 response, then each body message as it comes: two system calls, and on a local network two
-wakeups of the client, for the smallest answer. :class:`HttpProtocol` is uvicorn's httptools
-protocol with its transport wrapped in :class:`TurnWrites`, which keeps a connection's writes
-until the end of the event loop's turn and sends them in one ``writelines`` (one
-``writev``). Measured on a cache hit of a 40 KB page (docs/SCALE.md): the server's CPU per
-request falls by about a fifth, more than half of that the kernel's.
+wakeups of the client, for the smallest answer. serve's HTTP protocol
+(:class:`snapshotd.protocol.HttpProtocol`) wraps its transport in :class:`TurnWrites`, which
+keeps a connection's writes until the end of the event loop's turn and sends them in one
+``writelines`` (one ``writev``). Measured on a cache hit of a 40 KB page (docs/SCALE.md):
+the server's CPU per request falls by about a fifth, more than half of that the kernel's.
 
 Invariants:
 - bytes go out in the order they were written, and none later than the turn's end;
@@ -22,9 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-__all__ = ["HELD_MAX", "HttpProtocol", "TurnWrites"]
+__all__ = ["HELD_MAX", "TurnWrites"]
 
 # A response head and a page of the size most snapshots are, or a piece of a larger body.
 HELD_MAX = 64 * 2**10
@@ -71,10 +69,3 @@ class TurnWrites:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
 
-
-class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol writing through :class:`TurnWrites`."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.transport = TurnWrites(transport, self.loop)  # type: ignore[assignment]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 import time
 from collections import deque
@@ -33,6 +34,9 @@ import httptools
 
 __all__ = ["Connection", "OriginClosed", "OriginError", "Pool"]
 
+# What a header may not hold, by name and by value: uvicorn's own checks of what it sends.
+BAD_HEADER_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
+BAD_HEADER_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 30.0
 MAX_HEAD = 256 * 1024

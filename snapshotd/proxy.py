@@ -28,13 +28,13 @@ import time
 import weakref
 import zlib
 from collections import OrderedDict, deque
-from collections.abc import Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable, Generator, Iterator, MutableMapping
+from typing import Any, NamedTuple
 
 from starlette.types import Receive, Scope, Send
 
 from snapshotd import logs
-from snapshotd.admission import StoreFacts, admit, decide
+from snapshotd.admission import Decision, Question, StoreFacts, admit, decide, decide_now
 from snapshotd.bots import is_static_asset
 from snapshotd.capture import CaptureService
 from snapshotd.config import SiteSettings
@@ -278,51 +278,86 @@ class Proxy:
             return
         raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
-        method = scope["method"]
-        # The target's form is decided here, once, for every path outside /_snapshotd/.
+        headers = header_map(scope["headers"])
+        route = self.route(scope["method"], raw_path, query, headers)
+        if route.kind == "bot":
+            assert route.site is not None
+            await self.snapshot_request(route.site, route.path, headers, scope, receive, send)
+        elif route.kind == "pass":
+            assert route.site is not None
+            await self._pass(route.site, scope, receive, send)
+        elif route.kind == "options":
+            headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            self.metrics.request("ERROR")
+            await _send_simple(send, route.status, route.text)
+
+    def route(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> Route:
+        """Where a request for a path outside ``/_snapshotd/`` goes: the target's form, the
+        Host and the site, then pass-through or a bot's site path, decided here, once."""
         try:
             check_origin_form(raw_path)
         except BadRequest as exc:
             if method == "OPTIONS" and raw_path == "*" and not query:
-                headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
-                await send({"type": "http.response.start", "status": 200, "headers": headers_out})
-                await send({"type": "http.response.body", "body": b""})
-                return
-            self.metrics.request("ERROR")
-            await _send_simple(send, 400, f"Bad Request: {exc}\n")
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+                return Route("options")
+            return Route("error", status=400, text=f"Bad Request: {exc}\n")
         host = headers.get("host", "")
         if host and not valid_host(host):
-            self.metrics.request("ERROR")
-            await _send_simple(send, 400, "Bad Request: malformed Host header\n")
-            return
+            return Route("error", status=400, text="Bad Request: malformed Host header\n")
         site = self.sites.site_for_host(host)
         if site is None:
-            self.metrics.request("ERROR")
-            await _send_simple(send, 421, f"No site is configured for host {host!r}\n")
-            return
+            return Route("error", status=421, text=f"No site is configured for host {host!r}\n")
         if (
             method not in ("GET", "HEAD")
             or "x-snapshotd" in headers
             or is_static_asset(raw_path.split("?", 1)[0])
         ):
-            await self._pass(site, scope, receive, send)
-            return
+            return Route("pass", site)
         is_bot = self.bots[site.name](headers.get("user-agent", ""))
         if not is_bot and not has_escaped_fragment(query):
-            await self._pass(site, scope, receive, send)
-            return
+            return Route("pass", site)
         try:
             # The target's bytes, read as latin-1 above, are written as escapes of those bytes.
             path, _escaped = site_path_from_request(
                 raw_path, query, site.ignored_params, encoding="latin-1"
             )
         except BadRequest as exc:
-            self.metrics.request("ERROR")
-            await _send_simple(send, exc.status, f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n")
-            return
-        await self.snapshot_request(site, path, host, headers, scope, receive, send)
+            text = f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n"
+            return Route("error", status=exc.status, text=text)
+        return Route("bot", site, path)
+
+    def answer_at_once(
+        self, method: str, raw_path: str, query: str, raw_headers: list[tuple[bytes, bytes]]
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The whole answer to a bot's request for a fresh snapshot this process has at hand,
+        when nothing needs awaiting: its status, headers and body, the same as
+        :meth:`__call__` sends, the request counted and logged. None for any other request
+        (nothing is done then: it goes the ASGI way). Asked by serve's HTTP protocol
+        (:mod:`snapshotd.protocol`) before a request becomes an ASGI call."""
+        headers = header_map(raw_headers)
+        route = self.route(method, raw_path, query, headers)
+        if route.kind != "bot":
+            return None
+        site = route.site
+        assert site is not None
+        decision = decide_now(
+            self._decide(site, route.path, headers), lambda p: self.cache.get((site.name, p))
+        )
+        if decision is None or decision.kind != "serve" or not decision.fresh:
+            return None
+        assert decision.snapshot is not None
+        status, out, pieces = self._snapshot_answer(decision.snapshot, "HIT", headers, method)
+        try:
+            body = next(pieces, b"")
+            if next(pieces, None) is not None:
+                return None  # larger than one piece: sent piece by piece, the ASGI way
+        except (zlib.error, EOFError):
+            return None  # damaged: the ASGI way fails open to the origin
+        self.metrics.request("HIT")
+        self._log_access(site, headers, decision.path, "HIT", status, 0)
+        return status, out, body
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:
         self.metrics.request("PASS")
@@ -332,7 +367,6 @@ class Proxy:
         self,
         site: SiteSettings,
         path: str,
-        host: str,
         headers: dict[str, str],
         scope: Scope,
         receive: Receive,
@@ -347,7 +381,7 @@ class Proxy:
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
         try:
-            result, status = await self._answer(site, path, host, headers, scope, receive, send)
+            result, status = await self._answer(site, path, headers, scope, receive, send)
         except Exception as exc:
             log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
             self.metrics.request("BYPASS")
@@ -356,22 +390,33 @@ class Proxy:
             )
         finally:
             ms = round((time.monotonic() - started) * 1000)
-            bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
-            self.metrics.minutes.request(site.name, bot, path, result, status, ms)
-            logs.info(
-                access_log,
-                f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms",
-                {
-                    "bot": bot, "site": site.name, "path": path, "result": result,
-                    "status": status or None, "ms": ms,
-                },
-            )
+            self._log_access(site, headers, path, result, status, ms)
+
+    def _log_access(
+        self,
+        site: SiteSettings,
+        headers: dict[str, str],
+        path: str,
+        result: str,
+        status: int,
+        ms: int,
+    ) -> None:
+        """The access line of a bot's request, and its count in the minute counters."""
+        bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
+        self.metrics.minutes.request(site.name, bot, path, result, status, ms)
+        logs.info(
+            access_log,
+            f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms",
+            {
+                "bot": bot, "site": site.name, "path": path, "result": result,
+                "status": status or None, "ms": ms,
+            },
+        )
 
     async def _answer(
         self,
         site: SiteSettings,
         path: str,
-        host: str,
         headers: dict[str, str],
         scope: Scope,
         receive: Receive,
@@ -379,18 +424,7 @@ class Proxy:
     ) -> tuple[str, int]:
         """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
         ``BYPASS``, ``RULE`` or ``PASS``) and status. What raises here has sent nothing."""
-        decision = await admit(
-            decide(
-                site,
-                self.rules.get(site.name),
-                path,
-                source="bot",
-                now=time.time(),
-                host=host,
-                headers=headers,
-            ),
-            _BotFacts(self, site),
-        )
+        decision = await admit(self._decide(site, path, headers), _BotFacts(self, site))
         path = decision.path
         if decision.kind == "redirect":
             self.metrics.request("RULE")
@@ -443,6 +477,20 @@ class Proxy:
         )
         return "BYPASS", status
 
+    def _decide(
+        self, site: SiteSettings, path: str, headers: dict[str, str]
+    ) -> Generator[Question, Any, Decision]:
+        """Admission of a bot's request for ``path`` of ``site``, to be answered."""
+        return decide(
+            site,
+            self.rules.get(site.name),
+            path,
+            source="bot",
+            now=time.time(),
+            host=headers.get("host", ""),
+            headers=headers,
+        )
+
     async def _wait_for_capture(
         self, site: SiteSettings, path: str, task: asyncio.Future[Any]
     ) -> Snapshot | None:
@@ -492,24 +540,13 @@ class Proxy:
         scope: Scope,
         send: Send,
     ) -> int:
-        """Send ``snapshot`` (304 when the client has it, gzipped when it accepts that);
-        the status sent. A body damaged past its first piece is cut off, and logged."""
+        """Send ``snapshot`` (:meth:`_snapshot_answer`); the status sent. A body damaged past
+        its first piece is cut off, and logged."""
         self.metrics.request(result)
-        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), self._worker]
-        inm = headers.get("if-none-match")
-        if inm and _etag_matches(inm, snapshot.etag):
-            await send({"type": "http.response.start", "status": 304, "headers": out})
-            await send({"type": "http.response.body", "body": b""})
-            return 304
-        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
-        if gzipped:
-            out.append((b"content-encoding", b"gzip"))
-        length = len(snapshot.body_gz) if gzipped else snapshot.size
-        out.append((b"content-length", b"%d" % length))
-        pieces = iter(() if scope["method"] == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped))
+        status, out, pieces = self._snapshot_answer(snapshot, result, headers, scope["method"])
         # A damaged body fails here, before the answer starts, so it still fails open.
         last = next(pieces, b"")
-        await send({"type": "http.response.start", "status": snapshot.status, "headers": out})
+        await send({"type": "http.response.start", "status": status, "headers": out})
         try:
             # One message per piece: each waits while the client is slow.
             for piece in pieces:
@@ -521,9 +558,42 @@ class Proxy:
                 "snapshot body damaged, answer cut off site=%s path=%s error=%s",
                 snapshot.site, snapshot.path, exc,
             )
-            return snapshot.status
+            return status
         await send({"type": "http.response.body", "body": last})
-        return snapshot.status
+        return status
+
+    def _snapshot_answer(
+        self, snapshot: Snapshot, result: str, headers: dict[str, str], method: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], Iterator[bytes]]:
+        """The status, headers and body pieces of an answer with ``snapshot``: 304 when the
+        client has it, gzipped when it accepts that, no body for HEAD."""
+        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), self._worker]
+        inm = headers.get("if-none-match")
+        if inm and _etag_matches(inm, snapshot.etag):
+            return 304, out, iter(())
+        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
+        if gzipped:
+            out.append((b"content-encoding", b"gzip"))
+        length = len(snapshot.body_gz) if gzipped else snapshot.size
+        out.append((b"content-length", b"%d" % length))
+        pieces = () if method == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped)
+        return snapshot.status, out, iter(pieces)
+
+
+class Route(NamedTuple):
+    """Where a request goes (:meth:`Proxy.route`): ``bot`` (``site``, its ``path``),
+    ``pass`` (``site``), ``options`` (``OPTIONS *``) or ``error`` (``status``, ``text``)."""
+
+    kind: str
+    site: SiteSettings | None = None
+    path: str = ""
+    status: int = 0
+    text: str = ""
+
+
+def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """A request's headers by lower-case name, as text (latin-1: every byte kept)."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
 
 
 def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:

@@ -28,10 +28,10 @@ from typing import Any
 
 from snapshotd import logs
 from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
-from snapshotd.coalesce import HttpProtocol
 from snapshotd.config import Settings
 from snapshotd.hostlock import HostLock
 from snapshotd.metrics import share_between_processes
+from snapshotd.protocol import HttpProtocol
 from snapshotd.rewrite import RuleSet
 
 log = logging.getLogger("snapshotd")

@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 
 from starlette.types import Receive, Scope, Send
 
-from snapshotd.http1 import Connection, OriginClosed, OriginError, Pool
+from snapshotd.http1 import (
+    BAD_HEADER_NAME,
+    BAD_HEADER_VALUE,
+    Connection,
+    OriginClosed,
+    OriginError,
+    Pool,
+)
 from snapshotd.urls import BadRequest, check_origin_form
 
 log = logging.getLogger("snapshotd.upstream")
@@ -57,10 +64,7 @@ READ_THROUGH = 2**20
 _NOT_FORWARDED = frozenset(
     {b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"expect"}
 )
-# What the server refuses to send in a header (uvicorn's own checks), and what a request
-# target may not hold.
-_BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
-_BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+# What a request target may not hold.
 _BAD_TARGET = re.compile(b"[\x00-\x20\x7f]")
 # Methods whose request goes without a body and without saying so; any other says
 # Content-Length: 0 (some servers answer 411 to a POST without it).
@@ -163,7 +167,7 @@ def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> Iterator[tuple
     for k, v in headers:
         if (lk := k.lower()) in HOP_BY_HOP or lk in named:
             continue
-        if _BAD_NAME.search(k) or _BAD_VALUE.search(v):
+        if BAD_HEADER_NAME.search(k) or BAD_HEADER_VALUE.search(v):
             log.debug("%s header not sent on (invalid): %r", sender, k[:100])
             continue
         yield k, v

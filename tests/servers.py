@@ -11,18 +11,23 @@ from typing import Any
 
 import uvicorn
 
-from snapshotd.coalesce import HttpProtocol
+from snapshotd.protocol import HttpProtocol
 from snapshotd.serving import UVICORN_OPTIONS
 
 
 @contextmanager
 def serve_asgi(
-    app: Any, *, host: str = "127.0.0.1", lifespan: str = "on", http: Any = HttpProtocol
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    lifespan: str = "on",
+    http: Any = HttpProtocol,
+    **options: Any,
 ) -> Iterator[str]:
     """Run ``app`` in a thread with its own event loop; yields its base URL. ``http`` picks
     uvicorn's HTTP protocol: by default the one ``serve`` runs, else ``httptools`` or
     ``h11``."""
-    options = {**UVICORN_OPTIONS, "http": http}
+    options = {**UVICORN_OPTIONS, "http": http, **options}
     config = uvicorn.Config(
         app, host=host, port=0, lifespan=lifespan, log_level="warning", **options
     )

@@ -281,7 +281,7 @@ SERVER = """
 import asyncio, socket, sys
 import uvicorn
 from snapshotd.app import create_app
-from snapshotd.coalesce import HttpProtocol
+from snapshotd.protocol import HttpProtocol
 from snapshotd.config import Settings, SiteSettings
 
 class NoRender:

@@ -24,6 +24,7 @@ from snapshotd.api.base import PREFIX, ApiError, context, send_error
 from snapshotd.api.inputs import URL_SAFE, no_dot_segments
 from snapshotd.api.openapi import operation, param
 from snapshotd.bots import is_static_asset
+from snapshotd.proxy import header_map
 from snapshotd.urls import BadRequest, hashbang, site_path_from_request
 
 if TYPE_CHECKING:
@@ -131,15 +132,13 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
         "root_path": "",
         "headers": headers,
     }
-    header_map = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+    by_name = header_map(headers)
     assert ctx.proxy is not None and ctx.upstream is not None  # serve builds both
-    if "x-snapshotd" in header_map or is_static_asset(raw_path):
+    if "x-snapshotd" in by_name or is_static_asset(raw_path):
         ctx.metrics.request("PASS")
         await ctx.upstream.forward(site.origin, target_scope, receive, send)
         return
-    await ctx.proxy.snapshot_request(
-        site, path, parts.netloc, header_map, target_scope, receive, send
-    )
+    await ctx.proxy.snapshot_request(site, path, by_name, target_scope, receive, send)
 
 
 def _endpoint(summary: str, where: str, bad_url: str) -> RenderEndpoint:

@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from snapshotd.content import Print
+from snapshotd.http1 import BAD_HEADER_NAME, BAD_HEADER_VALUE
 
 # ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
 # patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.
@@ -223,15 +224,21 @@ class Snapshot:
 
     @cached_property
     def http_headers(self) -> tuple[tuple[bytes, bytes], ...]:
-        """The headers every answer with this snapshot has, as sent (SPEC 3.2): made once."""
+        """The headers every answer with this snapshot has, as sent (SPEC 3.2): made once.
+        A stored header no server may send (a control character in it) is left out."""
+        stored = (
+            (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+            for name, value in self.headers.items()
+        )
         return (
             (b"content-type", b"text/html; charset=utf-8"),
             (b"last-modified", self.last_modified.encode()),
             (b"etag", self.etag.encode()),
             (b"vary", b"User-Agent, Accept-Encoding"),
             *(
-                (name.lower().encode("latin-1"), value.encode("latin-1", "replace"))
-                for name, value in self.headers.items()
+                (name, value)
+                for name, value in stored
+                if not (BAD_HEADER_NAME.search(name) or BAD_HEADER_VALUE.search(value))
             ),
         )
 

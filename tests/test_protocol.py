@@ -1,0 +1,192 @@
+"""serve's HTTP protocol (``snapshotd.protocol``): a bot's cache hit is answered before it
+becomes an ASGI call, with the answer the ASGI way gives, over real sockets; pipelined
+requests keep their order, connections are kept or closed as uvicorn keeps them, and a
+client that sends without reading meets flow control."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import h11
+import httpx
+
+from snapshotd.app import create_app
+from snapshotd.config import Settings, SiteSettings
+from tests.servers import serve_asgi
+from tests.test_proxy_stream import NoRender, store_page
+
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+PERSON = "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"
+HTML = "<html><body>" + "<p>a sturdy thing</p>" * 200 + "</body></html>"
+
+
+async def origin_app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/slow":
+        await asyncio.sleep(1.5)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"origin " + scope["path"].encode()})
+
+
+class Counted:
+    """The application, its ASGI calls and its answers given at once counted; without
+    ``answer_at_once`` when ``at_once`` is false (every request the ASGI way)."""
+
+    def __init__(self, db: str, origin: str, *, at_once: bool) -> None:
+        settings = Settings(db=db, sites=(SiteSettings(origin=origin),))
+        self.app = create_app(settings, renderer=NoRender(), crawler=False)
+        self.calls = self.answered = 0
+        if at_once:
+            self.answer_at_once = self._answer_at_once
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] == "http":
+            self.calls += 1
+        await self.app(scope, receive, send)
+
+    def _answer_at_once(self, *args: Any) -> Any:
+        answer = self.app.answer_at_once(*args)
+        self.answered += answer is not None
+        return answer
+
+
+def exchange(base: str, requests: list[bytes], *, read_after: float = 0.0) -> list[Any]:
+    """Send ``requests`` in one write on one connection; the responses read back, each as
+    ``(h11.Response, body)``, then ``"closed"`` if the server closed the connection."""
+    host, port = base.removeprefix("http://").split(":")
+    out: list[Any] = []
+    with socket.socket() as sock:
+        # A small receive buffer (set before connecting, so the kernel keeps to it): what a
+        # client does not read backs up at the server soon.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.settimeout(10)
+        sock.connect((host, int(port)))
+        sender = threading.Thread(target=sock.sendall, args=(b"".join(requests),))
+        sender.start()
+        time.sleep(read_after)
+        conn = h11.Connection(h11.CLIENT)
+        response, body = None, b""
+        while len(out) < len(requests):
+            if conn.our_state is h11.IDLE:  # h11 reads an answer to a request it was told of
+                conn.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
+                conn.send(h11.EndOfMessage())
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = sock.recv(65536)
+                conn.receive_data(data)
+                if not data:
+                    break
+            elif isinstance(event, h11.Response):
+                response = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                out.append((response, body))
+                response, body = None, b""
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    break
+                conn.start_next_cycle()
+        sender.join()
+        sock.settimeout(3)
+        with contextlib.suppress(TimeoutError):  # still open
+            if sock.recv(1) == b"":
+                out.append("closed")
+    return out
+
+
+def request(path: str, agent: str = BOT, extra: str = "", version: str = "1.1") -> bytes:
+    return f"GET {path} HTTP/{version}\r\nHost: x\r\nUser-Agent: {agent}\r\n{extra}\r\n".encode()
+
+
+def test_a_hit_answered_at_once_is_the_answer_the_asgi_way_gives(tmp_path) -> None:
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", HTML)
+    with serve_asgi(origin_app) as origin:
+        fast, plain = Counted(db, origin, at_once=True), Counted(db, origin, at_once=False)
+        with serve_asgi(fast) as fast_url, serve_asgi(plain) as plain_url:
+            warm = httpx.get(fast_url + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            etag = warm.headers["etag"]
+            assert (fast.calls, fast.answered) == (1, 0)  # the first read fills the cache
+            variants = [
+                ("GET", {}),
+                ("GET", {"Accept-Encoding": "gzip"}),
+                ("HEAD", {"Accept-Encoding": "gzip"}),
+                ("GET", {"If-None-Match": etag}),
+                ("GET", {"Connection": "close"}),
+            ]
+            for method, extra in variants:
+                answers = []
+                for url in (fast_url, plain_url):
+                    r = httpx.request(
+                        method, url + "/page", headers={"User-Agent": BOT, **extra},
+                        trust_env=False,
+                    )
+                    kept = [(k, v) for k, v in r.headers.multi_items() if k != "date"]
+                    answers.append((r.status_code, kept, r.content))
+                assert answers[0] == answers[1], (method, extra)
+            # A person, a path with escapes and a path the store has not are the ASGI way's.
+            for path, agent in (("/page", PERSON), ("/p%61ge", BOT), ("/other", BOT)):
+                httpx.get(fast_url + path, headers={"User-Agent": agent}, trust_env=False)
+    assert fast.answered == len(variants)
+    assert fast.calls == 1 + 3
+    assert plain.calls == len(variants)
+
+
+def test_pipelined_requests_are_answered_in_order_and_the_connection_kept(tmp_path) -> None:
+    """A hit answered at once, then a person's request the origin takes 1.5 s with, then a
+    hit, in one write: in order; and the keep-alive timeout (1 s here) started by the first
+    answer does not cut off the second."""
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", HTML)
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True)
+        with serve_asgi(fast, timeout_keep_alive=1) as base:
+            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            got = exchange(
+                base, [request("/page"), request("/slow", PERSON), request("/page")]
+            )
+    assert [r.status_code for r, _ in got[:3]] == [200, 200, 200]
+    assert got[0][1].startswith(b"<html>") and got[2][1] == got[0][1]
+    assert got[1][1] == b"origin /slow"
+    assert got[3:] == ["closed"]  # by the keep-alive timeout, once all is answered
+    assert fast.answered == 1  # the last waited for the second: the ASGI way, in turn
+
+
+def test_http_1_0_and_connection_close_end_the_connection_after_a_hit(tmp_path) -> None:
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", HTML)
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True)
+        with serve_asgi(fast) as base:
+            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            old = exchange(base, [request("/page", version="1.0"), request("/page")])
+            close = exchange(base, [request("/page", extra="Connection: close\r\n")])
+    assert len(old) == 2 and old[0][0].status_code == 200 and old[1] == "closed"
+    assert (dict(old[0][0].headers)[b"connection"]) == b"close"
+    assert len(close) == 2 and close[0][1] == old[0][1] and close[1] == "closed"
+    assert fast.answered == 2
+
+
+def test_a_client_that_sends_without_reading_meets_flow_control(tmp_path) -> None:
+    """300 hits of a 60 KB page (18 MB) pipelined by a client that reads nothing for a
+    second: some are answered at once, until the unread answers fill the connection's
+    buffers (a few MB); the rest wait their turn the ASGI way, whose flow control stops
+    reading the client, and every answer comes back, in order."""
+    db = str(tmp_path / "s.db")
+    page = "<html><body><pre>" + os.urandom(22_000).hex() + "</pre></body></html>"
+    store_page(db, "/page", page)
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True)
+        with serve_asgi(fast) as base:
+            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            got = exchange(base, [request("/page")] * 300, read_after=1.0)
+    assert len(got) == 300 and all(r.status_code == 200 for r, _ in got)
+    assert {body for _, body in got} == {page.encode()}
+    assert 0 < fast.answered < 150 < fast.calls
