@@ -22,6 +22,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -91,14 +92,19 @@ class SnapshotdApp:
             await self.proxy(scope, receive, send)
 
     def answer_at_once(
-        self, method: str, raw_path: str, query: str, headers: list[tuple[bytes, bytes]]
+        self,
+        method: str,
+        raw_path: str,
+        query: str,
+        headers: list[tuple[bytes, bytes]],
+        scope: dict[str, Any],
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """A bot's cache hit answered before it becomes an ASGI call (serve's HTTP protocol,
         :mod:`snapshotd.protocol`); None for anything else. The API's paths, and a path with
         escapes (which may decode to one), go the ASGI way."""
         if "%" in raw_path or raw_path.startswith(API_PREFIX):
             return None
-        return self.proxy.answer_at_once(method, raw_path, query, headers)
+        return self.proxy.answer_at_once(method, raw_path, query, headers, scope)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()

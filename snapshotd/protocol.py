@@ -3,11 +3,13 @@
 - Its writes go through :class:`snapshotd.coalesce.TurnWrites` (a connection's writes of one
   turn of the event loop in one system call).
 - A request the application can answer at once is answered here, before it becomes an ASGI
-  call: when the application has ``answer_at_once(method, path, query, headers)`` and it
-  gives the answer (status, headers, body), the answer is written as uvicorn would write it
-  and no request cycle or task is made. snapshotd answers so a bot's cache hit of a page
-  sent in one piece (:meth:`snapshotd.proxy.Proxy.answer_at_once`), which is most of what
-  uvicorn's own work per request was.
+  call: when the application has ``answer_at_once(method, path, query, headers, scope)`` and
+  it gives the answer (status, headers, body), the answer is written as uvicorn would write
+  it and no request cycle or task is made. When it does not, the request goes on to it the
+  ASGI way with that ``scope``, in which it may have noted what it found. snapshotd answers
+  so a bot's cache hit of a page sent in one piece
+  (:meth:`snapshotd.proxy.Proxy.answer_at_once`), which is most of what uvicorn's own work
+  per request was.
 
 Invariants:
 - only a GET or HEAD without ``Expect: 100-continue`` or an upgrade is asked for, and only
@@ -24,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -34,8 +37,11 @@ from snapshotd.coalesce import TurnWrites
 
 __all__ = ["HttpProtocol"]
 
+log = logging.getLogger("snapshotd.protocol")
+
 AnswerAtOnce = Callable[
-    [str, str, str, list[tuple[bytes, bytes]]], tuple[int, list[tuple[bytes, bytes]], bytes] | None
+    [str, str, str, list[tuple[bytes, bytes]], dict[str, Any]],
+    tuple[int, list[tuple[bytes, bytes]], bytes] | None,
 ]
 
 
@@ -63,6 +69,10 @@ class HttpProtocol(HttpToolsProtocol):
         self.transport = TurnWrites(transport, self.loop)  # type: ignore[assignment]
 
     def on_headers_complete(self) -> None:
+        if self.transport.is_closing():
+            # Closed after an answer given at once earlier in this read (HTTP/1.0 with
+            # keep-alive asked for): like uvicorn, take no request after it.
+            return
         if (
             self._answer_at_once is not None
             and (self.cycle is None or self.cycle.response_complete)
@@ -86,12 +96,17 @@ class HttpProtocol(HttpToolsProtocol):
             url = httptools.parse_url(self.url)
         except httptools.HttpParserInvalidURLError:
             return False
-        answer = self._answer_at_once(
-            self.parser.get_method().decode("ascii"),
-            url.path.decode("latin-1"),
-            (url.query or b"").decode("latin-1"),
-            self.headers,
-        )
+        try:
+            answer = self._answer_at_once(
+                self.parser.get_method().decode("ascii"),
+                url.path.decode("latin-1"),
+                (url.query or b"").decode("latin-1"),
+                self.headers,
+                self.scope,  # type: ignore[arg-type]
+            )
+        except Exception as exc:  # the ASGI way answers it, failing open as it does
+            log.warning("answering at once failed, the request goes on error=%r", exc)
+            return False
         if answer is None:
             return False
         status, headers, body = answer

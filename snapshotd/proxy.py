@@ -70,6 +70,8 @@ _STATUS_TEXT = {
     421: "Misdirected Request",
 }
 
+# The scope key of a request's headers and route, decided by Proxy.answer_at_once.
+ROUTED = "snapshotd.route"
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
 # On snapshot answers and health checks: the pid of the worker process that answered.
@@ -276,10 +278,14 @@ class Proxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        query = scope.get("query_string", b"").decode("latin-1")
-        headers = header_map(scope["headers"])
-        route = self.route(scope["method"], raw_path, query, headers)
+        noted = scope.pop(ROUTED, None)  # by answer_at_once, which did not answer it
+        if noted is not None:
+            headers, route = noted
+        else:
+            raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            query = scope.get("query_string", b"").decode("latin-1")
+            headers = header_map(scope["headers"])
+            route = self.route(scope["method"], raw_path, query, headers)
         if route.kind == "bot":
             assert route.site is not None
             await self.snapshot_request(route.site, route.path, headers, scope, receive, send)
@@ -329,15 +335,22 @@ class Proxy:
         return Route("bot", site, path)
 
     def answer_at_once(
-        self, method: str, raw_path: str, query: str, raw_headers: list[tuple[bytes, bytes]]
+        self,
+        method: str,
+        raw_path: str,
+        query: str,
+        raw_headers: list[tuple[bytes, bytes]],
+        scope: dict[str, Any],
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """The whole answer to a bot's request for a fresh snapshot this process has at hand,
         when nothing needs awaiting: its status, headers and body, the same as
-        :meth:`__call__` sends, the request counted and logged. None for any other request
-        (nothing is done then: it goes the ASGI way). Asked by serve's HTTP protocol
+        :meth:`__call__` sends, the request counted and logged. None for any other request:
+        it goes the ASGI way then, with its ``scope`` holding the route decided here, so
+        :meth:`__call__` does not decide it again. Asked by serve's HTTP protocol
         (:mod:`snapshotd.protocol`) before a request becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.route(method, raw_path, query, headers)
+        scope[ROUTED] = (headers, route)
         if route.kind != "bot":
             return None
         site = route.site
@@ -356,7 +369,7 @@ class Proxy:
         except (zlib.error, EOFError):
             return None  # damaged: the ASGI way fails open to the origin
         self.metrics.request("HIT")
-        self._log_access(site, headers, decision.path, "HIT", status, 0)
+        self._log_access(site, headers, route.path, "HIT", status, 0)  # as asked, as ever
         return status, out, body
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:

@@ -18,6 +18,7 @@ import httpx
 
 from snapshotd.app import create_app
 from snapshotd.config import Settings, SiteSettings
+from snapshotd.rewrite import parse_rules
 from tests.servers import serve_asgi
 from tests.test_proxy_stream import NoRender, store_page
 
@@ -26,9 +27,13 @@ PERSON = "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"
 HTML = "<html><body>" + "<p>a sturdy thing</p>" * 200 + "</body></html>"
 
 
+ORIGIN_SAW: list[str] = []  # the requests the origin was asked, "METHOD /path"
+
+
 async def origin_app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
     if scope["type"] != "http":
         return
+    ORIGIN_SAW.append(f"{scope['method']} {scope['path']}")
     if scope["path"] == "/slow":
         await asyncio.sleep(1.5)
     await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -39,10 +44,12 @@ class Counted:
     """The application, its ASGI calls and its answers given at once counted; without
     ``answer_at_once`` when ``at_once`` is false (every request the ASGI way)."""
 
-    def __init__(self, db: str, origin: str, *, at_once: bool) -> None:
+    def __init__(self, db: str, origin: str, *, at_once: bool, rules: str = "") -> None:
         settings = Settings(db=db, sites=(SiteSettings(origin=origin),))
-        self.app = create_app(settings, renderer=NoRender(), crawler=False)
+        ruleset = {"default": parse_rules(rules)} if rules else None
+        self.app = create_app(settings, renderer=NoRender(), crawler=False, rules=ruleset)
         self.calls = self.answered = 0
+        self.fail = False
         if at_once:
             self.answer_at_once = self._answer_at_once
 
@@ -52,6 +59,8 @@ class Counted:
         await self.app(scope, receive, send)
 
     def _answer_at_once(self, *args: Any) -> Any:
+        if self.fail:
+            raise RuntimeError("a fault")
         answer = self.app.answer_at_once(*args)
         self.answered += answer is not None
         return answer
@@ -101,8 +110,12 @@ def exchange(base: str, requests: list[bytes], *, read_after: float = 0.0) -> li
     return out
 
 
-def request(path: str, agent: str = BOT, extra: str = "", version: str = "1.1") -> bytes:
-    return f"GET {path} HTTP/{version}\r\nHost: x\r\nUser-Agent: {agent}\r\n{extra}\r\n".encode()
+def request(
+    path: str, agent: str = BOT, extra: str = "", version: str = "1.1", method: str = "GET"
+) -> bytes:
+    return (
+        f"{method} {path} HTTP/{version}\r\nHost: x\r\nUser-Agent: {agent}\r\n{extra}\r\n"
+    ).encode()
 
 
 def test_a_hit_answered_at_once_is_the_answer_the_asgi_way_gives(tmp_path) -> None:
@@ -190,3 +203,57 @@ def test_a_client_that_sends_without_reading_meets_flow_control(tmp_path) -> Non
     assert len(got) == 300 and all(r.status_code == 200 for r, _ in got)
     assert {body for _, body in got} == {page.encode()}
     assert 0 < fast.answered < 150 < fast.calls
+
+
+def test_nothing_after_a_closing_answer_is_taken_nor_passed_to_the_origin(tmp_path) -> None:
+    """HTTP/1.0 asking for keep-alive: uvicorn closes the connection after the answer; the
+    requests sent behind it in the same write are neither answered nor forwarded."""
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", HTML)
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True)
+        with serve_asgi(fast) as base:
+            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            ORIGIN_SAW.clear()
+            got = exchange(base, [
+                request("/page", version="1.0", extra="Connection: keep-alive\r\n"),
+                request("/page"),
+                request("/order", PERSON, "Content-Length: 3\r\n", method="POST") + b"abc",
+            ])
+            time.sleep(0.3)
+    assert len(got) == 2 and got[0][0].status_code == 200 and got[1] == "closed"
+    assert fast.answered == 1 and ORIGIN_SAW == []
+
+
+def test_a_rewritten_path_is_logged_as_asked_and_a_fault_goes_the_asgi_way(
+    tmp_path, caplog
+) -> None:
+    import logging
+
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", HTML)
+    rules = "RewriteEngine On\nRewriteRule ^/old$ /page"
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True, rules=rules)
+        plain = Counted(db, origin, at_once=False, rules=rules)
+        with (
+            serve_asgi(fast) as fast_url,
+            serve_asgi(plain) as plain_url,
+            caplog.at_level(logging.INFO),
+        ):
+            lines = []
+            for url in (fast_url, plain_url):
+                httpx.get(url + "/old", headers={"User-Agent": BOT}, trust_env=False)
+                caplog.clear()
+                r = httpx.get(url + "/old", headers={"User-Agent": BOT}, trust_env=False)
+                assert r.headers["x-snapshotd-cache"] == "HIT"
+                lines += [r.getMessage() for r in caplog.records if r.name == "snapshotd.access"]
+            assert fast.answered == 1
+            assert [line.rsplit(" ", 1)[0] for line in lines] == [
+                "Googlebot default /old HIT 200"
+            ] * 2
+            fast.fail = True
+            caplog.clear()
+            r = httpx.get(fast_url + "/old", headers={"User-Agent": BOT}, trust_env=False)
+            assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "HIT"
+            assert any("answering at once failed" in m for m in caplog.messages)
