@@ -85,8 +85,7 @@ class SnapshotdApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        path = scope.get("path", "")
-        if path == API_PREFIX or path.startswith(API_PREFIX + "/"):
+        if _is_api(scope.get("path", "")):
             await self.api(scope, receive, send)
         else:
             await self.proxy(scope, receive, send)
@@ -101,8 +100,8 @@ class SnapshotdApp:
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """A bot's cache hit answered before it becomes an ASGI call (serve's HTTP protocol,
         :mod:`snapshotd.protocol`); None for anything else. The API's paths, and a path with
-        escapes (which may decode to one), go the ASGI way."""
-        if "%" in raw_path or raw_path.startswith(API_PREFIX):
+        escapes (which may decode to one of them), go the ASGI way."""
+        if "%" in raw_path or _is_api(raw_path):
             return None
         return self.proxy.answer_at_once(method, raw_path, query, headers, scope)
 
@@ -124,6 +123,11 @@ class SnapshotdApp:
             await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
             return
         await send({"type": "lifespan.shutdown.complete"})
+
+
+def _is_api(path: str) -> bool:
+    """Whether a request's path (decoded) is the API's, ``/_snapshotd/...``."""
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
 
 
 def create_app(
