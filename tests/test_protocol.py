@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import h11
@@ -118,6 +119,19 @@ def request(
     ).encode()
 
 
+@contextlib.contextmanager
+def hit_server(tmp_path: Any, page: str = HTML, **options: Any) -> Iterator[tuple[str, Counted]]:
+    """A server answering at once, ``page`` stored as the snapshot of ``/page`` and read
+    into its cache by a first bot request; yields its URL and its counts."""
+    db = str(tmp_path / "s.db")
+    store_page(db, "/page", page)
+    with serve_asgi(origin_app) as origin:
+        fast = Counted(db, origin, at_once=True)
+        with serve_asgi(fast, **options) as base:
+            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+            yield base, fast
+
+
 def test_a_hit_answered_at_once_is_the_answer_the_asgi_way_gives(tmp_path) -> None:
     db = str(tmp_path / "s.db")
     store_page(db, "/page", HTML)
@@ -156,15 +170,10 @@ def test_pipelined_requests_are_answered_in_order_and_the_connection_kept(tmp_pa
     """A hit answered at once, then a person's request the origin takes 1.5 s with, then a
     hit, in one write: in order; and the keep-alive timeout (1 s here) started by the first
     answer does not cut off the second."""
-    db = str(tmp_path / "s.db")
-    store_page(db, "/page", HTML)
-    with serve_asgi(origin_app) as origin:
-        fast = Counted(db, origin, at_once=True)
-        with serve_asgi(fast, timeout_keep_alive=1) as base:
-            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
-            got = exchange(
-                base, [request("/page"), request("/slow", PERSON), request("/page")]
-            )
+    with hit_server(tmp_path, timeout_keep_alive=1) as (base, fast):
+        got = exchange(
+            base, [request("/page"), request("/slow", PERSON), request("/page")]
+        )
     assert [r.status_code for r, _ in got[:3]] == [200, 200, 200]
     assert got[0][1].startswith(b"<html>") and got[2][1] == got[0][1]
     assert got[1][1] == b"origin /slow"
@@ -173,14 +182,9 @@ def test_pipelined_requests_are_answered_in_order_and_the_connection_kept(tmp_pa
 
 
 def test_http_1_0_and_connection_close_end_the_connection_after_a_hit(tmp_path) -> None:
-    db = str(tmp_path / "s.db")
-    store_page(db, "/page", HTML)
-    with serve_asgi(origin_app) as origin:
-        fast = Counted(db, origin, at_once=True)
-        with serve_asgi(fast) as base:
-            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
-            old = exchange(base, [request("/page", version="1.0"), request("/page")])
-            close = exchange(base, [request("/page", extra="Connection: close\r\n")])
+    with hit_server(tmp_path) as (base, fast):
+        old = exchange(base, [request("/page", version="1.0"), request("/page")])
+        close = exchange(base, [request("/page", extra="Connection: close\r\n")])
     assert len(old) == 2 and old[0][0].status_code == 200 and old[1] == "closed"
     assert (dict(old[0][0].headers)[b"connection"]) == b"close"
     assert len(close) == 2 and close[0][1] == old[0][1] and close[1] == "closed"
@@ -192,14 +196,9 @@ def test_a_client_that_sends_without_reading_meets_flow_control(tmp_path) -> Non
     second: some are answered at once, until the unread answers fill the connection's
     buffers (a few MB); the rest wait their turn the ASGI way, whose flow control stops
     reading the client, and every answer comes back, in order."""
-    db = str(tmp_path / "s.db")
     page = "<html><body><pre>" + os.urandom(22_000).hex() + "</pre></body></html>"
-    store_page(db, "/page", page)
-    with serve_asgi(origin_app) as origin:
-        fast = Counted(db, origin, at_once=True)
-        with serve_asgi(fast) as base:
-            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
-            got = exchange(base, [request("/page")] * 300, read_after=1.0)
+    with hit_server(tmp_path, page) as (base, fast):
+        got = exchange(base, [request("/page")] * 300, read_after=1.0)
     assert len(got) == 300 and all(r.status_code == 200 for r, _ in got)
     assert {body for _, body in got} == {page.encode()}
     assert 0 < fast.answered < 150 < fast.calls
@@ -208,19 +207,14 @@ def test_a_client_that_sends_without_reading_meets_flow_control(tmp_path) -> Non
 def test_nothing_after_a_closing_answer_is_taken_nor_passed_to_the_origin(tmp_path) -> None:
     """HTTP/1.0 asking for keep-alive: uvicorn closes the connection after the answer; the
     requests sent behind it in the same write are neither answered nor forwarded."""
-    db = str(tmp_path / "s.db")
-    store_page(db, "/page", HTML)
-    with serve_asgi(origin_app) as origin:
-        fast = Counted(db, origin, at_once=True)
-        with serve_asgi(fast) as base:
-            httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
-            ORIGIN_SAW.clear()
-            got = exchange(base, [
-                request("/page", version="1.0", extra="Connection: keep-alive\r\n"),
-                request("/page"),
-                request("/order", PERSON, "Content-Length: 3\r\n", method="POST") + b"abc",
-            ])
-            time.sleep(0.3)
+    with hit_server(tmp_path) as (base, fast):
+        ORIGIN_SAW.clear()
+        got = exchange(base, [
+            request("/page", version="1.0", extra="Connection: keep-alive\r\n"),
+            request("/page"),
+            request("/order", PERSON, "Content-Length: 3\r\n", method="POST") + b"abc",
+        ])
+        time.sleep(0.3)
     assert len(got) == 2 and got[0][0].status_code == 200 and got[1] == "closed"
     assert fast.answered == 1 and ORIGIN_SAW == []
 
