@@ -23,6 +23,7 @@ from snapshotd.urls import (
     TRACKING_WORD,
     BadRequest,
     IgnoredParams,
+    origin_parts,
     site_path_from_url,
     valid_host,
 )
@@ -402,17 +403,14 @@ def _hosts(value: str | None) -> list[str] | None:
 
 def _origin(key: str, value: str) -> str:
     parts = urlsplit(value)
-    try:  # the host as it goes into a request's Host header: valid, in ASCII
-        host = (parts.hostname or "").encode("idna").decode("ascii")
-        port = parts.port
-    except (UnicodeError, ValueError):
-        host, port = "", None
-    authority = f"[{host}]" if ":" in host else host
+    try:  # the Host header the pass-through writes for it must be a valid one
+        authority = origin_parts(value)[3].decode("ascii")
+    except ValueError:
+        authority = ""
     if (
         parts.scheme not in ("http", "https")
-        or not host
         or not valid_host(authority)
-        or port == 0
+        or parts.port == 0  # read once the authority held a valid port
     ):
         raise ConfigError(
             f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}"

@@ -20,7 +20,6 @@ import re
 from asyncio import FIRST_COMPLETED
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.types import Receive, Scope, Send
 
@@ -32,7 +31,7 @@ from snapshotd.http1 import (
     OriginError,
     Pool,
 )
-from snapshotd.urls import BadRequest, check_origin_form
+from snapshotd.urls import BadRequest, check_origin_form, origin_parts
 
 log = logging.getLogger("snapshotd.upstream")
 
@@ -83,18 +82,6 @@ async def send_text(
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-@functools.lru_cache(maxsize=256)
-def _origin_parts(origin: str) -> tuple[str, str, int, bytes]:
-    """The scheme, host (ASCII, no brackets), port and Host header of an origin URL."""
-    parts = urlsplit(origin)
-    host = (parts.hostname or "").encode("idna").decode("ascii")
-    authority = f"[{host}]" if ":" in host else host
-    if parts.port:
-        authority += f":{parts.port}"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, host, port, authority.encode("ascii")
 
 
 @functools.lru_cache(maxsize=1024)  # a few front servers and schemes, on every request
@@ -286,7 +273,7 @@ class _Exchange:
     ) -> None:
         self.pool = pool
         self.receive = receive
-        self.scheme, self.host, self.port, authority = _origin_parts(origin)
+        self.scheme, self.host, self.port, authority = origin_parts(origin)
         self.method: str = scope["method"]
         self.has_body = self.chunked = False
         for k, _ in scope["headers"]:

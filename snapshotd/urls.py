@@ -128,6 +128,20 @@ def valid_host(host: str) -> bool:
     return len(host) <= 255 and bool(_HOST.match(host))
 
 
+@functools.lru_cache(maxsize=256)
+def origin_parts(origin: str) -> tuple[str, str, int, bytes]:
+    """The scheme, host (ASCII, no brackets), port and Host header of an origin URL, as the
+    pass-through connects and writes them; raises ValueError (UnicodeError for a host IDNA
+    cannot write, as for a label over 63 characters) when one cannot be."""
+    parts = urlsplit(origin)
+    host = (parts.hostname or "").encode("idna").decode("ascii")
+    authority = f"[{host}]" if ":" in host else host
+    if parts.port:
+        authority += f":{parts.port}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, host, port, authority.encode("ascii")
+
+
 def _check_component(name: str, raw: str, limit: int) -> None:
     if len(raw) > limit:
         raise BadRequest(f"{name} is longer than {limit} characters", 414)
