@@ -54,7 +54,6 @@ class _Answered:
     """The request cycle of a request answered at once: complete, as uvicorn checks."""
 
     response_complete = True
-    keep_alive = True
     message_event = asyncio.Event()  # set when the connection is lost; nothing waits on it
 
 
