@@ -31,6 +31,7 @@ from snapshotd.api import create_api
 from snapshotd.config import Settings
 from snapshotd.hostlock import HostLock
 from snapshotd.proxy import Proxy
+from snapshotd.relay import Relay
 from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.services import Services, build_services
@@ -97,10 +98,11 @@ class SnapshotdApp:
         query: str,
         headers: list[tuple[bytes, bytes]],
         scope: dict[str, Any],
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
-        """A bot's cache hit answered before it becomes an ASGI call (serve's HTTP protocol,
-        :mod:`snapshotd.protocol`); None for anything else. The API's paths, and a path with
-        escapes (which may decode to one of them), go the ASGI way."""
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None:
+        """A bot's cache hit answered, or a person's GET passed through, before it becomes
+        an ASGI call (serve's HTTP protocol, :mod:`snapshotd.protocol`); None for anything
+        else. The API's paths, and a path with escapes (which may decode to one of them), go
+        the ASGI way."""
         if "%" in raw_path or _is_api(raw_path):
             return None
         return self.proxy.answer_at_once(method, raw_path, query, headers, scope)

@@ -29,6 +29,7 @@ import re
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 
 import httptools
 
@@ -76,6 +77,8 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._drain: asyncio.Future[None] | None = None
+        # Called instead of waking a waiter, when a relay (callbacks, no awaiting) reads.
+        self.listener: Callable[[], None] | None = None
         self._error: OriginError | None = None
         self._paused = False
         self.begin()
@@ -168,6 +171,9 @@ class Connection(asyncio.Protocol):
         if status == 101:
             self._fail("the origin switched protocols")
             raise self._error  # type: ignore[misc]  # stops the parser
+        if status > 599:
+            self._fail(f"the origin answered with status {status}")
+            raise self._error  # type: ignore[misc]  # stops the parser
         if status < 200:
             # An interim answer (103 Early Hints, an unasked 100): the real one follows.
             self.headers = []
@@ -224,10 +230,13 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
+        if self.listener is not None:
+            self.listener()
+        elif self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    def _time_out(self) -> None:
+    def time_out(self) -> None:
+        """Give up on the origin: it sent or took nothing for :data:`READ_TIMEOUT`."""
         self._fail(f"the origin sent or took nothing for {READ_TIMEOUT:g} s")
         self._wake()
 
@@ -248,7 +257,7 @@ class Connection(asyncio.Protocol):
             self._waiter = None
 
     def _arm(self) -> None:
-        self._timer = self.loop.call_later(READ_TIMEOUT, self._time_out)
+        self._timer = self.loop.call_later(READ_TIMEOUT, self.time_out)
 
     def write(self, data: bytes, end: bool = False) -> None:
         """Write a piece of the request; ``end`` for its last."""
@@ -263,7 +272,7 @@ class Connection(asyncio.Protocol):
     async def drain(self) -> None:
         """Until the origin has taken enough of what was written."""
         if self._drain is not None:
-            timer = self.loop.call_later(READ_TIMEOUT, self._time_out)
+            timer = self.loop.call_later(READ_TIMEOUT, self.time_out)
             try:
                 await self._drain
             finally:
@@ -271,26 +280,40 @@ class Connection(asyncio.Protocol):
         if self.closed:
             raise self._error or OriginError("the origin closed the connection")
 
+    def head_ready(self) -> bool:
+        """Whether the answer's status and headers are in (:attr:`status`, :attr:`headers`);
+        raises when they never will be."""
+        if self.headers_done:
+            return True
+        if self._error is not None:
+            raise self._error
+        if self.closed:
+            raise OriginClosed("the origin closed the connection")
+        return False
+
     async def response(self) -> tuple[int, list[tuple[bytes, bytes]]]:
         """The answer's status and header lines, as sent."""
-        while not self.headers_done:
-            if self._error is not None:
-                raise self._error
-            if self.closed:
-                raise OriginClosed("the origin closed the connection")
+        while not self.head_ready():
             await self._wait()
         return self.status, self.headers
 
     async def read(self) -> bytes:
         """The next piece of the answer's body: all that is held, or ``b""`` at its end."""
-        while not self._chunks:
+        while (data := self.take()) is None:
+            await self._wait()
+        return data
+
+    def take(self) -> bytes | None:
+        """All that is held of the answer's body, ``b""`` at its end, or None when nothing
+        is held yet; raises when the answer broke off."""
+        if not self._chunks:
             if self.complete:
                 return b""
             if self._error is not None:
                 raise self._error
             if self.closed:
                 raise OriginError("the origin closed the connection mid-answer")
-            await self._wait()
+            return None
         data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._held = 0
@@ -338,15 +361,10 @@ class Pool:
     async def connect(self, scheme: str, host: str, port: int, fresh: bool = False) -> Connection:
         """A connection to the origin (``host`` without brackets): an idle one when there is
         one, unless ``fresh``, else a new one."""
+        kept = None if fresh else self.idle(scheme, host, port)
+        if kept is not None:
+            return kept
         key = f"{scheme}://{host}:{port}"
-        idle = None if fresh else self._idle.get(key)
-        if idle:
-            _drop_stale(idle, time.monotonic())
-            while idle:
-                conn = idle.pop()
-                if not conn.closed:
-                    conn.used = True
-                    return conn
         loop = asyncio.get_running_loop()
         tls = self._tls() if scheme == "https" else None
         try:
@@ -363,6 +381,18 @@ class Pool:
             raise OriginError(f"cannot connect: {exc.strerror or exc}") from None
         self.opened += 1
         return conn
+
+    def idle(self, scheme: str, host: str, port: int) -> Connection | None:
+        """An idle connection to the origin, if there is one."""
+        idle = self._idle.get(f"{scheme}://{host}:{port}")
+        if idle:
+            _drop_stale(idle, time.monotonic())
+            while idle:
+                conn = idle.pop()
+                if not conn.closed:
+                    conn.used = True
+                    return conn
+        return None
 
     def release(self, conn: Connection) -> None:
         """Take back a connection after its exchange: kept when it can serve another."""

@@ -34,6 +34,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from snapshotd.coalesce import TurnWrites
+from snapshotd.relay import Relay
 
 __all__ = ["HttpProtocol"]
 
@@ -46,7 +47,7 @@ JOIN_MAX = 16 * 2**10
 
 AnswerAtOnce = Callable[
     [str, str, str, list[tuple[bytes, bytes]], dict[str, Any]],
-    tuple[int, list[tuple[bytes, bytes]], bytes] | None,
+    tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None,
 ]
 
 
@@ -72,11 +73,24 @@ class HttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self.transport = TurnWrites(transport, self.loop)  # type: ignore[assignment]
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(self.cycle, _Relaying) and not self.cycle.response_complete:
+            self.cycle.relay.abort()
+        super().connection_lost(exc)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if isinstance(self.cycle, _Relaying) and not self.cycle.response_complete:
+            self.cycle.relay.resume()
+
     def on_headers_complete(self) -> None:
         if self.transport.is_closing():
             # Closed after an answer given at once earlier in this read (HTTP/1.0 with
             # keep-alive asked for): like uvicorn, take no request after it.
             return
+        # An answer given at once earlier in the same read may have started the keep-alive
+        # timer: this request is under way now.
+        self._unset_keepalive_if_required()
         if (
             self._answer_at_once is not None
             and (self.cycle is None or self.cycle.response_complete)
@@ -87,22 +101,20 @@ class HttpProtocol(HttpToolsProtocol):
             and self._answered()
         ):
             return
-        # An answer given at once earlier in the same read may have started the keep-alive
-        # timer: this request is under way now.
-        self._unset_keepalive_if_required()
         super().on_headers_complete()
 
     def _answered(self) -> bool:
         """Whether the request was answered at once (written, the connection kept or
-        closing); nothing is done when not."""
+        closing) or is being passed through by a relay; nothing is done when not."""
         assert self._answer_at_once is not None
         try:
             url = httptools.parse_url(self.url)
         except httptools.HttpParserInvalidURLError:
             return False
+        method = self.parser.get_method().decode("ascii")
         try:
             answer = self._answer_at_once(
-                self.parser.get_method().decode("ascii"),
+                method,
                 url.path.decode("latin-1"),
                 (url.query or b"").decode("latin-1"),
                 self.headers,
@@ -113,14 +125,13 @@ class HttpProtocol(HttpToolsProtocol):
             return False
         if answer is None:
             return False
-        status, headers, body = answer
         keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
-        head = [STATUS_LINE[status]]
-        for name, value in (*self.server_state.default_headers, *headers):
-            head += (name, b": ", value, b"\r\n")
-        if not keep_alive:
-            head.append(b"connection: close\r\n")
-        head.append(b"\r\n")
+        if isinstance(answer, Relay):
+            self.cycle = cycle = _Relaying(self, answer, method, keep_alive)  # type: ignore[assignment]
+            answer.start(cycle)
+            return True
+        status, headers, body = answer
+        head, _ = self._head(status, headers, method, keep_alive)
         if len(body) <= JOIN_MAX:
             head.append(body)
             self.transport.write(b"".join(head))
@@ -128,9 +139,82 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.write(b"".join(head))
             self.transport.write(body)
         self.cycle = _ANSWERED  # type: ignore[assignment]
+        self._complete(keep_alive)
+        return True
+
+    def _head(
+        self, status: int, headers: list[tuple[bytes, bytes]], method: str, keep_alive: bool
+    ) -> tuple[list[bytes], int | None]:
+        """An answer's status line and headers, as uvicorn's ``send`` writes them, and the
+        length of its body (None: chunked, which the head then says)."""
+        head = [STATUS_LINE[status]]
+        length = None
+        for name, value in (*self.server_state.default_headers, *headers):
+            name = name.lower()
+            if name == b"content-length" and length is None:
+                length = int(value)
+            head += (name, b": ", value, b"\r\n")
+        if not keep_alive:
+            head.append(b"connection: close\r\n")
+        if length is None and (method == "HEAD" or status in (204, 304)):
+            length = 0
+        elif length is None:
+            head.append(b"transfer-encoding: chunked\r\n")
+        head.append(b"\r\n")
+        return head, length
+
+    def _complete(self, keep_alive: bool) -> None:
+        """An answer given at once, or by a relay, is whole: the connection waits for the
+        next request, or closes."""
         if keep_alive:
             self.on_response_complete()
         else:
             self.server_state.total_requests += 1
             self.transport.close()
-        return True
+
+
+class _Relaying:
+    """The request cycle of a request a :class:`Relay` passes through: uvicorn's protocol
+    reads and sets the attributes of a cycle on it (``keep_alive`` is unset by a shutdown),
+    and the relay writes the answer through it (:class:`snapshotd.relay.Client`)."""
+
+    message_event = _ANSWERED.message_event
+    more_body = True
+    disconnected = False
+
+    def __init__(self, protocol: HttpProtocol, relay: Relay, method: str, keep_alive: bool):
+        self.protocol = protocol
+        self.relay = relay
+        self.method = method
+        self.keep_alive = keep_alive
+        self.response_complete = False
+        self.left: int | None = 0  # of the body to write; None: chunked
+
+    @property
+    def paused(self) -> bool:
+        return self.protocol.flow.write_paused
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        head, self.left = self.protocol._head(status, headers, self.method, self.keep_alive)
+        self.protocol.transport.write(b"".join(head))
+
+    def body(self, data: bytes) -> None:
+        if self.method == "HEAD":
+            return
+        if self.left is None:
+            self.protocol.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+        else:
+            self.left -= len(data)
+            self.protocol.transport.write(data)
+
+    def end(self) -> None:
+        if self.left is None:
+            self.protocol.transport.write(b"0\r\n\r\n")
+        elif self.left and self.method != "HEAD":
+            self.cut_off()  # not the length its head said: not a whole answer
+            return
+        self.response_complete = True
+        self.protocol._complete(self.keep_alive)
+
+    def cut_off(self) -> None:
+        self.protocol.transport.close()

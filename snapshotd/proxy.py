@@ -40,6 +40,7 @@ from snapshotd.capture import CaptureService
 from snapshotd.config import SiteSettings
 from snapshotd.metrics import Metrics
 from snapshotd.oneread import OneRead
+from snapshotd.relay import Relay
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
@@ -47,7 +48,7 @@ from snapshotd.store.base import (
     Store,
 )
 from snapshotd.tally import Tally
-from snapshotd.upstream import Upstream
+from snapshotd.upstream import Upstream, request_target
 from snapshotd.upstream import send_text as _send_simple
 from snapshotd.urls import (
     BadRequest,
@@ -341,19 +342,31 @@ class Proxy:
         query: str,
         raw_headers: list[tuple[bytes, bytes]],
         scope: dict[str, Any],
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
-        """The whole answer to a bot's request for a fresh snapshot this process has at hand,
-        when nothing needs awaiting: its status, headers and body, the same as
-        :meth:`__call__` sends, the request counted and logged. None for any other request:
-        it goes the ASGI way then, with its ``scope`` holding the route decided here, so
-        :meth:`__call__` does not decide it again. Asked by serve's HTTP protocol
-        (:mod:`snapshotd.protocol`) before a request becomes an ASGI call."""
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None:
+        """A GET or HEAD answered without an ASGI call, when nothing needs awaiting: for a
+        bot's request for a fresh snapshot this process has at hand, the whole answer (its
+        status, headers and body, the same as :meth:`__call__` sends, the request counted
+        and logged); for a request without a body passed through, the :class:`Relay` that
+        passes it. None for any other request: it goes the ASGI way then, with its
+        ``scope`` holding the route decided here, so :meth:`__call__` does not decide it
+        again. Asked by serve's HTTP protocol (:mod:`snapshotd.protocol`) before a request
+        becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.route(method, raw_path, query, headers)
         scope[ROUTED] = (headers, route)
+        site = route.site
+        if route.kind == "pass":
+            assert site is not None
+            if "content-length" in headers or "transfer-encoding" in headers:
+                return None
+            try:
+                target = request_target(raw_path.encode("latin-1"), query.encode("latin-1"))
+            except BadRequest:
+                return None  # the ASGI way refuses it, and says why
+            self.metrics.request("PASS")
+            return Relay(self.upstream.pool, site.origin, method, target, scope)
         if route.kind != "bot":
             return None
-        site = route.site
         assert site is not None
         decision = decide_now(
             self._decide(site, route.path, headers), lambda p: self.cache.get((site.name, p))

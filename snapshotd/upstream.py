@@ -97,7 +97,7 @@ def forwarded_proto(peer: bytes, incoming: bytes, scheme: str) -> bytes:
     return scheme.encode("latin-1")
 
 
-def _request_head(
+def request_head(
     method: str, target: bytes, authority: bytes, scope: Scope, chunked: bool, empty: bool
 ) -> bytes:
     """The request line and headers for the origin: the client's headers as they came,
@@ -134,10 +134,38 @@ def _request_head(
     return b"".join(lines)
 
 
+def request_target(raw_path: bytes, query: bytes) -> bytes:
+    """The target sent to the origin: the request's path and query as they came; raises
+    :class:`BadRequest` for any but an origin-form one (a path starting with ``/``) without
+    control characters or spaces."""
+    target = raw_path + b"?" + query if query else raw_path
+    check_origin_form(raw_path.decode("latin-1"))
+    if _BAD_TARGET.search(target):
+        raise BadRequest("the request target holds control characters or spaces")
+    return target
+
+
+def bad_gateway_head() -> list[tuple[bytes, bytes]]:
+    return [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-length", b"%d" % len(BAD_GATEWAY_PAGE)),
+    ]
+
+
 def _reason(exc: BaseException) -> str:
     """One short line for the log: the error's kind and the first line of its message."""
     text = (str(exc).strip().splitlines() or [""])[0][:200]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def log_origin_failed(origin: str, exc: BaseException) -> None:
+    """The line for an origin that gave no answer (the client gets a 502 page)."""
+    log.warning("origin failed origin=%s error=%s", origin, _reason(exc))
+
+
+def log_stream_broke(origin: str, exc: BaseException) -> None:
+    """The line for an answer that broke off after its head (the client's is cut off)."""
+    log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
 
 
 class _ClientGone(Exception):
@@ -160,7 +188,7 @@ def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> Iterator[tuple
         yield k, v
 
 
-def _response_headers(
+def response_headers(
     status: int, headers: list[tuple[bytes, bytes]]
 ) -> list[tuple[bytes, bytes]]:
     """The origin's headers to send on (:func:`_sendable`), with no Content-Length on a 204
@@ -197,16 +225,7 @@ async def _disconnected(receive: Receive, body_read: asyncio.Event) -> None:
 
 
 async def _bad_gateway(send: Send) -> int:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 502,
-            "headers": [
-                (b"content-type", b"text/html; charset=utf-8"),
-                (b"content-length", str(len(BAD_GATEWAY_PAGE)).encode()),
-            ],
-        }
-    )
+    await send({"type": "http.response.start", "status": 502, "headers": bad_gateway_head()})
     await send({"type": "http.response.body", "body": BAD_GATEWAY_PAGE})
     return 502
 
@@ -225,13 +244,11 @@ class Upstream:
         """Proxy one request to ``origin``; returns the status sent."""
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
         query: bytes = scope.get("query_string", b"")
-        target = raw_path + b"?" + query if query else raw_path
         try:
-            check_origin_form(raw_path.decode("latin-1"))
-            if _BAD_TARGET.search(target):
-                raise BadRequest("the request target holds control characters or spaces")
+            target = request_target(raw_path, query)
         except BadRequest as exc:
-            log.warning("not forwarded: %s, got %r", exc, target[:200].decode("latin-1"))
+            asked = (raw_path + b"?" + query if query else raw_path)[:200].decode("latin-1")
+            log.warning("not forwarded: %s, got %r", exc, asked)
             await send_text(send, 400, f"Bad Request: {exc}\n")
             return 400
         exchange = _Exchange(self.pool, origin, scope, receive, target)
@@ -241,14 +258,14 @@ class Upstream:
             if exchange.client_gone:
                 log.debug("client left during its upload origin=%s", origin)
                 return 499
-            log.warning("origin failed origin=%s error=%s", origin, _reason(exc))
+            log_origin_failed(origin, exc)
             return await _bad_gateway(send)
         try:
             await send(
                 {
                     "type": "http.response.start",
                     "status": status,
-                    "headers": _response_headers(status, headers),
+                    "headers": response_headers(status, headers),
                 }
             )
             await exchange.stream(send)
@@ -258,7 +275,7 @@ class Upstream:
             if exchange.client_gone:
                 log.debug("client left during its upload origin=%s", origin)
             else:
-                log.warning("origin stream broke origin=%s error=%s", origin, _reason(exc))
+                log_stream_broke(origin, exc)
         finally:
             exchange.end()
         return status
@@ -282,7 +299,7 @@ class _Exchange:
                 self.has_body = True
             elif lk == b"transfer-encoding":
                 self.has_body = self.chunked = True
-        self.head = _request_head(
+        self.head = request_head(
             self.method, target, authority, scope, self.chunked,
             empty=not self.has_body and self.method not in _NO_BODY_EXPECTED,
         )

@@ -1,0 +1,305 @@
+"""A person's GET or HEAD passed through by a relay (``snapshotd.relay``, run by serve's HTTP
+protocol) against raw loopback origins answering byte for byte as each test scripts them:
+the origin is asked and the client answered byte for byte as the ASGI way does, and the
+relay keeps the ASGI way's bounds (time, memory, a client gone, a connection closed as it
+was taken)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from snapshotd import http1
+from tests.servers import serve_asgi
+from tests.test_http1 import RawOrigin, Script, ok
+from tests.test_protocol import PERSON, Counted
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n"
+)
+# What the origin answers, by the request's path.
+ANSWERS = {
+    b"/length": ok(b"hello", b"X-Mixed-Case: Kept\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"),
+    b"/chunked": CHUNKED,
+    b"/until-close": b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall until the end",
+    b"/hop": ok(
+        b"hop",
+        b"Connection: x-private\r\nX-Private: secret\r\nKeep-Alive: timeout=5\r\n"
+        b"Proxy-Authenticate: Basic\r\nX-Public: yes\r\n",
+    ),
+    b"/no-content": b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nX-A: 1\r\n\r\n",
+    b"/not-modified": b"HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\nETag: \"x\"\r\n\r\n",
+    b"/early-hints": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" + ok(b"after"),
+    b"/control": ok(b"ctl", b"X-Bad: a\x01b\r\nX-Good: c\r\n"),
+    b"/status": b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n",
+    b"/teapot": b"HTTP/1.1 418 I'm a teapot\r\nContent-Length: 3\r\n\r\ntea",
+    b"/large": ok(bytes(range(256)) * 4096),  # 1 MiB
+    b"/cut": b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100\r\n\r\nonly part",
+    b"/closed": b"",
+}
+
+
+async def answer_by_path(conn: int, index: int, request: bytes) -> bytes | None:
+    return ANSWERS[request.split(b" ", 2)[1].split(b"?")[0]] or None
+
+
+@contextlib.contextmanager
+def raw_origin(script: Script | RawOrigin) -> Iterator[tuple[str, RawOrigin]]:
+    """A :class:`RawOrigin` (or one answering as ``script`` says) running in a thread of its
+    own; its URL and itself."""
+    origin = script if isinstance(script, RawOrigin) else RawOrigin(script)
+    loop = asyncio.new_event_loop()
+    ready: list[str] = []
+    stop = asyncio.Event()
+
+    async def run() -> None:
+        async with origin.running() as url:
+            ready.append(url)
+            await stop.wait()
+        handlers = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
+    thread.start()
+    while not ready:
+        time.sleep(0.01)
+    try:
+        yield ready[0], origin
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(5)
+        loop.close()
+
+
+@contextlib.contextmanager
+def servers(tmp_path: Any, url: str) -> Iterator[tuple[str, str, Counted]]:
+    """Two snapshotd servers before ``url``: one passing through by relays, one the ASGI
+    way; their URLs and the first one's counts."""
+    db = str(tmp_path / "s.db")
+    fast, plain = Counted(db, url, at_once=True), Counted(db, url, at_once=False)
+    with serve_asgi(fast) as fast_url, serve_asgi(plain) as plain_url:
+        yield fast_url, plain_url, fast
+
+
+def raw_exchange(
+    base: str, data: bytes, timeout: float = 5.0, quiet: float = 0.3
+) -> tuple[bytes, bool]:
+    """``data`` sent on a new connection; every byte read back until the server closes, or
+    is ``quiet`` seconds after its first byte, or ``timeout``; and whether it closed."""
+    host, port = base.removeprefix("http://").split(":")
+    got = b""
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(data)
+        deadline = time.monotonic() + timeout
+        sock.settimeout(quiet)
+        while time.monotonic() < deadline:
+            try:
+                piece = sock.recv(1 << 20)
+            except TimeoutError:
+                if got:
+                    return got, False  # whole answers, and the connection kept
+                continue
+            if not piece:
+                return got, True
+            got += piece
+    return got, False
+
+
+def without_date(answer: bytes) -> bytes:
+    return b"\r\n".join(
+        line for line in answer.split(b"\r\n") if not line.lower().startswith(b"date:")
+    )
+
+
+def request(
+    path: bytes, method: bytes = b"GET", version: bytes = b"1.1", extra: bytes = b""
+) -> bytes:
+    return b"%s %s HTTP/%s\r\nHost: site.test\r\nUser-Agent: %s\r\n%s\r\n" % (
+        method, path, version, PERSON.encode(), extra
+    )
+
+
+CASES = [
+    *((path, b"GET", b"1.1") for path in ANSWERS),
+    (b"/length", b"HEAD", b"1.1"),
+    (b"/chunked", b"HEAD", b"1.1"),
+    (b"/length", b"GET", b"1.0"),
+    (b"/chunked", b"GET", b"1.0"),
+    (b"/until-close", b"GET", b"1.0"),
+]
+
+
+@pytest.mark.parametrize(("path", "method", "version"), CASES)
+def test_the_origin_is_asked_and_the_client_answered_as_the_asgi_way_does(
+    tmp_path, path: bytes, method: bytes, version: bytes
+) -> None:
+    """Each origin answer (lengths, chunks, until close, no body, interim answers, hop-by-hop
+    and invalid headers, an odd status, a cut-off body, no answer at all), for GET and HEAD,
+    HTTP/1.1 and 1.0: the same bytes to the client, the connection kept or closed alike, and
+    the same request at the origin, X-Forwarded-* included."""
+    extra = b"Accept: */*\r\nX-Forwarded-For: 203.0.113.9\r\n"
+    ask = request(path + b"?q=1", method, version, extra)
+    with raw_origin(answer_by_path) as (url, origin), servers(tmp_path, url) as (fast, plain, n):
+        answers = []
+        for base in (fast, plain):
+            origin.requests.clear()
+            answer, closed = raw_exchange(base, ask)
+            answers.append((without_date(answer), closed, origin.requests[:]))
+        assert n.answered == 1 and n.calls == 0
+    assert answers[0] == answers[1]
+    got, closed, asked = answers[0]
+    assert len(asked) == 1 and asked[0].startswith(method + b" " + path + b"?q=1 HTTP/1.1\r\n")
+    assert b"\r\nx-forwarded-for: 203.0.113.9, 127.0.0.1\r\n" in asked[0]
+    if path in (b"/status", b"/closed"):
+        assert got.startswith(b"HTTP/1.1 502 ")
+    if path == b"/cut":
+        assert closed and got.endswith(b"only part")
+
+
+def test_one_origin_connection_serves_a_client_connection_request_after_request(tmp_path) -> None:
+    """Kept alive on both sides; requests pipelined behind one being relayed go the ASGI way,
+    in turn, over the same origin connection."""
+    with raw_origin(answer_by_path) as (url, origin), servers(tmp_path, url) as (fast, _, counts):
+        client = http.client.HTTPConnection(*fast.removeprefix("http://").split(":"))
+        for path in ("/length", "/chunked") * 3:
+            client.request("GET", path, headers={"User-Agent": PERSON})
+            answer = client.getresponse()
+            assert answer.read() == (b"hello" if path == "/length" else b"hello, world")
+        client.close()
+        pipelined, closed = raw_exchange(fast, b"".join(request(b"/length") for _ in range(5)))
+    assert pipelined.count(b"HTTP/1.1 200 OK\r\n") == 5 and pipelined.endswith(b"hello")
+    assert not closed and origin.connections == 1 and counts.answered == 6 + 1
+
+
+def test_a_kept_alive_connection_the_origin_closed_is_asked_again_on_a_new_one(tmp_path) -> None:
+    """The origin closes a kept-alive connection just as the next request comes (its own
+    keep-alive timeout): the relay asks again, once, on a new connection."""
+
+    async def script(conn: int, index: int, request: bytes) -> bytes | None:
+        return ok(b"answer %d" % conn) if index == 0 else None
+
+    with raw_origin(script) as (url, origin), servers(tmp_path, url) as (fast, _, counts):
+        first, _ = raw_exchange(fast, request(b"/"))
+        second, _ = raw_exchange(fast, request(b"/"))
+    assert first.endswith(b"answer 0") and second.endswith(b"answer 1")
+    assert origin.connections == 2 and counts.answered == 2
+
+
+def test_an_origin_that_cannot_be_reached_is_a_502_page(tmp_path, caplog) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    db = str(tmp_path / "s.db")
+    fast = Counted(db, f"http://127.0.0.1:{port}", at_once=True)
+    with serve_asgi(fast) as base, caplog.at_level(logging.WARNING):
+        answer, closed = raw_exchange(base, request(b"/"))
+    assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n") and b"Bad Gateway</h1>" in answer
+    assert not closed and fast.answered == 1
+    assert [r.getMessage().split(" error=")[0] for r in caplog.records] == [
+        f"origin failed origin=http://127.0.0.1:{port}"
+    ]
+
+
+def test_a_silent_origin_is_a_bounded_failure(tmp_path, monkeypatch) -> None:
+    """Silent before its head: a 502 page; silent after it: the answer cut off."""
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 0.5)
+
+    async def script(conn: int, index: int, request: bytes) -> bytes | None:
+        if b"/mid" in request:
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"
+        await asyncio.sleep(5)
+        return None
+
+    with raw_origin(script) as (url, _), servers(tmp_path, url) as (fast, _, counts):
+        started = time.monotonic()
+        silent, kept = raw_exchange(fast, request(b"/silent"))
+        took = time.monotonic() - started
+        mid, closed = raw_exchange(fast, request(b"/mid"), quiet=1.5)
+    assert silent.startswith(b"HTTP/1.1 502 ") and not kept and took < 2.5
+    assert mid.endswith(b"only part") and closed
+
+
+def test_a_client_that_leaves_ends_the_exchange_with_the_origin(tmp_path) -> None:
+    """An endless answer (server-sent events): the client leaves, and the origin's
+    connection is closed, not read on for nobody nor kept."""
+    events: list[str] = []
+
+    async def script(conn: int, index: int, request: bytes) -> bytes | None:
+        events.append("asked")
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"7\r\ndata: 1\r\n"
+        )
+
+    with raw_origin(script) as (url, origin), servers(tmp_path, url) as (fast, _, _counts):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(request(b"/events"))
+            assert b"data: 1" in sock.recv(65536)
+            assert origin.open_connections == 1
+        deadline = time.monotonic() + 5
+        while origin.open_connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin.open_connections == 0 and events == ["asked"]
+
+
+class Firehose(RawOrigin):
+    """An origin answering every request with :data:`SIZE` bytes as fast as it is read,
+    counting what it got to write."""
+
+    SIZE = 64 * 2**20
+    PIECE = bytes(range(256)) * 256  # 64 KiB
+
+    def __init__(self) -> None:
+        super().__init__(answer_by_path)
+        self.written = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.SIZE)
+        with contextlib.suppress(ConnectionError):
+            for _ in range(self.SIZE // len(self.PIECE)):
+                writer.write(self.PIECE)
+                await writer.drain()
+                self.written += len(self.PIECE)
+        writer.close()
+
+
+def test_a_client_that_does_not_read_holds_the_origin_back(tmp_path) -> None:
+    """A 64 MiB answer to a client that reads nothing for a second: the origin gets to write
+    no more than the ASGI way lets it, what the connections' buffers hold; then every byte
+    arrives, in order."""
+    held = []
+    with raw_origin(Firehose()) as (url, origin), servers(tmp_path, url) as (fast, plain, counts):
+        for base in (fast, plain):
+            origin.written = 0
+            host, port = base.removeprefix("http://").split(":")
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+                sock.connect((host, int(port)))
+                sock.sendall(request(b"/large"))
+                time.sleep(1.0)
+                held.append(origin.written)
+                got = bytearray()
+                sock.settimeout(5)
+                while len(got) < Firehose.SIZE or not got.endswith(Firehose.PIECE):
+                    data = sock.recv(1 << 20)
+                    assert data
+                    got += data
+            head, body = bytes(got).split(b"\r\n\r\n", 1)
+            assert body == Firehose.PIECE * (Firehose.SIZE // len(Firehose.PIECE))
+        assert counts.answered == 1
+    print("held by the relay, by the ASGI way:", held)
+    assert held[0] < Firehose.SIZE // 4 and held[0] < held[1] * 2
