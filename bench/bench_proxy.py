@@ -14,6 +14,10 @@ processes (``--workers``):
 
     python bench/bench_proxy.py [--duration 5] [--connections 32] [--workers 1,2]
 
+Beside each throughput, the server's CPU per request (user and system time of its processes
+from /proc, over the wrk run, divided by the requests): a figure that depends less than the
+ratios on how this machine splits its cores between wrk and the servers.
+
 Needs wrk and nginx (installed with apt-get when missing and run as root on Debian).
 Every server is a separate process on 127.0.0.1; nginx runs ``worker_processes auto``.
 """
@@ -33,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -211,17 +216,55 @@ def nginx_binary() -> str:
     return found
 
 
-def wrk(url: str, duration: int, connections: int, headers: dict[str, str]) -> tuple[float, str]:
+def cpu_seconds(roots: tuple[int, ...]) -> float:
+    """User and system CPU time of the processes ``roots`` and all their descendants (a
+    server's master and workers), from /proc."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # after the name: state, ppid (index 1) ... utime, stime (indexes 11, 12)
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, total = set(roots), 0.0
+    grown = True
+    while grown:
+        grown = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    for pid in tree:
+        total += stats.get(pid, (0, 0))[1]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Run(NamedTuple):
+    rps: float
+    p50: str
+    cpu_us: float  # the server's CPU per request, microseconds
+
+
+def wrk(
+    url: str, duration: int, connections: int, headers: dict[str, str], servers: tuple[int, ...]
+) -> Run:
+    """One wrk run against ``url``, served by the processes ``servers`` (and their
+    children)."""
     cmd = ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency"]
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
+    before = cpu_seconds(servers)
     out = subprocess.run(cmd + [url], capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(servers) - before
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if errors:
         raise RuntimeError(f"{url}: {errors.group(1)} non-2xx responses")
-    return rps, p50.group(1) if p50 else "?"
+    return Run(rps, p50.group(1) if p50 else "?", cpu / requests * 1e6)
 
 
 def sequential_latency(url: str, headers: dict[str, str], n: int = 300) -> float:
@@ -250,14 +293,30 @@ async def seed_store(db: str, html: str) -> None:
 
 
 def compare(
-    pairs: list[tuple[str, str]], args: argparse.Namespace, headers: dict[str, str]
-) -> list[tuple[float, str]]:
-    """The best of ``args.rounds`` wrk runs of each URL, the runs alternating."""
-    runs: list[list[tuple[float, str]]] = [[] for _ in pairs]
+    pairs: list[tuple[str, str, tuple[int, ...]]],
+    args: argparse.Namespace,
+    headers: dict[str, str],
+) -> list[Run]:
+    """The best of ``args.rounds`` wrk runs of each (label, URL, the server's processes),
+    the runs alternating."""
+    runs: list[list[Run]] = [[] for _ in pairs]
     for _ in range(args.rounds):
-        for i, (_label, url) in enumerate(pairs):
-            runs[i].append(wrk(url, args.duration, args.connections, headers))
+        for i, (_label, url, server) in enumerate(pairs):
+            runs[i].append(wrk(url, args.duration, args.connections, headers, server))
     return [max(r) for r in runs]
+
+
+def proxy_cpu(through: Run, direct: Run) -> str:
+    return f"{through.cpu_us - direct.cpu_us:.1f} us"
+
+
+def cpu_line(*runs: tuple[str, Run]) -> str:
+    """The server CPU per request of each run, and each beside the first's."""
+    first = runs[0][1].cpu_us
+    return "server CPU per request: " + "   ".join(
+        f"{label} {run.cpu_us:.1f} us" + (f" (x{run.cpu_us / first:.2f})" if i else "")
+        for i, (label, run) in enumerate(runs)
+    )
 
 
 def main() -> int:
@@ -303,9 +362,9 @@ def main() -> int:
                         assert check.headers["x-snapshotd-cache"] == "HIT", check.headers
                         n, h, f = compare(
                             [
-                                ("nginx", nginx.origin + "/page"),
-                                ("hit", proxy.url + "/page"),
-                                ("floor", floor.url + "/page"),
+                                ("nginx", nginx.origin + "/page", (nginx.proc.pid,)),
+                                ("hit", proxy.url + "/page", (proxy.proc.pid,)),
+                                ("floor", floor.url + "/page", (floor.proc.pid,)),
                             ],
                             args, hb,
                         )
@@ -314,7 +373,8 @@ def main() -> int:
                             f"snapshotd HIT {h[0]:8.0f} req/s (p50 {h[1]:>8})   "
                             f"floor {f[0]:8.0f} req/s\n"
                             f"             HIT / nginx {h[0] / n[0]:.2f} (target 0.50)   "
-                            f"floor / nginx {f[0] / n[0]:.2f}   HIT / floor {h[0] / f[0]:.2f}"
+                            f"floor / nginx {f[0] / n[0]:.2f}   HIT / floor {h[0] / f[0]:.2f}\n"
+                            f"             {cpu_line(('nginx', n), ('HIT', h), ('floor', f))}"
                         )
                 finally:
                     floor.stop()
@@ -322,16 +382,19 @@ def main() -> int:
                 person = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"}
                 d, n, v = compare(
                     [
-                        ("direct", nginx.origin + "/page"),
-                        ("nginx", nginx.proxy + "/page"),
-                        ("snapshotd", proxy.url + "/page"),
+                        ("direct", nginx.origin + "/page", (nginx.proc.pid,)),
+                        ("nginx", nginx.proxy + "/page", (nginx.proc.pid,)),
+                        ("snapshotd", proxy.url + "/page", (nginx.proc.pid, proxy.proc.pid)),
                     ],
                     args, person,
                 )
                 print(
                     f"   throughput: origin directly {d[0]:8.0f} req/s   nginx proxy_pass "
                     f"{n[0]:8.0f} req/s   snapshotd {v[0]:8.0f} req/s   "
-                    f"ratio to nginx {v[0] / n[0]:.2f} (target 0.80)"
+                    f"ratio to nginx {v[0] / n[0]:.2f} (target 0.80)\n"
+                    "   the proxy's own server CPU per request (the proxy and the origin, less "
+                    f"the origin directly): nginx proxy_pass {proxy_cpu(n, d)}, snapshotd "
+                    f"{proxy_cpu(v, d)} (x{(v.cpu_us - d.cpu_us) / (n.cpu_us - d.cpu_us):.2f})"
                 )
                 ln = sequential_latency(nginx.proxy + "/page", person)
                 lv = sequential_latency(proxy.url + "/page", person)
