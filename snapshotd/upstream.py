@@ -18,7 +18,6 @@ import ipaddress
 import logging
 import re
 from asyncio import FIRST_COMPLETED
-from collections.abc import Iterator
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -172,20 +171,27 @@ class _ClientGone(Exception):
     """The client left while its request body was being sent on."""
 
 
-def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> Iterator[tuple[bytes, bytes]]:
+def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> list[tuple[bytes, bytes]]:
     """The headers that may be sent on, either way: no hop-by-hop ones (nor any the
     ``Connection`` header names), and none the server would refuse to send."""
     named: set[bytes] = set()
     for k, v in headers:
         if k.lower() == b"connection":
             named.update(t.strip().lower() for t in v.split(b","))
+    # A character class finds the same bytes in the names (or values) joined as apart: one
+    # search each tells whether any header needs looking at alone.
+    suspect = BAD_HEADER_NAME.search(b"".join([k for k, _ in headers])) or (
+        BAD_HEADER_VALUE.search(b"".join([v for _, v in headers]))
+    )
+    out = []
     for k, v in headers:
         if (lk := k.lower()) in HOP_BY_HOP or lk in named:
             continue
-        if BAD_HEADER_NAME.search(k) or BAD_HEADER_VALUE.search(v):
+        if suspect and (BAD_HEADER_NAME.search(k) or BAD_HEADER_VALUE.search(v)):
             log.debug("%s header not sent on (invalid): %r", sender, k[:100])
             continue
-        yield k, v
+        out.append((k, v))
+    return out
 
 
 def response_headers(
@@ -195,7 +201,7 @@ def response_headers(
     or 304 (which have no body here)."""
     if status in (204, 304):
         return [(k, v) for k, v in _sendable(headers, "origin") if k.lower() != b"content-length"]
-    return list(_sendable(headers, "origin"))
+    return _sendable(headers, "origin")
 
 
 async def _pump(conn: Connection, send: Send) -> None:
