@@ -3,10 +3,11 @@ created, changed, paused, resumed, restarted and deleted from the page."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Route, async_playwright, expect
 
 from examples.spa.app import create_app as create_spa
 from snapshotd.app import create_app
@@ -89,3 +90,44 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
             assert api_get(env, "/sites/spa").status_code == 404
             await browser.close()
             assert errors == []
+
+
+async def test_a_refresh_under_way_when_a_site_is_deleted_does_not_report_it_missing(
+    tmp_path,
+) -> None:
+    """The console refreshes every 2 s; a refresh that asked for the site just before it was
+    deleted gets 404 after: the message stays the deletion's, not 'no site is named'."""
+    chromium = require_chromium()
+    settings = Settings(
+        db=str(tmp_path / "c.db"), api_tokens=(TOKEN,),
+        browser=BrowserSettings(concurrency=1, executable=chromium),
+    )
+    with serve_asgi(create_spa()) as spa, serve_asgi(create_app(settings)) as base:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=chromium, args=list(LAUNCH_ARGS))
+            page = await browser.new_page()
+            page.on("dialog", lambda dialog: dialog.accept())
+            await page.goto(f"{base}/_snapshotd/console")
+            await sign_in(page)
+            await page.fill("#new-site-name", "spa")
+            await page.fill("#new-site-origin", spa)
+            await page.click("#new-site-form button")
+            await expect(page.locator("#message")).to_have_text("Created site spa.")
+
+            held, release = asyncio.Event(), asyncio.Event()
+
+            async def hold(route: Route) -> None:
+                if route.request.method == "GET" and not release.is_set():
+                    held.set()
+                    await release.wait()
+                await route.continue_()
+
+            await page.route(re.compile(r".*/api/v1/sites/spa$"), hold)
+            await asyncio.wait_for(held.wait(), 10)  # a refresh is asking for the site
+            await page.click("#site-delete")
+            await expect(page.locator("#message")).to_contain_text("Deleted site spa")
+            release.set()  # the refresh's question reaches the server now: 404
+            await page.wait_for_timeout(500)
+            await expect(page.locator("#message")).to_contain_text("Deleted site spa")
+            await expect(page.locator("#site-name")).to_contain_text("none yet")
+            await browser.close()

@@ -25,6 +25,7 @@
     capturesPerMinute: null,
     detail: null,
     timer: null,
+    actions: 0, // site actions started: a refresh begun before one may find its site gone
   };
 
   class SignedOut extends Error {}
@@ -144,13 +145,15 @@
   }
 
   async function tick() {
+    const actions = ui.actions;
     try {
       await refreshStatus();
       await refreshCharts();
       if (ui.cursor === null) await loadList();
       if (ui.detail) await loadDetail(ui.detail, { quiet: true });
     } catch (err) {
-      reportError(err);
+      // The action's own refresh, which follows it, reports what still fails.
+      if (ui.actions === actions) reportError(err);
     }
   }
 
@@ -351,6 +354,7 @@
   async function siteAction(action, question) {
     const name = ui.site;
     if (!name || (question && !confirm(question))) return;
+    ui.actions += 1;
     try {
       const res = action === "delete"
         ? await api("DELETE", siteUrl(name))
