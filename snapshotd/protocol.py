@@ -68,20 +68,23 @@ class HttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._answer_at_once: AnswerAtOnce | None = getattr(self.app, "answer_at_once", None)
+        # The request a relay is passing through: the cycle until a request pipelined
+        # behind it takes that place.
+        self._relaying: _Relaying | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.transport = TurnWrites(transport, self.loop)  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if isinstance(self.cycle, _Relaying) and not self.cycle.response_complete:
-            self.cycle.relay.abort()
+        if self._relaying is not None:
+            self._relaying.relay.abort()
         super().connection_lost(exc)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        if isinstance(self.cycle, _Relaying) and not self.cycle.response_complete:
-            self.cycle.relay.resume()
+        if self._relaying is not None:
+            self._relaying.relay.resume()
 
     def on_headers_complete(self) -> None:
         if self.transport.is_closing():
@@ -127,8 +130,9 @@ class HttpProtocol(HttpToolsProtocol):
             return False
         keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
         if isinstance(answer, Relay):
-            self.cycle = cycle = _Relaying(self, answer, method, keep_alive)  # type: ignore[assignment]
-            answer.start(cycle)
+            self._relaying = _Relaying(self, answer, method, keep_alive)
+            self.cycle = self._relaying  # type: ignore[assignment]
+            answer.start(self._relaying)
             return True
         status, headers, body = answer
         head, _ = self._head(status, headers, method, keep_alive)
@@ -214,7 +218,9 @@ class _Relaying:
             self.cut_off()  # not the length its head said: not a whole answer
             return
         self.response_complete = True
+        self.protocol._relaying = None
         self.protocol._complete(self.keep_alive)
 
     def cut_off(self) -> None:
+        self.protocol._relaying = None
         self.protocol.transport.close()

@@ -66,8 +66,8 @@ class Client(Protocol):
 
 class Relay:
     """One request passed through (see the module): made by the application for the
-    protocol, which calls :meth:`start`, :meth:`resume` when the client takes more again,
-    and :meth:`abort` when the client is gone."""
+    protocol, which calls :meth:`start`, :meth:`resume` when the client takes more again
+    (at any time), and :meth:`abort` when the client is gone."""
 
     def __init__(self, pool: Pool, origin: str, method: str, target: bytes, scope: Scope):
         self.pool = pool
@@ -92,11 +92,18 @@ class Relay:
             self._ask(conn)
 
     def resume(self) -> None:
+        """The client takes more again: hand it what the origin sent. The origin's time
+        to send more starts again, as the client was the one waited on."""
+        if self.conn is not None:
+            self._heard = self.conn.loop.time()
+        self._pass_on()
+
+    def _pass_on(self) -> None:
         """Hand the client what the origin sent, as far as it takes it."""
-        if self.ended:
-            return
         conn, client = self.conn, self.client
-        assert conn is not None and client is not None
+        if self.ended or conn is None:  # over, or still connecting
+            return
+        assert client is not None
         try:
             if not self.started:
                 if not conn.head_ready():
@@ -156,7 +163,7 @@ class Relay:
         """The origin's connection read or closed."""
         assert self.conn is not None
         self._heard = self.conn.loop.time()
-        self.resume()
+        self._pass_on()
 
     def _check_heard(self) -> None:
         """At most :data:`~snapshotd.http1.READ_TIMEOUT` after the origin was last heard

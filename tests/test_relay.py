@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from snapshotd import http1
+from snapshotd.http1 import Pool
+from snapshotd.relay import Relay
 from tests.servers import serve_asgi
 from tests.test_http1 import RawOrigin, Script, ok
 from tests.test_protocol import PERSON, Counted
@@ -304,3 +306,112 @@ def test_a_client_that_does_not_read_holds_the_origin_back(tmp_path) -> None:
         assert counts.answered == 1
     print("held by the relay, by the ASGI way:", held)
     assert held[0] < Firehose.SIZE // 4 and held[0] < held[1] * 2
+
+
+def test_a_paused_client_with_a_request_pipelined_behind_a_relay_gets_both_at_once(
+    tmp_path,
+) -> None:
+    """A 4 MiB answer relayed to a client that reads nothing for a second, with a second
+    request pipelined behind it (which takes the protocol's cycle): once the client reads,
+    the relay goes on at once, and both answers arrive."""
+    big = bytes(range(256)) * 16384
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return ok(big if b"/big" in request else b"small")
+
+    with raw_origin(script) as (url, _), servers(tmp_path, url) as (fast, _, counts):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            sock.connect((host, int(port)))
+            sock.sendall(request(b"/big") + request(b"/small"))
+            time.sleep(1.0)
+            started, got = time.monotonic(), b""
+            sock.settimeout(10)
+            while not got.endswith(b"\r\n\r\nsmall"):
+                data = sock.recv(1 << 20)
+                assert data
+                got += data
+            took = time.monotonic() - started
+    assert took < 3, took  # not after the origin's read timeout
+    assert got.count(b"HTTP/1.1 200 OK") == 2 and big in got and counts.answered == 1
+
+
+class Client:
+    """A relay's client that records what it is given, and can say it is paused."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.got: list[Any] = []
+        self.done = asyncio.Event()
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.got.append(status)
+
+    def body(self, data: bytes) -> None:
+        self.got.append(data)
+
+    def end(self) -> None:
+        self.got.append("end")
+        self.done.set()
+
+    def cut_off(self) -> None:
+        self.got.append("cut off")
+        self.done.set()
+
+
+SCOPE = {"headers": [(b"host", b"site.test")], "client": ("127.0.0.1", 1), "scheme": "http"}
+
+
+async def test_the_time_a_client_was_not_taking_the_answer_is_not_the_origins(
+    monkeypatch,
+) -> None:
+    """The origin sends a piece, then the rest 1.3 s later; the client takes nothing until
+    0.9 s. With a read timeout of 1 s, counted from when the client took the first piece,
+    the answer is whole (as the ASGI way's, whose wait starts when it reads again)."""
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 1.0)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst")
+        await asyncio.sleep(1.3)
+        writer.write(b"-rest")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client, pool = Client(), Pool()
+    relay = Relay(pool, f"http://127.0.0.1:{port}", "GET", b"/", SCOPE)
+    client.paused = True
+    relay.start(client)
+    await asyncio.sleep(0.9)
+    client.paused = False
+    relay.resume()
+    await asyncio.wait_for(client.done.wait(), 3)
+    server.close()
+    pool.close()
+    assert client.got == [200, b"first", b"-rest", "end"]
+
+
+async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answer() -> None:
+    """The client's ``resume`` may come before there is an origin connection (the relay
+    is connecting): nothing is handed over yet, and the answer comes when it does."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(ok(b"answer"))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client, pool = Client(), Pool()
+    relay = Relay(pool, f"http://127.0.0.1:{port}", "GET", b"/", SCOPE)
+    relay.start(client)  # no idle connection: connecting
+    assert relay.conn is None
+    relay.resume()
+    await asyncio.wait_for(client.done.wait(), 3)
+    server.close()
+    pool.close()
+    assert client.got == [200, b"answer", "end"]

@@ -354,11 +354,12 @@
   async function siteAction(action, question) {
     const name = ui.site;
     if (!name || (question && !confirm(question))) return;
-    ui.actions += 1;
+    ui.actions += 1; // before the request and after it: a refresh begun meanwhile is stale
     try {
       const res = action === "delete"
         ? await api("DELETE", siteUrl(name))
         : await api("POST", `${siteUrl(name)}/${action}`);
+      ui.actions += 1;
       say(action === "delete" ? `Deleted site ${name} and its ${res.paths} paths.`
         : action === "restart" ? `Restarted ${name}: removed ${res.paths} paths, crawling again.`
         : action === "round" ? `Started a new round of ${name}: ${res.queued} pages queued again.`
