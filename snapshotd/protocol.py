@@ -10,13 +10,18 @@
   so a bot's cache hit of a page sent in one piece
   (:meth:`snapshotd.proxy.Proxy.answer_at_once`), which is most of what uvicorn's own work
   per request was.
+- When the application gives a :class:`snapshotd.relay.Relay` instead (a GET or HEAD
+  without a body passed through to the origin), the relay writes the answer through this
+  protocol as it comes, as uvicorn's ``send`` would, and is told when the client takes more
+  again or is gone.
 
 Invariants:
 - only a GET or HEAD without ``Expect: 100-continue`` or an upgrade is asked for, and only
   when no earlier request of the connection is still being answered (pipelined requests are
   answered in order) and the client is reading what it was sent (so a client that sends
   without reading meets uvicorn's flow control, not a growing buffer);
-- an answer given at once has the headers uvicorn adds (``date``) and keeps the connection
+- an answer given at once, or by a relay, has the headers uvicorn adds (``date``), is framed
+  as uvicorn frames it (chunked without a ``Content-Length``), and keeps the connection
   as uvicorn would: closed after the answer for HTTP/1.0 or a request that says
   ``Connection: close``, else waiting for the next request under uvicorn's keep-alive
   timeout, which a request going the ASGI way stops;

@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -415,3 +416,33 @@ async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answe
     server.close()
     pool.close()
     assert client.got == [200, b"answer", "end"]
+
+
+async def test_a_relay_over_tls_checks_the_origin_certificate() -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(ok(b"secure"))
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    trusted = ssl.create_default_context()
+    ca.configure_trust(trusted)
+    got = []
+    async with server:
+        for pool in (Pool(trusted), Pool(trusted), Pool(ssl.create_default_context())):
+            client = Client()
+            Relay(pool, url, "GET", b"/", SCOPE).start(client)
+            await asyncio.wait_for(client.done.wait(), 5)
+            pool.close()
+            got.append(client.got)
+    assert got[0] == got[1] == [200, b"secure", "end"]
+    assert got[2][0] == 502  # a certificate no authority it trusts signed
