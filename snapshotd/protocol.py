@@ -73,9 +73,11 @@ class HttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._answer_at_once: AnswerAtOnce | None = getattr(self.app, "answer_at_once", None)
-        # The request a relay is passing through: the cycle until a request pipelined
-        # behind it takes that place.
+        # The request a relay is passing through, and the request cycle of the ASGI call
+        # under way: each is the protocol's ``cycle`` until a request pipelined behind it
+        # takes that place.
         self._relaying: _Relaying | None = None
+        self._running: Any = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -84,7 +86,19 @@ class HttpProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._relaying is not None:
             self._relaying.relay.abort()
+        running = self._running
+        if running is not None and running is not self.cycle and not running.response_complete:
+            # uvicorn tells only its ``cycle``, the last request, that the client is gone;
+            # the one being answered must know too (an endless answer would go on).
+            running.disconnected = True
+            running.message_event.set()
         super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        queued = self.pipeline[-1][0] if self.pipeline else None
+        super().on_response_complete()
+        if queued is not None and not (self.pipeline and self.pipeline[-1][0] is queued):
+            self._running = queued  # started now
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -110,6 +124,8 @@ class HttpProtocol(HttpToolsProtocol):
         ):
             return
         super().on_headers_complete()
+        if not (self.pipeline and self.pipeline[0][0] is self.cycle):
+            self._running = self.cycle  # started now, not queued
 
     def _answered(self) -> bool:
         """Whether the request was answered at once (written, the connection kept or

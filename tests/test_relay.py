@@ -446,3 +446,48 @@ async def test_a_relay_over_tls_checks_the_origin_certificate() -> None:
             got.append(client.got)
     assert got[0] == got[1] == [200, b"secure", "end"]
     assert got[2][0] == 502  # a certificate no authority it trusts signed
+
+
+class Events(RawOrigin):
+    """An origin answering every request with endless server-sent events; counts its open
+    connections."""
+
+    def __init__(self) -> None:
+        super().__init__(answer_by_path)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open_connections += 1
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            while True:
+                writer.write(b"7\r\ndata: 1\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self.open_connections -= 1
+            writer.close()
+
+
+@pytest.mark.parametrize("method", [b"GET", b"POST"], ids=["relayed", "asgi"])
+def test_a_client_that_leaves_with_a_request_pipelined_ends_the_endless_answer(
+    tmp_path, method: bytes
+) -> None:
+    """Endless events, relayed (GET) or the ASGI way (a POST), with a request pipelined
+    behind them; the client leaves, and the origin's connection is closed."""
+    extra = b"Content-Length: 0\r\n" if method == b"POST" else b""
+    with raw_origin(Events()) as (url, origin), servers(tmp_path, url) as (fast, _, _counts):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(request(b"/events", method, extra=extra) + request(b"/next"))
+            assert b"data: 1" in sock.recv(65536)
+            assert origin.open_connections == 1
+        deadline = time.monotonic() + 5
+        while origin.open_connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin.open_connections == 0
