@@ -298,19 +298,23 @@ def test_bad_input_is_a_clear_4xx_and_queues_nothing(env: Env, target: str, stat
     assert env.rows() == before
 
 
-def _raw_request(base: str, request: bytes) -> bytes:
+def _raw_request(base: str, request: bytes, half_close: bool = True) -> bytes:
+    """Every byte the server sends back to ``request`` until it closes. Unless it is not to
+    ``half_close`` (then the request says ``Connection: close``), the client says that
+    nothing more comes once it has sent it: the server closes then, even before it answers
+    if the client's end arrives first."""
     host, port = base.removeprefix("http://").split(":")
     data = b""
     with socket.create_connection((host, int(port)), timeout=10) as s:
         try:
-            # Send in pieces and stop as soon as the server answers (it may refuse early),
-            # then say that nothing more comes, so the server closes once it has answered.
+            # Send in pieces and stop as soon as the server answers (it may refuse early).
             for i in range(0, len(request), 65536):
                 s.sendall(request[i : i + 65536])
                 if select.select([s], [], [], 0.005)[0]:
                     break
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_WR)
+            if half_close:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_WR)
             while chunk := s.recv(65536):
                 data += chunk
         except ConnectionResetError:
@@ -440,14 +444,18 @@ def test_pass_through_adds_no_headers_and_shares_no_cookies(tmp_path) -> None:
     )
     with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
         raw = b"GET /login HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
-        answer = _raw_request(base, raw)
+        answer = _raw_request(base, raw, half_close=False)
         assert answer.count(b"set-cookie:") == 2, answer
         # Several requests, over the session's pooled connections.
-        answers = [_raw_request(base, raw.replace(b"/login", b"/echo")) for _ in range(16)]
+        answers = [
+            _raw_request(base, raw.replace(b"/login", b"/echo"), half_close=False)
+            for _ in range(16)
+        ]
         # A body without a Content-Type is not given one.
         post = b"POST /echo HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n"
-        answers.append(_raw_request(base, post + b"Content-Length: 5\r\n\r\nhello"))
-        answers.append(_raw_request(base, post + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+        bodies = (b"Content-Length: 5\r\n\r\nhello", b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        for body in bodies:
+            answers.append(_raw_request(base, post + body, half_close=False))
     sent = [json.loads(a.split(b"\r\n\r\n", 1)[1])["headers"] for a in answers]
     assert ["content-length", "5"] in sent[-2]
     assert not {k for k, _ in sent[-2] + sent[-1]} & {"content-type"}
@@ -592,10 +600,11 @@ def test_an_origin_that_breaks_mid_body_gives_a_cut_off_answer(tmp_path, sized: 
         await asyncio.sleep(0.1)
         raise ConnectionError("the origin fell over")
 
+    ask = b"GET /page HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
     with serve_asgi(breaks) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
-        answer = _raw_request(base, b"GET /page HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        answer = _raw_request(base, ask, half_close=False)
         # The proxy goes on serving.
-        after = _raw_request(base, b"GET /page HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        after = _raw_request(base, ask, half_close=False)
     head, body = answer.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200")
     assert b"x" * 1000 in body
