@@ -79,6 +79,7 @@ class Relay:
         self.conn: Connection | None = None
         self.started = False  # the answer's head went to the client
         self.ended = False
+        # The connecting task, held: the event loop keeps only a weak reference to it.
         self._connecting: asyncio.Future[Connection] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._heard = 0.0  # when the origin was last heard from, in the loop's time
