@@ -14,7 +14,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -370,6 +370,19 @@ class Client:
 
 
 SCOPE = {"headers": [(b"host", b"site.test")], "client": ("127.0.0.1", 1), "scheme": "http"}
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def relay_to(handle: Handler) -> AsyncIterator[tuple[Relay, Client]]:
+    """A relay of ``GET /`` to an origin answering with ``handle``, not started, and its
+    client."""
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Pool()
+    async with server:
+        yield Relay(pool, f"http://127.0.0.1:{port}", "GET", b"/", SCOPE), Client()
+        pool.close()
 
 
 async def test_the_time_a_client_was_not_taking_the_answer_is_not_the_origins(
@@ -388,18 +401,13 @@ async def test_the_time_a_client_was_not_taking_the_answer_is_not_the_origins(
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client, pool = Client(), Pool()
-    relay = Relay(pool, f"http://127.0.0.1:{port}", "GET", b"/", SCOPE)
-    client.paused = True
-    relay.start(client)
-    await asyncio.sleep(0.9)
-    client.paused = False
-    relay.resume()
-    await asyncio.wait_for(client.done.wait(), 3)
-    server.close()
-    pool.close()
+    async with relay_to(handle) as (relay, client):
+        client.paused = True
+        relay.start(client)
+        await asyncio.sleep(0.9)
+        client.paused = False
+        relay.resume()
+        await asyncio.wait_for(client.done.wait(), 3)
     assert client.got == [200, b"first", b"-rest", "end"]
 
 
@@ -413,16 +421,11 @@ async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answe
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client, pool = Client(), Pool()
-    relay = Relay(pool, f"http://127.0.0.1:{port}", "GET", b"/", SCOPE)
-    relay.start(client)  # no idle connection: connecting
-    assert relay.conn is None
-    relay.resume()
-    await asyncio.wait_for(client.done.wait(), 3)
-    server.close()
-    pool.close()
+    async with relay_to(handle) as (relay, client):
+        relay.start(client)  # no idle connection: connecting
+        assert relay.conn is None
+        relay.resume()
+        await asyncio.wait_for(client.done.wait(), 3)
     assert client.got == [200, b"answer", "end"]
 
 
