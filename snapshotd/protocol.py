@@ -64,6 +64,7 @@ class _Answered:
 
 
 _ANSWERED = _Answered()
+_UPGRADE_SAID = False  # whether this process said that upgrades are not proxied
 
 
 class HttpProtocol(HttpToolsProtocol):
@@ -95,6 +96,8 @@ class HttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
+        if self._running is not None and self._running.response_complete:
+            self._running = None  # nor its request's body, for the connection's life
         queued = self.pipeline[-1][0] if self.pipeline else None
         super().on_response_complete()
         if queued is not None and not (self.pipeline and self.pipeline[-1][0] is queued):
@@ -104,6 +107,17 @@ class HttpProtocol(HttpToolsProtocol):
         super().resume_writing()
         if self._relaying is not None:
             self._relaying.relay.resume()
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """uvicorn's two lines for every upgrade asked for, which advise installing a
+        WebSocket library, become one line per process (SPEC 3.2)."""
+        global _UPGRADE_SAID
+        if not _UPGRADE_SAID:
+            _UPGRADE_SAID = True
+            log.warning(
+                "WebSocket upgrades are not proxied: passed on as plain HTTP requests "
+                "(route them to the app before snapshotd)"
+            )
 
     def on_headers_complete(self) -> None:
         if self.transport.is_closing():

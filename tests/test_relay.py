@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import http.client
 import logging
 import socket
@@ -21,6 +22,7 @@ import pytest
 
 from snapshotd import http1
 from snapshotd.http1 import Pool
+from snapshotd.protocol import HttpProtocol
 from snapshotd.relay import Relay
 from tests.servers import serve_asgi
 from tests.test_http1 import RawOrigin, Script, ok
@@ -502,3 +504,55 @@ def test_a_client_that_leaves_with_a_request_pipelined_ends_the_endless_answer(
         while origin.open_connections and time.monotonic() < deadline:
             time.sleep(0.05)
         assert origin.open_connections == 0
+
+
+WEBSOCKET = (
+    b"GET /ws HTTP/1.1\r\nHost: site.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("method", [b"GET", b"POST"], ids=["relayed", "asgi"])
+def test_a_websocket_upgrade_during_an_endless_answer_leaves_nothing_behind(
+    tmp_path, method: bytes
+) -> None:
+    """An upgrade sent on a connection whose endless answer is under way (a library for
+    WebSockets is installed here, for the tests' servers): it waits its turn like any
+    request, and when the client leaves, the origin's connection is closed."""
+    extra = b"Content-Length: 0\r\n" if method == b"POST" else b""
+    with raw_origin(Events()) as (url, origin), servers(tmp_path, url) as (fast, _, _counts):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(request(b"/events", method, extra=extra))
+            read_until(sock, b"data: 1")
+            sock.sendall(WEBSOCKET)
+            time.sleep(0.3)
+        deadline = time.monotonic() + 5
+        while origin.open_connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin.open_connections == 0
+
+
+def test_a_finished_request_and_its_unread_body_are_not_kept_by_the_connection(
+    tmp_path,
+) -> None:
+    """A POST refused before its body is read, then GETs passed through by relays on the same
+    kept-alive connection: the connection's protocol holds nothing of the POST."""
+    body = b"x" * 200_000
+    post = b"POST /form HTTP/1.1\r\nHost: bad host\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with raw_origin(answer_by_path) as (url, _), servers(tmp_path, url) as (fast, _, counts):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(post + body)
+            assert b" 400 " in read_until(sock, b"malformed Host header\n")
+            for _ in range(3):
+                sock.sendall(request(b"/length"))
+                read_until(sock, b"hello")
+            mine = sock.getsockname()[1]
+            (protocol,) = [
+                o for o in gc.get_objects()
+                if isinstance(o, HttpProtocol) and o.client and o.client[1] == mine
+            ]
+            assert counts.answered == 3
+            held = [c for c in (protocol.cycle, protocol._running) if c is not None]
+            assert not [c for c in held if getattr(c, "scope", {}).get("method") == "POST"]
