@@ -29,7 +29,7 @@ SETTINGS = BrowserSettings(concurrency=2, javascript_timeout=3.0, render_timeout
 @pytest.fixture(scope="module")
 def origin() -> Iterator[str]:
     require_chromium()
-    with serve_asgi(create_app()) as url:
+    with serve_asgi(create_app(), ws="auto") as url:  # the corpus has a WebSocket page
         yield url
 
 
