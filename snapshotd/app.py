@@ -31,7 +31,7 @@ from snapshotd.api import create_api
 from snapshotd.config import Settings
 from snapshotd.hostlock import HostLock
 from snapshotd.proxy import Proxy
-from snapshotd.relay import Relay
+from snapshotd.relay import AtOnce
 from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.services import Services, build_services
@@ -98,7 +98,7 @@ class SnapshotdApp:
         query: str,
         headers: list[tuple[bytes, bytes]],
         scope: dict[str, Any],
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None:
+    ) -> AtOnce:
         """A bot's cache hit answered, or a person's GET passed through, before it becomes
         an ASGI call (serve's HTTP protocol, :mod:`snapshotd.protocol`); None for anything
         else. The API's paths, and a path with escapes (which may decode to one of them), go

@@ -39,7 +39,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from snapshotd.coalesce import TurnWrites
-from snapshotd.relay import Relay
+from snapshotd.relay import AtOnce, Relay
 
 __all__ = ["HttpProtocol"]
 
@@ -50,10 +50,7 @@ log = logging.getLogger("snapshotd.protocol")
 # 40.5 joined, 35.8 apart).
 JOIN_MAX = 16 * 2**10
 
-AnswerAtOnce = Callable[
-    [str, str, str, list[tuple[bytes, bytes]], dict[str, Any]],
-    tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None,
-]
+AnswerAtOnce = Callable[[str, str, str, list[tuple[bytes, bytes]], dict[str, Any]], AtOnce]
 
 
 class _Answered:

@@ -40,7 +40,7 @@ from snapshotd.capture import CaptureService
 from snapshotd.config import SiteSettings
 from snapshotd.metrics import Metrics
 from snapshotd.oneread import OneRead
-from snapshotd.relay import Relay
+from snapshotd.relay import AtOnce, Relay
 from snapshotd.sites import SiteRegistry
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
@@ -342,7 +342,7 @@ class Proxy:
         query: str,
         raw_headers: list[tuple[bytes, bytes]],
         scope: dict[str, Any],
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None:
+    ) -> AtOnce:
         """A GET or HEAD answered without an ASGI call, when nothing needs awaiting: for a
         bot's request for a fresh snapshot this process has at hand, the whole answer (its
         status, headers and body, the same as :meth:`__call__` sends, the request counted

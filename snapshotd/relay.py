@@ -42,7 +42,7 @@ from snapshotd.upstream import (
 )
 from snapshotd.urls import origin_parts
 
-__all__ = ["Client", "Relay"]
+__all__ = ["AtOnce", "Client", "Relay"]
 
 
 class Client(Protocol):
@@ -218,3 +218,8 @@ class Relay:
             self.pool.release(conn)
         else:
             conn.close()
+
+
+# What an application's ``answer_at_once`` gives serve's HTTP protocol: the whole answer
+# (status, headers, body), a relay passing the request through, or None (the ASGI way).
+AtOnce = tuple[int, list[tuple[bytes, bytes]], bytes] | Relay | None
