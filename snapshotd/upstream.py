@@ -253,8 +253,10 @@ class Upstream:
         try:
             target = request_target(raw_path, query)
         except BadRequest as exc:
-            asked = (raw_path + b"?" + query if query else raw_path)[:200].decode("latin-1")
-            log.warning("not forwarded: %s, got %r", exc, asked)
+            log.warning(
+                "not forwarded: %s, got path=%r query=%r",
+                exc, raw_path[:200].decode("latin-1"), query[:200].decode("latin-1"),
+            )
             await send_text(send, 400, f"Bad Request: {exc}\n")
             return 400
         exchange = _Exchange(self.pool, origin, scope, receive, target)
