@@ -2,7 +2,7 @@
 
 A person's request for a 40 KB page, four ways, each measured with wrk under the same load:
 
-1. direct: to the app itself (a bare Starlette app on uvicorn);
+1. direct: to the app itself (a bare ASGI app on uvicorn answering the page from memory);
 2. nginx: through docs/integrations/nginx.conf, which sends people straight to the app;
 3. apache: through docs/integrations/apache.conf, likewise;
 4. snapshotd: through snapshotd's own pass-through (no front server).
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import os
 import shutil
 import sys
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_proxy import Server, best_of, page_40k, wrk  # noqa: E402
+from bench_proxy import Floor, Snapshotd, page_40k, wrk  # noqa: E402
 
 from tests.front import apache, free_port, nginx, recipe  # noqa: E402
 
@@ -51,9 +52,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         page = Path(tmp) / "page.html"
         page.write_text(page_40k())
-        app = Server("bare", str(page))
+        Path(f"{page}.gz").write_bytes(gzip.compress(page.read_bytes()))
+        app = Floor(Path(tmp), page, workers=1)
         stack.callback(app.stop)
-        snap = Server("proxy", f"{tmp}/snap.db|{app.url}")
+        snap = Snapshotd(Path(tmp), f"{tmp}/snap.db", app.url, workers=1)
         stack.callback(snap.stop)
         slots = {
             "SERVER_NAME": "shop.test",
@@ -75,8 +77,10 @@ def main() -> int:
         person = {"User-Agent": PERSON}
         figures = {}
         for name, base in targets.items():
-            rps, p50 = best_of(args.runs, wrk, base + "/page", args.duration,
-                               args.connections, person)
+            rps, p50, _ = max(
+                wrk(base + "/page", args.duration, args.connections, person, ())
+                for _ in range(args.runs)
+            )
             figures[name] = rps
             ratio = rps / figures["direct"]
             print(f"{name:10} {rps:9.0f} req/s  p50 {p50:>8}  ratio to direct {ratio:.2f}")
