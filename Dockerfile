@@ -13,11 +13,10 @@ RUN useradd --create-home --uid 10001 snapshotd \
 WORKDIR /app
 
 # Dependencies first, in their own layer: a change to the code does not reinstall them.
-COPY pyproject.toml README.md ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && pip install --no-cache-dir -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 
+COPY pyproject.toml README.md ./
 COPY snapshotd ./snapshotd
 COPY rules ./rules
 RUN pip install --no-cache-dir --no-deps . \

@@ -6,13 +6,27 @@ STAMP  := $(VENV)/.installed
 ORIGIN ?=
 PORT   ?= 8080
 
-.PHONY: run test lint bench chromium clean screenshot
+.PHONY: run test lint bench chromium clean screenshot lock
 
-$(STAMP): pyproject.toml
+# The versions installed are the lock's (requirements-dev.lock: the application's with the
+# tests' tools, every file's hash); snapshotd itself is installed from this tree on top.
+$(STAMP): pyproject.toml requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# The locks made again from pyproject.toml's ranges, for every platform and Python 3.11 on:
+# requirements.lock (the application's, which the Dockerfile installs) and
+# requirements-dev.lock (with the tests' tools). uv is installed for this alone.
+LOCK_TOOLS := $(VENV)/lock-tools
+lock:
+	test -x $(LOCK_TOOLS)/bin/uv || ($(PYTHON) -m venv $(LOCK_TOOLS) && $(LOCK_TOOLS)/bin/pip install -q uv)
+	$(LOCK_TOOLS)/bin/uv pip compile -q --universal --python-version 3.11 --generate-hashes \
+		pyproject.toml -o requirements.lock
+	$(LOCK_TOOLS)/bin/uv pip compile -q --universal --python-version 3.11 --generate-hashes \
+		--extra dev pyproject.toml -o requirements-dev.lock
 
 chromium: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh scripts/ensure-chromium.sh
