@@ -159,7 +159,15 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     if site is None and "origin" not in changes:
         raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
     base = site_to_mapping(site) if site else {}
-    return site_from_body(name, {**base, **changes})
+    try:
+        return site_from_body(name, {**base, **changes})
+    except ApiError as exc:  # a setting is named by the argument that gave it
+        named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
+        named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
+        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders"}
+        field = named.get(exc.field or "", exc.field)
+        message = str(exc).replace(f"site.{exc.field}", str(field), 1)
+        raise ApiError(exc.status, message, field) from None
 
 
 @operation(
