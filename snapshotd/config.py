@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
 from snapshotd.patterns import PatternError, check_regex, url_matches
+from snapshotd.rewrite.common import MAX_RULES_BYTES
 from snapshotd.setting_values import (
     ConfigError,
     check_type,
@@ -90,7 +91,8 @@ class SiteSettings:
     name: str = "default"
     origin: str = "http://127.0.0.1:3000"
     hosts: tuple[str, ...] = ()
-    rules: str = ""
+    rules: str = ""  # a rules file (section 6), or:
+    rules_text: str = ""  # the rules themselves
     seeds: tuple[str, ...] = ("/",)
     sitemaps: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -249,6 +251,8 @@ class Settings:
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"
+    # Where the API may name rules files (a site's ``rules``); none: the API names none.
+    rules_dir: str = ""
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -301,6 +305,7 @@ _SERVER_KINDS = {
     "notify_private": "bool",
     "smtp": "str",
     "smtp_from": "str",
+    "rules_dir": "str",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -400,12 +405,18 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
             values[key] = ranged(name, value, kind_of(types[key]), *SITE_RANGES[key])
         elif key == "origin":
             values[key] = _origin(name, check_type(name, value, "str"))
+        elif key == "rules_text":
+            values[key] = check_type(name, value, "lines")
+            if len(values[key].encode()) > MAX_RULES_BYTES:
+                raise ConfigError(f"{name}: larger than 1 MiB")
         else:
             values[key] = check_type(name, value, kind_of(types[key]))
     if "origin" not in values:
         raise ConfigError(f"{where}: 'origin' is required")
     if "hosts" in values:
         values["hosts"] = tuple(h.lower() for h in values["hosts"])
+    if values.get("rules") and values.get("rules_text"):
+        raise ConfigError(f"{where}.rules_text: give rules or rules_text, not both")
     if values.get("rules"):
         rules = Path(values["rules"])
         if not rules.is_absolute():
@@ -477,13 +488,13 @@ def site_from_mapping(raw: Mapping[str, Any], where: str = "site") -> SiteSettin
 
 def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
     """The keys of a ``[[site]]`` table that :func:`site_from_mapping` reads back as ``site``
-    (JSON-ready: lists, numbers, strings; unset timeouts left out)."""
+    (JSON-ready: lists, numbers, strings; unset timeouts and no rules_text left out)."""
     out: dict[str, Any] = {}
     for f in fields(SiteSettings):
         value = getattr(site, f.name)
         if f.name.startswith("bots_") or f.name == "learned_params" or (
             f.name.endswith("_timeout") and value < 0
-        ):
+        ) or (f.name == "rules_text" and not value):
             continue
         out[f.name] = list(value) if isinstance(value, tuple) else value
     out["bots"] = {
@@ -548,6 +559,8 @@ def load_settings(
         server_values["api_tokens"] = tuple(
             t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
         )
+    if server_values.get("rules_dir"):
+        server_values["rules_dir"] = str(base_dir / server_values["rules_dir"])
     port = server_values.get("port", 8080)
     if not 0 <= port <= 65535:
         raise ConfigError(f"{where}: server.port {port} is out of range")

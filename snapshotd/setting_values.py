@@ -34,8 +34,10 @@ class ConfigError(Exception):
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-# Text no setting may hold: control characters and lone surrogates (not text: no UTF-8).
+# Text no setting may hold: control characters and lone surrogates (not text: no UTF-8);
+# text of several lines (kind "lines") may hold tabs and line ends.
 _NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+_NOT_LINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def parse_duration(value: Any, *, key: str = "duration") -> float:
@@ -57,12 +59,12 @@ def parse_duration(value: Any, *, key: str = "duration") -> float:
 
 
 def check_type(key: str, value: Any, kind: str) -> Any:
-    """``value`` as a ``kind`` (str, int, float, bool, list of strings) setting; floats are
-    finite and not negative."""
-    if kind in ("str",):
+    """``value`` as a ``kind`` (str, lines, int, float, bool, list of strings) setting;
+    floats are finite and not negative."""
+    if kind in ("str", "lines"):
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r:.60}")
-        if bad := _NOT_TEXT.search(value):
+        if bad := (_NOT_TEXT if kind == "str" else _NOT_LINES).search(value):
             what = "a lone surrogate" if bad.group() >= "\ud800" else "a control character"
             raise ConfigError(f"{key}: holds {what} (character {bad.start() + 1})")
         return value

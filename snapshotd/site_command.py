@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from snapshotd.config import ConfigError, SiteSettings, site_from_mapping, site_to_mapping
 from snapshotd.jobs import PROGRESS, describe_job, job_state, restart_job, start_round
-from snapshotd.rewrite import RulesError, load_rules
+from snapshotd.rewrite import RulesError, site_rules
 from snapshotd.sites import site_json
 from snapshotd.store import STATES, Store, open_store
 from snapshotd.store.base import SiteRow, iso_time
@@ -109,8 +109,7 @@ async def _run(
         settings = assign(_stored_mapping(found) if found else {}, assignments)
         try:
             site = site_from_mapping({**settings, "name": name}, "site")
-            if site.rules:
-                load_rules(site.rules)
+            site_rules(site)
         except (ConfigError, RulesError) as exc:
             raise SiteCommandError(str(exc)) from None
         await store.put_site(name, site_json(site))

@@ -26,7 +26,7 @@ from dataclasses import replace
 from snapshotd.bots import BotMatcher
 from snapshotd.config import ConfigError, Settings, SiteSettings, site_from_mapping, site_to_mapping
 from snapshotd.jobs import restart_job
-from snapshotd.rewrite import RulesError, RuleSet, load_rules
+from snapshotd.rewrite import RulesError, RuleSet, site_rules
 from snapshotd.store.base import SiteRow, Store
 
 __all__ = ["SiteRegistry", "site_json"]
@@ -218,7 +218,7 @@ class SiteRegistry:
         if given is not None and site.rules == file:
             rules = given
         else:
-            rules = load_rules(site.rules) if site.rules else RuleSet.empty()
+            rules = site_rules(site)
         self.rules[site.name] = rules
         self.bots[site.name] = _matcher(site)
 

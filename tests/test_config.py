@@ -301,3 +301,18 @@ def test_an_origin_with_a_user_name_or_password_is_refused() -> None:
         with pytest.raises(ConfigError, match="no user name or password") as caught:
             site_from_mapping({"origin": origin})
         assert "pass" not in str(caught.value).replace("password", "")
+
+
+def test_the_rules_directory_is_taken_from_the_config_files_directory(tmp_path):
+    path = write(tmp_path, "[server]\nrules_dir = 'rules'\n")
+    assert load_settings(path, env={}).rules_dir == str(tmp_path / "rules")
+    assert load_settings(env={}).rules_dir == ""
+    with pytest.raises(ConfigError, match=r"site\[0\]\.rules_text: give rules or rules_text"):
+        load_settings(write(tmp_path, "[[site]]\norigin = 'http://a.test'\nrules = 'a.rules'\n"
+                                      "rules_text = '^/a /b'\n"), env={})
+    text = "^/a /b [R=301]\n# a comment\t\r\n"
+    assert site_from_mapping({"origin": "http://a.test", "rules_text": text}).rules_text == text
+    with pytest.raises(ConfigError, match=r"site\.rules_text: larger than 1 MiB"):
+        site_from_mapping({"origin": "http://a.test", "rules_text": "# x\n" * 300_000})
+    with pytest.raises(ConfigError, match=r"site\.rules_text: holds a control character"):
+        site_from_mapping({"origin": "http://a.test", "rules_text": "^/a /b\x00"})

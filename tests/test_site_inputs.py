@@ -157,3 +157,63 @@ def test_a_site_from_the_config_file_keeps_its_settings_in_the_store_form() -> N
                         expire_after=3650 * 86400.0, max_pages=1_000_000_000, max_hops=-1)
     assert site_from_mapping(json.loads(json.dumps(site_to_mapping(site)))) == site
 
+
+
+def test_rules_through_the_api_are_text_or_a_file_of_the_rules_directory(tmp_path) -> None:
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    (rules_dir / "good.rules").write_text("^/old/(.*)$ /new/$1 [R=301]\n")
+    (rules_dir / "bad.rules").write_text("^/a /b\nList Manager:secret-content /var/list /bin/x\n")
+    outside = tmp_path / "outside.rules"
+    outside.write_text("^/x /y [R=302]\n")
+    (rules_dir / "escape.rules").symlink_to(outside)
+    (rules_dir / "zero.rules").symlink_to("/dev/zero")
+    with (rules_dir / "big.rules").open("wb") as f:
+        f.truncate(400 * 1024 * 1024)
+    configured = SiteSettings(name="cfg", origin=ORIGIN, rules=str(outside))
+    settings = Settings(db=str(tmp_path / "r.db"), api_tokens=(TOKEN,), sites=(configured,),
+                        rules_dir=str(rules_dir))
+
+    def put(client: httpx.Client, **body: object) -> httpx.Response:
+        return client.put(f"{API}/sites/s", json={"origin": ORIGIN, **body})
+
+    with api(settings) as client:
+        for name in ("/dev/zero", "zero.rules", "/etc/passwd", "../outside.rules", str(outside),
+                     "escape.rules", "big.rules", "bad.rules", "nope.rules", ".", ""):
+            started = time.monotonic()
+            r = put(client, rules=name) if name else put(client, rules="x", rules_text="^/a /b")
+            assert time.monotonic() - started < 2, name
+            assert r.status_code == 400 and r.json()["field"] in ("rules", "rules_text"), (
+                name, r.text[:300])
+            assert "root:" not in r.text and "secret-content" not in r.text, r.text
+        assert "line 2" in put(client, rules="bad.rules").json()["error"]
+        assert "1 MiB" in put(client, rules="big.rules").json()["error"]
+        assert client.get(f"{API}/sites/s").status_code == 404
+
+        # A file of the directory, and rules sent as text, apply to the paths queued.
+        assert put(client, rules="good.rules").status_code == 201
+        queued = client.post(f"{API}/sites/s/paths", json={"paths": ["/old/a"]})
+        assert queued.json()["results"][0]["location"] == "/new/a", queued.text
+        assert put(client, rules_text="^/c$ /d [R=302]\n").status_code == 200
+        queued = client.post(f"{API}/sites/s/paths", json={"paths": ["/c"]})
+        assert queued.json()["results"][0]["location"] == "/d", queued.text
+        shown = client.get(f"{API}/sites/s").json()["settings"]
+        assert shown["rules_text"] == "^/c$ /d [R=302]\n" and shown["rules"] == ""
+        wrong = put(client, rules_text="^/a /b\nnot a rule at all\n")
+        assert wrong.status_code == 400 and wrong.json()["field"] == "rules_text"
+        assert "rules_text:2:" in wrong.json()["error"]
+
+        # The configured site's own file, outside the directory, stays through changes.
+        cfg = client.get(f"{API}/sites/cfg").json()["settings"]
+        changed = client.put(f"{API}/sites/cfg", json={**cfg, "crawl_delay": 1})
+        assert changed.status_code == 200 and changed.json()["settings"]["rules"] == str(outside)
+        job = client.post("/_snapshotd/v3/crawl", data={"token": TOKEN, "name": "cfg",
+                                                        "maxToCrawl": "5"})
+        assert job.status_code == 200, job.text
+        assert client.get(f"{API}/sites/cfg").json()["settings"]["rules"] == str(outside)
+
+    # No rules directory: no file is named through the API, text still is.
+    with api(Settings(db=str(tmp_path / "n.db"), api_tokens=(TOKEN,))) as client:
+        r = put(client, rules=str(rules_dir / "good.rules"))
+        assert r.status_code == 400 and "rules_dir" in r.json()["error"], r.text
+        assert put(client, rules_text="^/c$ /d [R=302]\n").status_code == 201

@@ -24,7 +24,7 @@ from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
-from snapshotd.api.sites import job_json, new_round, site_from_body
+from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
 from snapshotd.jobs import V3
 from snapshotd.params import without_each_param
@@ -160,7 +160,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
     base = site_to_mapping(site) if site else {}
     try:
-        return site_from_body(name, {**base, **changes})
+        return site_from_body(name, {**base, **changes}, ctx)
     except ApiError as exc:  # a setting is named by the argument that gave it
         named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
         named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
@@ -205,7 +205,7 @@ async def crawl(request: Request) -> Response:
         try:
             await ctx.sites.put(site)
         except RulesError as exc:
-            raise ApiError(400, str(exc), "rules") from None
+            raise rules_refused(exc, site) from None
     if ctx.sites.site(name) is None:
         raise ApiError(404, f"no job is named {name!r}", "name")
     if _flag(args, "delete"):
