@@ -415,6 +415,9 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(f"{where}: 'origin' is required")
     if "hosts" in values:
         values["hosts"] = tuple(h.lower() for h in values["hosts"])
+        for host in values["hosts"]:
+            if not valid_host(host):
+                raise ConfigError(f"{where}.hosts: {host!r} is not a host name")
     if values.get("rules") and values.get("rules_text"):
         raise ConfigError(f"{where}.rules_text: give rules or rules_text, not both")
     if values.get("rules"):

@@ -316,3 +316,11 @@ def test_the_rules_directory_is_taken_from_the_config_files_directory(tmp_path):
         site_from_mapping({"origin": "http://a.test", "rules_text": "# x\n" * 300_000})
     with pytest.raises(ConfigError, match=r"site\.rules_text: holds a control character"):
         site_from_mapping({"origin": "http://a.test", "rules_text": "^/a /b\x00"})
+
+
+def test_hosts_of_a_site_are_host_names_wherever_they_come_from(tmp_path):
+    site = site_from_mapping({"origin": "http://a.test", "hosts": ["Shop.test", "[::1]:8443"]})
+    assert site.hosts == ("shop.test", "[::1]:8443")
+    for bad in ("a b", "a/b", "", "user@shop.test"):
+        with pytest.raises(ConfigError, match=r"site\.hosts: .* is not a host name"):
+            site_from_mapping({"origin": "http://a.test", "hosts": [bad]})

@@ -217,3 +217,17 @@ def test_rules_through_the_api_are_text_or_a_file_of_the_rules_directory(tmp_pat
         r = put(client, rules=str(rules_dir / "good.rules"))
         assert r.status_code == 400 and "rules_dir" in r.json()["error"], r.text
         assert put(client, rules_text="^/c$ /d [R=302]\n").status_code == 201
+
+
+def test_a_number_in_a_query_too_long_to_read_or_not_ascii_is_a_400(tmp_path) -> None:
+    settings = Settings(db=str(tmp_path / "q.db"), api_tokens=(TOKEN,))
+    with api(settings) as client:
+        assert client.put(f"{API}/sites/s", json={"origin": ORIGIN}).status_code == 201
+        for raw in ("9" * 5000, "\u00b2", "\u0661"):
+            data = client.get("/_snapshotd/v3/crawl/data",
+                              params={"token": TOKEN, "name": "s", "num": raw})
+            assert data.status_code == 400 and data.json()["field"] == "num", data.text[:200]
+            paths = client.get(f"{API}/sites/s/paths", params={"limit": raw})
+            assert paths.status_code == 400 and paths.json()["field"] == "limit", paths.text[:200]
+            stats = client.get(f"{API}/stats", params={"minutes": raw})
+            assert stats.status_code == 400, stats.text[:200]

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
-from snapshotd.api.inputs import read_body, record_json
+from snapshotd.api.inputs import is_number, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
@@ -243,7 +243,7 @@ async def crawl_data(request: Request) -> Response:
     if fmt not in ("json", "csv"):
         raise ApiError(400, "format must be json or csv", "format")
     num = args.get("num")
-    if num is not None and not str(num).isdigit():
+    if num is not None and not is_number(str(num)):
         raise ApiError(400, "num must be a whole number", "num")
     records = [r async for r in ctx.store.iter_paths(site.name)]
     if args.get("type") != "urls":
