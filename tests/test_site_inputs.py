@@ -231,3 +231,21 @@ def test_a_number_in_a_query_too_long_to_read_or_not_ascii_is_a_400(tmp_path) ->
             assert paths.status_code == 400 and paths.json()["field"] == "limit", paths.text[:200]
             stats = client.get(f"{API}/stats", params={"minutes": raw})
             assert stats.status_code == 400, stats.text[:200]
+
+
+def test_rules_text_put_through_the_api_replaces_the_configured_sites_rules(tmp_path) -> None:
+    from snapshotd.rewrite import load_site_rules
+
+    configured = SiteSettings(name="cfg", origin=ORIGIN, rules_text="^/a$ /b [R=301]\n")
+    settings = Settings(db=str(tmp_path / "t.db"), api_tokens=(TOKEN,), sites=(configured,))
+    app = create_app(settings, crawler=False, rules=load_site_rules(settings))
+    with serve_asgi(app) as base, httpx.Client(
+        base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False
+    ) as client:
+        first = client.post(f"{API}/sites/cfg/paths", json={"paths": ["/a"]}).json()
+        assert first["results"][0]["location"] == "/b"
+        changed = client.put(f"{API}/sites/cfg", json={"origin": ORIGIN,
+                                                       "rules_text": "^/a$ /c [R=301]\n"})
+        assert changed.status_code == 200, changed.text
+        then = client.post(f"{API}/sites/cfg/paths", json={"paths": ["/a"]}).json()
+        assert then["results"][0]["location"] == "/c"
