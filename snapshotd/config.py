@@ -1,7 +1,10 @@
 """Settings: TOML file, then ``SNAPSHOTD_*`` environment, then command-line flags.
 
 Built once at the edge (the CLI), frozen, and passed down. Nothing here does I/O except
-reading the config file in :func:`load_settings`.
+reading the config file in :func:`load_settings`. Every value is checked as
+:mod:`snapshotd.setting_values` says, a site's numbers within ``SITE_RANGES``, whichever
+source gave it (a site from the API, Crawlbot or the store is read by
+:func:`site_from_mapping`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ from urllib.parse import urlsplit
 from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
 from snapshotd.patterns import PatternError, check_regex, url_matches
+from snapshotd.rewrite.common import MAX_RULES_BYTES
+from snapshotd.setting_values import (
+    ConfigError,
+    check_type,
+    coerce_env,
+    kind_of,
+    parse_bool,
+    parse_duration,
+    ranged,
+)
 from snapshotd.urls import (
     TRACKING_WORD,
     BadRequest,
@@ -41,29 +54,8 @@ __all__ = [
 ]
 
 
-class ConfigError(Exception):
-    """A user error in the configuration: one line, naming the file and key."""
-
-
 READINESS = ("adaptive", "quiet")
 SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: Any, *, key: str = "duration") -> float:
-    """``"7d"`` -> seconds. Numbers are seconds."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key}: expected a duration like '7d', got {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"{key}: must not be negative")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _UNITS[m.group(2)]
-    raise ConfigError(f"{key}: expected a duration like '30s', '15m', '12h' or '7d', got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -99,7 +91,8 @@ class SiteSettings:
     name: str = "default"
     origin: str = "http://127.0.0.1:3000"
     hosts: tuple[str, ...] = ()
-    rules: str = ""
+    rules: str = ""  # a rules file (section 6), or:
+    rules_text: str = ""  # the rules themselves
     seeds: tuple[str, ...] = ("/",)
     sitemaps: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -219,6 +212,19 @@ class SiteSettings:
         return IgnoredParams(self.ignore_params, self.learned_params)
 
 
+DAY = 86400.0
+# Each number of a site, wherever it comes from (the config file, the API, Crawlbot's
+# arguments, ``snapshotd site``, the store), is within its range, ends included: never NaN,
+# never infinite. -1 is "unlimited" or "unset" where its range starts there.
+SITE_RANGES: dict[str, tuple[float, float]] = {
+    "expire_after": (0, 3650 * DAY), "crawl_delay": (0, 3600),
+    "javascript_timeout": (0, 600), "render_timeout": (0.1, 600),
+    "repeat": (0, 3650), "seed_recrawl_frequency": (0, 3650),  # days
+    "max_hops": (-1, 1_000_000), "max_pages": (1, 1_000_000_000),
+    "max_to_process": (-1, 1_000_000_000), "max_rounds": (0, 1_000_000),
+    "new_paths_per_minute": (1, 1_000_000),
+}
+
 MAX_DEFAULT_WORKERS = 4
 
 
@@ -245,6 +251,8 @@ class Settings:
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"
+    # Where the API may name rules files (a site's ``rules``); none: the API names none.
+    rules_dir: str = ""
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -297,6 +305,7 @@ _SERVER_KINDS = {
     "notify_private": "bool",
     "smtp": "str",
     "smtp_from": "str",
+    "rules_dir": "str",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -306,67 +315,7 @@ _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
 } | {"bots"}
 
 
-def _check_type(key: str, value: Any, kind: str) -> Any:
-    if kind in ("str",):
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return value
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return value
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        if value < 0:
-            raise ConfigError(f"{key}: must not be negative")
-        return float(value)
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
-        return value
-    if kind == "list":
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
-        return tuple(value)
-    raise AssertionError(kind)
-
-
-def _kind_of(tp: Any) -> str:
-    text = str(tp)
-    if "tuple" in text:
-        return "list"
-    return {"str": "str", "int": "int", "float": "float", "bool": "bool"}[text]
-
-
-def parse_bool(text: str) -> bool:
-    """``1``, ``true``, ``yes``, ``on`` or ``0``, ``false``, ``no``, ``off``, in any case and
-    with spaces around; ValueError for anything else."""
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(text)
-
-
-def _coerce_env(key: str, raw: str, kind: str) -> Any:
-    """Environment values are strings; turn them into the key's type."""
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "bool":
-            return parse_bool(raw)
-    except ValueError:
-        raise ConfigError(f"SNAPSHOTD_{key.upper()}: cannot read {raw!r} as {kind}") from None
-    return raw
-
-
-_BROWSER_KINDS = {f.name: _kind_of(f.type) for f in fields(BrowserSettings)}
+_BROWSER_KINDS = {f.name: kind_of(f.type) for f in fields(BrowserSettings)}
 
 
 def _section(
@@ -379,14 +328,11 @@ def _section(
     values: dict[str, Any] = {}
     for key, kind in kinds.items():
         if key in raw:
-            values[key] = _check_type(f"{where}: {name}.{key}", raw[key], kind)
+            values[key] = check_type(f"{where}: {name}.{key}", raw[key], kind)
         env_key = f"SNAPSHOTD_{key.upper()}"
         if env_key in env:
-            values[key] = (
-                _check_type(env_key, env[env_key], "list")
-                if kind == "list"
-                else _coerce_env(key, env[env_key], kind)
-            )
+            raw_env = env[env_key] if kind == "list" else coerce_env(key, env[env_key], kind)
+            values[key] = check_type(env_key, raw_env, kind)
     return values
 
 
@@ -402,11 +348,13 @@ def _hosts(value: str | None) -> list[str] | None:
 
 
 def _origin(key: str, value: str) -> str:
-    parts = urlsplit(value)
+    if re.match(r"[^/?#]*//[^/?#]*@", value):  # said without the value: it holds a password
+        raise ConfigError(f"{key}: an origin holds no user name or password (user@host)")
     try:  # the Host header the pass-through writes for it must be a valid one
+        parts = urlsplit(value)
         authority = origin_parts(value)[3].decode("ascii")
-    except ValueError:
-        authority = ""
+    except ValueError:  # as for a bracketed host that is no IPv6 address
+        parts, authority = urlsplit(""), ""
     if (
         parts.scheme not in ("http", "https")
         or not valid_host(authority)
@@ -416,6 +364,14 @@ def _origin(key: str, value: str) -> str:
             f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}"
         )
     return f"{parts.scheme}://{parts.netloc}".rstrip("/")
+
+
+def _http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # as for a bracketed host that is no IPv6 address
+        return False
 
 
 def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
@@ -431,10 +387,10 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
                 raise ConfigError(
                     f"{name}: expected {{ add = [...], remove = [...], categories = [...] }}"
                 )
-            values["bots_add"] = _check_type(f"{name}.add", value.get("add", []), "list")
-            values["bots_remove"] = _check_type(f"{name}.remove", value.get("remove", []), "list")
+            values["bots_add"] = check_type(f"{name}.add", value.get("add", []), "list")
+            values["bots_remove"] = check_type(f"{name}.remove", value.get("remove", []), "list")
             if "categories" in value:
-                categories = _check_type(f"{name}.categories", value["categories"], "list")
+                categories = check_type(f"{name}.categories", value["categories"], "list")
                 for category in categories:
                     if category not in BOT_CATEGORIES:
                         raise ConfigError(
@@ -443,15 +399,27 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
                         )
                 values["bots_categories"] = categories
         elif key == "expire_after":
-            values[key] = parse_duration(value, key=name)
+            values[key] = ranged(name, parse_duration(value, key=name), "float",
+                                  *SITE_RANGES[key])
+        elif key in SITE_RANGES:
+            values[key] = ranged(name, value, kind_of(types[key]), *SITE_RANGES[key])
         elif key == "origin":
-            values[key] = _origin(name, _check_type(name, value, "str"))
+            values[key] = _origin(name, check_type(name, value, "str"))
+        elif key == "rules_text":
+            values[key] = check_type(name, value, "lines")
+            if len(values[key].encode()) > MAX_RULES_BYTES:
+                raise ConfigError(f"{name}: larger than 1 MiB")
         else:
-            values[key] = _check_type(name, value, _kind_of(types[key]))
+            values[key] = check_type(name, value, kind_of(types[key]))
     if "origin" not in values:
         raise ConfigError(f"{where}: 'origin' is required")
     if "hosts" in values:
         values["hosts"] = tuple(h.lower() for h in values["hosts"])
+        for host in values["hosts"]:
+            if not valid_host(host):
+                raise ConfigError(f"{where}.hosts: {host!r} is not a host name")
+    if values.get("rules") and values.get("rules_text"):
+        raise ConfigError(f"{where}.rules_text: give rules or rules_text, not both")
     if values.get("rules"):
         rules = Path(values["rules"])
         if not rules.is_absolute():
@@ -461,14 +429,8 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         for p in values.get(key, ()):
             if not (p.startswith("/") or p.startswith("http://") or p.startswith("https://")):
                 raise ConfigError(f"{where}.{key}: {p!r} must start with '/' or be a URL")
-    if values.get("max_hops", -1) < -1:
-        raise ConfigError(f"{where}.max_hops: must be -1 (unlimited) or more")
-    if values.get("max_pages", 1) < 1:
-        raise ConfigError(f"{where}.max_pages: must be at least 1")
-    if values.get("new_paths_per_minute", 1) < 1:
-        raise ConfigError(f"{where}.new_paths_per_minute: must be at least 1")
     hook = values.get("notify_webhook")
-    if hook and (urlsplit(hook).scheme not in ("http", "https") or not urlsplit(hook).hostname):
+    if hook and not _http_url(hook):
         raise ConfigError(f"{where}.notify_webhook: expected an http(s) URL, got {hook!r}")
     mail = values.get("notify_email")
     if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
@@ -479,17 +441,11 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
                 check_regex(values[key])
             except PatternError as exc:
                 raise ConfigError(f"{where}.{key}: {exc}") from None
-    if values.get("max_to_process", -1) < -1:
-        raise ConfigError(f"{where}.max_to_process: must be -1 (unlimited) or more")
-    if values.get("max_rounds", 0) < 0:
-        raise ConfigError(f"{where}.max_rounds: must be 0 (unlimited) or more")
     for header in values.get("custom_headers", ()):
         try:
             _header(header)
         except ValueError as exc:
             raise ConfigError(f"{where}.custom_headers: {exc}") from None
-    if "render_timeout" in values and values["render_timeout"] <= 0:
-        raise ConfigError(f"{where}.render_timeout: must be positive")
     if values.get("dedup", "content") not in ("content", "exact"):
         raise ConfigError(f"{where}.dedup: expected content or exact, got {values['dedup']!r}")
     if values.get("readiness", "adaptive") not in READINESS:
@@ -535,13 +491,13 @@ def site_from_mapping(raw: Mapping[str, Any], where: str = "site") -> SiteSettin
 
 def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
     """The keys of a ``[[site]]`` table that :func:`site_from_mapping` reads back as ``site``
-    (JSON-ready: lists, numbers, strings; unset timeouts left out)."""
+    (JSON-ready: lists, numbers, strings; unset timeouts and no rules_text left out)."""
     out: dict[str, Any] = {}
     for f in fields(SiteSettings):
         value = getattr(site, f.name)
         if f.name.startswith("bots_") or f.name == "learned_params" or (
             f.name.endswith("_timeout") and value < 0
-        ):
+        ) or (f.name == "rules_text" and not value):
             continue
         out[f.name] = list(value) if isinstance(value, tuple) else value
     out["bots"] = {
@@ -606,6 +562,8 @@ def load_settings(
         server_values["api_tokens"] = tuple(
             t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
         )
+    if server_values.get("rules_dir"):
+        server_values["rules_dir"] = str(base_dir / server_values["rules_dir"])
     port = server_values.get("port", 8080)
     if not 0 <= port <= 65535:
         raise ConfigError(f"{where}: server.port {port} is out of range")

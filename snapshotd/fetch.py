@@ -14,11 +14,13 @@ process's own requests. Invariants:
   reused for another, whose policy differs;
 - no proxy from the environment is used, so the connection judged is the one made;
 - a refusal raises :class:`Refused` (an ``httpx.HTTPError``) before anything is sent to the
-  refused host; :func:`describe` gives any fetch error as one line.
+  refused host; :func:`describe` gives any fetch error as one line;
+- a URL in a message is written by :func:`redact`: never with a user name or password.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +31,7 @@ import httpx
 from snapshotd.egress import Resolver, judge, resolve_host
 from snapshotd.policy import check_url
 
-__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe"]
+__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe", "redact"]
 
 MAX_REDIRECTS = 5
 TIMEOUT = 15.0
@@ -37,6 +39,14 @@ TIMEOUT = 15.0
 
 class Refused(httpx.RequestError):
     """A fetch the address policy refuses; its text says why, in one line."""
+
+
+_USERINFO = re.compile(r"^([^/?#]*//)[^/?#]*@")
+
+
+def redact(url: str) -> str:
+    """A URL as a message shows it: without the user name and password it may hold."""
+    return _USERINFO.sub(r"\1", url)
 
 
 def describe(exc: httpx.HTTPError) -> str:
@@ -155,12 +165,12 @@ class Fetcher:
         try:
             request = client.build_request("GET", url)
         except httpx.InvalidURL as exc:
-            raise httpx.RequestError(f"invalid URL {url[:200]!r}: {exc}") from None
+            raise httpx.RequestError(f"invalid URL {redact(url)[:200]!r}: {exc}") from None
         hops = 0
         while True:
             reason = check_hop(str(request.url), origin)
             if reason is not None:
-                where = f" redirect to {request.url}" if hops else ""
+                where = f" redirect to {redact(str(request.url))}" if hops else ""
                 raise Refused(f"refused{where}: {reason}")
             response = await client.send(request, stream=True)
             following = response.next_request
@@ -190,7 +200,7 @@ class Fetcher:
         try:
             return await self._client(origin).post(url, json=body, headers=headers)
         except httpx.InvalidURL as exc:
-            raise httpx.RequestError(f"invalid URL {url[:200]!r}: {exc}") from None
+            raise httpx.RequestError(f"invalid URL {redact(url)[:200]!r}: {exc}") from None
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -29,7 +29,7 @@ import aiosmtplib
 import httpx
 
 from snapshotd.config import Settings, SiteSettings
-from snapshotd.fetch import Fetcher, Refused, describe
+from snapshotd.fetch import Fetcher, Refused, describe, redact
 from snapshotd.jobs import ROUND_OVER, claim_notification, describe_job, is_notified, job_state
 from snapshotd.sites import SiteRegistry
 from snapshotd.stats import MinuteCounters
@@ -121,7 +121,7 @@ class Notifier:
         try:
             await self._retried("webhook", site, attempt)
         except Refused as exc:
-            log.warning("webhook not called site=%s url=%s: %s", site.name, url, exc)
+            log.warning("webhook not called site=%s url=%s: %s", site.name, redact(url), exc)
             return
         log.debug("webhook done site=%s", site.name)
 

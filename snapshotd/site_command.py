@@ -8,12 +8,12 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from snapshotd.config import ConfigError, site_from_mapping, site_to_mapping
+from snapshotd.config import ConfigError, SiteSettings, site_from_mapping, site_to_mapping
 from snapshotd.jobs import PROGRESS, describe_job, job_state, restart_job, start_round
-from snapshotd.rewrite import RulesError, load_rules
+from snapshotd.rewrite import RulesError, site_rules
 from snapshotd.sites import site_json
 from snapshotd.store import STATES, Store, open_store
-from snapshotd.store.base import iso_time
+from snapshotd.store.base import SiteRow, iso_time
 
 __all__ = ["SITE_ACTIONS", "SiteCommandError", "run_site_command"]
 
@@ -50,6 +50,27 @@ def assign(settings: dict[str, Any], assignments: Sequence[str]) -> dict[str, An
     return out
 
 
+def _stored_mapping(row: SiteRow) -> dict[str, Any]:
+    """A stored site's keys; none when they are not a JSON object (set starts afresh)."""
+    try:
+        raw = json.loads(row.settings)
+    except ValueError:
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def stored_site(row: SiteRow) -> SiteSettings:
+    """The site a store row holds, checked as any site is; SiteCommandError says why not
+    in one line (a row written by hand, or by another version of snapshotd)."""
+    raw = _stored_mapping(row)
+    if not raw:
+        raise SiteCommandError(f"site {row.name} in the store cannot be read: not a JSON object")
+    try:
+        return site_from_mapping(raw, "site")
+    except ConfigError as exc:
+        raise SiteCommandError(f"site {row.name} in the store cannot be read: {exc}") from None
+
+
 async def run_site_command(
     db: str, action: str, name: str | None, assignments: Sequence[str], out: TextIO
 ) -> int:
@@ -71,22 +92,24 @@ async def _run(
             out.write("(no sites yet: snapshotd site set NAME origin=URL)\n")
             return 0
         width = max(len("site"), *(len(n) for n in rows))
-        out.write(f"{'site':<{width}}  {'state':<7}  {'paths':>8}  origin\n")
+        out.write(f"{'site':<{width}}  {'state':<10}  {'paths':>8}  origin\n")
         for row in rows.values():
-            origin = json.loads(row.settings).get("origin", "")
+            try:  # a site no process can read is listed as such, with why
+                origin = stored_site(row).origin
+                state = "paused" if row.paused else "active"
+            except SiteCommandError as exc:
+                origin, state = str(exc), "unreadable"
             total = sum(counts.get(row.name, {}).values())
-            state = "paused" if row.paused else "active"
-            out.write(f"{row.name:<{width}}  {state:<7}  {total:>8}  {origin}\n")
+            out.write(f"{row.name:<{width}}  {state:<10}  {total:>8}  {origin}\n")
         return 0
     if not name:
         raise SiteCommandError(f"site {action}: give the site's name")
     found = rows.get(name)
     if action == "set":
-        settings = assign(json.loads(found.settings) if found else {}, assignments)
+        settings = assign(_stored_mapping(found) if found else {}, assignments)
         try:
             site = site_from_mapping({**settings, "name": name}, "site")
-            if site.rules:
-                load_rules(site.rules)
+            site_rules(site)
         except (ConfigError, RulesError) as exc:
             raise SiteCommandError(str(exc)) from None
         await store.put_site(name, site_json(site))
@@ -95,7 +118,7 @@ async def _run(
     if found is None:
         raise SiteCommandError(f"no site is named {name!r}")
     row = found
-    site = site_from_mapping(json.loads(row.settings), "site")
+    site = stored_site(row)
     if action == "show":
         of_site = (await store.counts()).get(name, {})
         job = await describe_job(

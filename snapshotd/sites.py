@@ -26,7 +26,7 @@ from dataclasses import replace
 from snapshotd.bots import BotMatcher
 from snapshotd.config import ConfigError, Settings, SiteSettings, site_from_mapping, site_to_mapping
 from snapshotd.jobs import restart_job
-from snapshotd.rewrite import RulesError, RuleSet, load_rules
+from snapshotd.rewrite import RulesError, RuleSet, site_rules
 from snapshotd.store.base import SiteRow, Store
 
 __all__ = ["SiteRegistry", "site_json"]
@@ -58,10 +58,11 @@ class SiteRegistry:
         self.settings = settings  # its ``sites`` replaced by the store's on every change
         self.store = store
         self.refresh_every = refresh_every
-        # Given rules stand for the configured sites' files, while a site names that file.
+        # Given rules stand for the configured sites' rules, while a site has those.
         given = rules or {}
         self._given_rules = {
-            s.name: (s.rules, given[s.name]) for s in settings.sites if s.name in given
+            s.name: ((s.rules, s.rules_text), given[s.name])
+            for s in settings.sites if s.name in given
         }
         self.rules: dict[str, RuleSet] = {}
         self.bots: dict[str, BotMatcher] = {}
@@ -214,11 +215,11 @@ class SiteRegistry:
 
     def _load(self, site: SiteSettings) -> None:
         """Parse the site's rules and make its bot matcher (RulesError for broken rules)."""
-        file, given = self._given_rules.get(site.name, (None, None))
-        if given is not None and site.rules == file:
+        source, given = self._given_rules.get(site.name, (None, None))
+        if given is not None and (site.rules, site.rules_text) == source:
             rules = given
         else:
-            rules = load_rules(site.rules) if site.rules else RuleSet.empty()
+            rules = site_rules(site)
         self.rules[site.name] = rules
         self.bots[site.name] = _matcher(site)
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from snapshotd.config import ConfigError, load_settings, parse_duration
+from snapshotd.config import ConfigError, load_settings, parse_duration, site_from_mapping
 
 
 def write(tmp_path, text):
@@ -230,3 +230,97 @@ def test_the_maintenance_period_comes_from_file_or_env_within_its_bounds(tmp_pat
     for bad in ("0", "0.1", "3601"):
         with pytest.raises(ConfigError, match="server.maintenance_every must be 0.5 to 3600"):
             load_settings(write(tmp_path, f"[server]\nmaintenance_every = {bad}\n"), env={})
+
+
+NUMBERS = {
+    # key: (a value in range, values out of it)
+    "crawl_delay": (2.5, ["nan", "inf", "-inf", "3601", "-1"]),
+    "render_timeout": (20, ["nan", "inf", "0", "601"]),
+    "javascript_timeout": (0.5, ["nan", "inf", "601"]),
+    "repeat": (1.5, ["nan", "inf", "3651"]),
+    "seed_recrawl_frequency": (7, ["nan", "inf", "3651"]),
+    "max_pages": (5, ["0", str(10**400), "1_000_000_001"]),
+    "max_hops": (-1, ["-2", str(10**400)]),
+    "max_to_process": (-1, ["-2", "1_000_000_001"]),
+    "max_rounds": (0, ["-1", "1_000_001"]),
+    "new_paths_per_minute": (60, ["0", "1_000_001"]),
+}
+
+
+@pytest.mark.parametrize("key", sorted(NUMBERS))
+def test_every_number_is_finite_and_within_its_range_or_the_file_is_refused_naming_it(
+    tmp_path, key
+):
+    good, bad = NUMBERS[key]
+    site = "[[site]]\norigin = 'http://127.0.0.1:3000'\n"
+    assert getattr(load_settings(write(tmp_path, f"{site}{key} = {good}\n"), env={}).sites[0],
+                   key) == good
+    for value in bad:
+        with pytest.raises(ConfigError, match=rf"site\[0\]\.{key}: must be from "):
+            load_settings(write(tmp_path, f"{site}{key} = {value}\n"), env={})
+
+
+def test_a_duration_too_long_to_be_a_date_is_refused_however_it_is_written(tmp_path):
+    site = "[[site]]\norigin = 'http://127.0.0.1:3000'\n"
+    assert load_settings(write(tmp_path, site + "expire_after = '3650d'\n"), env={})
+    for value in ("'3651d'", "'" + "9" * 400 + "'", "9" * 400, "inf", "nan", "1e300"):
+        with pytest.raises(ConfigError, match=r"site\[0\]\.expire_after: must be from 0 to "):
+            load_settings(write(tmp_path, f"{site}expire_after = {value}\n"), env={})
+    # A number past what a float holds, as a JSON body may carry one.
+    with pytest.raises(ConfigError, match=r"site\.expire_after: "):
+        site_from_mapping({"origin": "http://a.test", "expire_after": 10**400})
+    with pytest.raises(ConfigError, match=r"site\.crawl_delay: "):
+        site_from_mapping({"origin": "http://a.test", "crawl_delay": 10**400})
+
+
+def test_server_and_browser_numbers_from_the_file_or_the_environment_must_be_finite(tmp_path):
+    for text in ("[server]\nmiss_wait = nan", "[browser]\nrender_timeout = inf",
+                 "[browser]\njavascript_timeout = nan"):
+        with pytest.raises(ConfigError, match="must be a finite number"):
+            load_settings(write(tmp_path, text), env={})
+    for name in ("SNAPSHOTD_MISS_WAIT", "SNAPSHOTD_RENDER_TIMEOUT"):
+        with pytest.raises(ConfigError, match=f"{name}: must be a finite number"):
+            load_settings(env={name: "nan"})
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [("seeds", ["/\ud800"]), ("seeds", ["/a\nb"]), ("hosts", ["a.test\x00"]),
+     ("page_process_pattern", "x\ud800"), ("notify_email", "a@b.test\r\nBcc: c@d.test"),
+     ("ignore", ["/\x1b[2J"]), ("url_crawl_pattern", "\x7f"), ("bots", {"add": ["\udfff"]})],
+)
+def test_text_with_a_lone_surrogate_or_a_control_character_is_refused_naming_the_key(key, value):
+    with pytest.raises(ConfigError, match=rf"site\.{key}[.:\[]") as caught:
+        site_from_mapping({"origin": "http://a.test", key: value})
+    assert "\n" not in str(caught.value) and "\ud800" not in str(caught.value)
+    str(caught.value).encode("utf-8")  # the message itself can be written anywhere
+
+
+def test_an_origin_with_a_user_name_or_password_is_refused() -> None:
+    for origin in ("http://user:pass@127.0.0.1:3000", "http://user@127.0.0.1", "http://@a.test"):
+        with pytest.raises(ConfigError, match="no user name or password") as caught:
+            site_from_mapping({"origin": origin})
+        assert "pass" not in str(caught.value).replace("password", "")
+
+
+def test_the_rules_directory_is_taken_from_the_config_files_directory(tmp_path):
+    path = write(tmp_path, "[server]\nrules_dir = 'rules'\n")
+    assert load_settings(path, env={}).rules_dir == str(tmp_path / "rules")
+    assert load_settings(env={}).rules_dir == ""
+    with pytest.raises(ConfigError, match=r"site\[0\]\.rules_text: give rules or rules_text"):
+        load_settings(write(tmp_path, "[[site]]\norigin = 'http://a.test'\nrules = 'a.rules'\n"
+                                      "rules_text = '^/a /b'\n"), env={})
+    text = "^/a /b [R=301]\n# a comment\t\r\n"
+    assert site_from_mapping({"origin": "http://a.test", "rules_text": text}).rules_text == text
+    with pytest.raises(ConfigError, match=r"site\.rules_text: larger than 1 MiB"):
+        site_from_mapping({"origin": "http://a.test", "rules_text": "# x\n" * 300_000})
+    with pytest.raises(ConfigError, match=r"site\.rules_text: holds a control character"):
+        site_from_mapping({"origin": "http://a.test", "rules_text": "^/a /b\x00"})
+
+
+def test_hosts_of_a_site_are_host_names_wherever_they_come_from(tmp_path):
+    site = site_from_mapping({"origin": "http://a.test", "hosts": ["Shop.test", "[::1]:8443"]})
+    assert site.hosts == ("shop.test", "[::1]:8443")
+    for bad in ("a b", "a/b", "", "user@shop.test"):
+        with pytest.raises(ConfigError, match=r"site\.hosts: .* is not a host name"):
+            site_from_mapping({"origin": "http://a.test", "hosts": [bad]})

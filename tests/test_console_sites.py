@@ -56,7 +56,7 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
             text = await editor.input_value()
             await editor.fill(text.replace('"max_pages": 100000', '"max_pages": 0'))
             await page.click("#settings-form button")
-            await expect(page.locator("#message")).to_contain_text("max_pages: must be at least 1")
+            await expect(page.locator("#message")).to_contain_text("max_pages: must be from 1 to")
             await editor.fill(text.replace('"max_pages": 100000', '"max_pages": 40'))
             await page.click("#settings-form button")
             await expect(page.locator("#message")).to_have_text("Saved the settings of spa.")

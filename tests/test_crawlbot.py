@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings
+from snapshotd.config import BrowserSettings, Settings, SiteSettings
 from snapshotd.patterns import url_matches
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
@@ -289,3 +289,27 @@ def test_a_webhook_to_a_loopback_address_is_refused_unless_the_operator_allows_i
     assert sentinel.calls == []
     assert "webhook not called site=shop" in caplog.text
     assert "refused: loopback" in caplog.text, caplog.text
+
+
+async def test_a_refused_webhook_is_logged_without_its_user_name_or_password(
+    tmp_path, caplog
+) -> None:
+    from snapshotd.notify import Notifier
+
+    receiver = Receiver()
+    settings = Settings(db=str(tmp_path / "n.db"))  # notify_private off: loopback refused
+    with serve_asgi(receiver.app) as hook:
+        site = SiteSettings(
+            name="shop", origin="http://127.0.0.1:9",
+            notify_webhook=hook.replace("http://", "http://ops:hunter2@") + "/hook",
+        )
+        notifier = Notifier(settings, None, None, retries=())  # type: ignore[arg-type]
+        job = {"jobStatus": {"message": "Job has completed and no repeat is scheduled"}}
+        with caplog.at_level(logging.WARNING, logger="snapshotd.notify"):
+            await notifier._call(site, job)
+        await notifier.aclose()
+    assert receiver.calls == []
+    [line] = [r.getMessage() for r in caplog.records if r.name == "snapshotd.notify"]
+    assert line == (
+        f"webhook not called site=shop url={hook}/hook: refused: loopback address 127.0.0.1"
+    )

@@ -292,3 +292,17 @@ async def test_each_site_is_judged_with_its_own_origin():
                 async with fetcher.stream(f"{other}/robots.txt", origin=base):
                     pass
     assert far.hits == ["/robots.txt"] and origin.hits == []
+
+
+async def test_a_refused_redirect_names_its_target_without_user_name_or_password():
+    with servers() as (origin, base, far, far_port, _near, _near_port):
+        target = f"http://user:s3cret@127.0.0.2:{far_port}/robots.txt"
+        origin.routes = {"/robots.txt": (302, {"Location": target}, b"")}
+        async with Fetcher() as fetcher:
+            with pytest.raises(Refused) as refused:
+                async with fetcher.stream(f"{base}/robots.txt", origin=base):
+                    pass
+    assert far.hits == []
+    assert str(refused.value) == (
+        f"refused redirect to http://127.0.0.2:{far_port}/robots.txt: loopback address 127.0.0.2"
+    )

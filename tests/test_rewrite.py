@@ -272,6 +272,38 @@ def test_load_rules_missing_file(tmp_path):
     assert "cannot read rules file" in str(info.value)
 
 
+def test_a_rules_file_is_a_regular_file_of_at_most_1_mib_and_nothing_more_is_read(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo.rules"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer for ever
+    sparse = tmp_path / "sparse.rules"
+    with sparse.open("wb") as f:
+        f.truncate(400 * 1024 * 1024)  # 400 MB of nothing, on no disk
+    at_cap = tmp_path / "cap.rules"
+    line = b"^/a /b [R=301]\n"
+    at_cap.write_bytes(line * (1024 * 1024 // len(line)))
+    errors: dict[str, str] = {}
+
+    def load(path: str) -> None:
+        try:
+            load_rules(path)
+        except RulesError as exc:
+            errors[path] = exc.reason
+
+    for path, reason in (("/dev/zero", "not a regular file"), (str(fifo), "not a regular file"),
+                         (str(sparse), "larger than 1 MiB")):
+        started = time.monotonic()
+        reader = threading.Thread(target=load, args=(path,), daemon=True)
+        reader.start()
+        reader.join(5)
+        assert not reader.is_alive(), f"{path}: still reading"
+        assert time.monotonic() - started < 1, path
+        assert errors[path] == reason, errors
+    assert len(load_rules(str(at_cap))) == 1024 * 1024 // len(line)
+
+
 # --- Nothing hangs: rejected at load, or bounded while evaluating -------------------------
 
 REJECTED_AT_LOAD = [r"^(a+)+$", r"^(a*)*b", r"(\w+\s?)+$", r"^(.*/)+x", r"(a|aa)+$", r"(x+x+)+y"]

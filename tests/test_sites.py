@@ -154,7 +154,9 @@ def test_the_site_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert shown["settings"]["seeds"] == ["/", "/a"]
     assert shown["settings"]["bots"]["add"] == ["MyBot"]
     bad = run("site", "set", "shop", "--db", db, "max_pages=0")
-    assert bad.returncode == 2 and bad.stderr == "snapshotd: site.max_pages: must be at least 1\n"
+    assert bad.returncode == 2 and bad.stderr == (
+        "snapshotd: site.max_pages: must be from 1 to 1000000000, got 0\n"
+    )
     assert run("site", "pause", "shop", "--db", db).stdout == "paused site shop\n"
     listed = run("site", "list", "--db", db).stdout.splitlines()
     assert listed[1].split()[:2] == ["shop", "paused"]

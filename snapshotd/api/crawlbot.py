@@ -22,9 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
-from snapshotd.api.inputs import read_body, record_json
+from snapshotd.api.inputs import is_number, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
-from snapshotd.api.sites import job_json, new_round, site_from_body
+from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config import SiteSettings, site_to_mapping
 from snapshotd.jobs import V3
 from snapshotd.params import without_each_param
@@ -159,7 +159,15 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     if site is None and "origin" not in changes:
         raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
     base = site_to_mapping(site) if site else {}
-    return site_from_body(name, {**base, **changes})
+    try:
+        return site_from_body(name, {**base, **changes}, ctx)
+    except ApiError as exc:  # a setting is named by the argument that gave it
+        named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
+        named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
+        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders"}
+        field = named.get(exc.field or "", exc.field)
+        message = str(exc).replace(f"site.{exc.field}", str(field), 1)
+        raise ApiError(exc.status, message, field) from None
 
 
 @operation(
@@ -197,7 +205,7 @@ async def crawl(request: Request) -> Response:
         try:
             await ctx.sites.put(site)
         except RulesError as exc:
-            raise ApiError(400, str(exc), "rules") from None
+            raise rules_refused(exc, site) from None
     if ctx.sites.site(name) is None:
         raise ApiError(404, f"no job is named {name!r}", "name")
     if _flag(args, "delete"):
@@ -235,7 +243,7 @@ async def crawl_data(request: Request) -> Response:
     if fmt not in ("json", "csv"):
         raise ApiError(400, "format must be json or csv", "format")
     num = args.get("num")
-    if num is not None and not str(num).isdigit():
+    if num is not None and not is_number(str(num)):
         raise ApiError(400, "num must be a whole number", "num")
     records = [r async for r in ctx.store.iter_paths(site.name)]
     if args.get("type") != "urls":

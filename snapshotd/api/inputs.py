@@ -84,8 +84,9 @@ def query(request: Request, allowed: set[str]) -> QueryParams:
 
 
 def is_number(text: str) -> bool:
-    """ASCII digits only: ``str.isdigit`` also holds for '²' or '١', which ``int`` refuses."""
-    return text.isascii() and text.isdigit()
+    """ASCII digits only (``str.isdigit`` also holds for '²' or '١', which ``int`` refuses),
+    at most 18 of them: ``int`` reads it whatever its digit limit, and it fits 64 bits."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def check_priority(value: Any, field: str = "priority") -> int:

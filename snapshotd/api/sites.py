@@ -1,6 +1,11 @@
 """Sites as runtime objects (SPEC 7): create, read, replace, pause, resume, restart and remove
 a site. A change is stored first and seen by this process at once, by every other process
-within a second (:mod:`snapshotd.sites`)."""
+within a second (:mod:`snapshotd.sites`).
+
+A site's rules come in the request (``rules_text``) or from a file of ``[server] rules_dir``;
+the file a site already has (the config file's) is kept as it is. What is wrong with a file
+is answered by its line alone, never with what the server's file holds.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ from snapshotd.config import (
     site_to_mapping,
 )
 from snapshotd.jobs import PROGRESS, describe_job, job_state, start_round
-from snapshotd.rewrite import RulesError
+from snapshotd.rewrite import RulesError, rules_file_in
+from snapshotd.setting_values import check_type
 from snapshotd.store.base import STATES, iso_time
 
 _FIELD = re.compile(r"^site\.(\w+)")
@@ -40,17 +46,44 @@ _SETTINGS_BODY = {
 }
 
 
-def site_from_body(name: str, raw: dict[str, Any]) -> SiteSettings:
-    """The site a request body describes, checked as the config file is (400 naming the key)."""
+def site_from_body(name: str, raw: dict[str, Any], ctx: Any) -> SiteSettings:
+    """The site a request body describes, checked as the config file is (400 naming the key);
+    a rules file it names is one of ``[server] rules_dir``, or the one the site has."""
     if raw.get("name", name) != name:
         raise ApiError(400, f"the body names the site {raw['name']!r}, the URL {name!r}", "name")
     if not re.fullmatch(SITE_NAME, name):
         raise ApiError(400, f"site name {name!r} may hold only letters, digits, . _ -", "site")
+    current = ctx.sites.site(name)
     try:
+        rules = raw.get("rules")
+        if isinstance(rules, str) and rules and rules != (current.rules if current else None):
+            raw = {**raw, "rules": _rules_file(check_type("site.rules", rules, "str"),
+                                               ctx.settings.rules_dir)}
         return site_from_mapping({**raw, "name": name}, "site")
     except ConfigError as exc:
         field = _FIELD.match(str(exc))
         raise ApiError(400, str(exc), field.group(1) if field else "body") from None
+
+
+def _rules_file(name: str, rules_dir: str) -> str:
+    if not rules_dir:
+        raise ApiError(400, "rules: this server takes no rules file through the API ([server] "
+                       "rules_dir is not set): send the rules themselves as rules_text", "rules")
+    try:
+        return rules_file_in(rules_dir, name)
+    except RulesError as exc:
+        raise ApiError(400, f"rules: {exc.reason}", "rules") from None
+
+
+def rules_refused(exc: RulesError, site: SiteSettings) -> ApiError:
+    """Broken rules as the API answers them: rules sent as text with what is wrong, a file
+    by its line alone."""
+    if site.rules_text:
+        return ApiError(400, str(exc), "rules_text")
+    if exc.line == 0:  # it could not be read, as the reason says
+        return ApiError(400, f"rules: {exc.reason}", "rules")
+    return ApiError(400, f"rules: line {exc.line} is not a rule snapshotd reads "
+                    "('snapshotd rules check' on the server says why)", "rules")
 
 
 async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
@@ -104,12 +137,12 @@ async def get_site(request: Request) -> Response:
 async def put_site(request: Request) -> Response:
     ctx = context(request)
     name = request.path_params["site"]
-    site = site_from_body(name, parse_json_object(await read_body(request)))
+    site = site_from_body(name, parse_json_object(await read_body(request)), ctx)
     existed = ctx.sites.site(name) is not None
     try:
         await ctx.sites.put(site)
     except RulesError as exc:
-        raise ApiError(400, str(exc), "rules") from None
+        raise rules_refused(exc, site) from None
     return JSONResponse(await site_answer(request), 200 if existed else 201)
 
 

@@ -2,6 +2,15 @@
 
 from .decision import Decision
 from .errors import RulesError
-from .ruleset import RuleSet, load_rules, load_site_rules, parse_rules
+from .ruleset import RuleSet, load_rules, load_site_rules, parse_rules, rules_file_in, site_rules
 
-__all__ = ["Decision", "RuleSet", "RulesError", "load_rules", "load_site_rules", "parse_rules"]
+__all__ = [
+    "Decision",
+    "RuleSet",
+    "RulesError",
+    "load_rules",
+    "load_site_rules",
+    "parse_rules",
+    "rules_file_in",
+    "site_rules",
+]

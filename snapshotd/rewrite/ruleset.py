@@ -1,18 +1,25 @@
-"""Rule sets: reading a rules file, telling its dialect, evaluating URLs."""
+"""Rule sets: reading a rules file, telling its dialect, evaluating URLs.
+
+A rules file is read only when it is a regular file of at most ``MAX_RULES_BYTES``: a
+device, a pipe or a larger file is refused from what opening it tells, before any of it is
+read, and never more than that many bytes are read.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING
 
 from . import apache, seo4ajax
-from .common import MAX_URL_LENGTH
+from .common import MAX_RULES_BYTES, MAX_URL_LENGTH
 from .decision import Decision
 from .errors import RulesError
 
 if TYPE_CHECKING:
-    from snapshotd.config import Settings
+    from snapshotd.config import Settings, SiteSettings
 
 _APACHE_LINE = re.compile(r"rewrite[a-z]*(\s|$)", re.IGNORECASE)
 
@@ -127,15 +134,51 @@ def parse_rules(text: str, *, filename: str = "<rules>") -> RuleSet:
 def load_rules(path: str) -> RuleSet:
     """Read and parse a rules file; raise RulesError (line 0 when it cannot be read)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        # Not blocking: opening a pipe with no writer would wait for one.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise RulesError(path, 0, f"cannot read rules file: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path
+        raise RulesError(path, 0, "cannot read rules file: not a file name") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise RulesError(path, 0, "not a regular file")
+        if info.st_size > MAX_RULES_BYTES:
+            raise RulesError(path, 0, "larger than 1 MiB")
+        try:
+            data = f.read(MAX_RULES_BYTES + 1)  # it may have grown since
+        except OSError as e:
+            raise RulesError(path, 0, f"cannot read rules file: {e.strerror or e}") from None
+    if len(data) > MAX_RULES_BYTES:
+        raise RulesError(path, 0, "larger than 1 MiB")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise RulesError(path, 0, "rules file is not UTF-8 text") from None
     return parse_rules(text, filename=path)
 
 
+def site_rules(site: SiteSettings) -> RuleSet:
+    """A site's rules: its ``rules_text``, else its ``rules`` file (RulesError when broken)."""
+    if site.rules_text:
+        return parse_rules(site.rules_text, filename="rules_text")
+    return load_rules(site.rules) if site.rules else RuleSet.empty()
+
+
+def rules_file_in(directory: str, name: str) -> str:
+    """The rules file ``name`` names in ``directory`` (a name relative to it, or a path in
+    it), links followed; RulesError (line 0) when that is outside the directory."""
+    try:
+        root = os.path.realpath(directory)
+        path = os.path.realpath(os.path.join(root, name))
+    except ValueError:  # a NUL in the name
+        raise RulesError(name, 0, "not a file name") from None
+    if path == root or os.path.commonpath([root, path]) != root:
+        raise RulesError(name, 0, "not a file of the rules directory ([server] rules_dir)")
+    return path
+
+
 def load_site_rules(settings: Settings) -> dict[str, RuleSet]:
     """Every site's rules, parsed now so a broken file stops start-up (raises RulesError)."""
-    return {s.name: load_rules(s.rules) if s.rules else RuleSet.empty() for s in settings.sites}
+    return {s.name: site_rules(s) for s in settings.sites}

@@ -57,10 +57,15 @@ def encode_capture(html: str) -> tuple[str, bytes, str]:
 
 def iso_time(t: float | None) -> str | None:
     """A stored time (seconds since the epoch) as ISO-8601 UTC to the second, as
-    ``2024-05-01T12:00:00Z``; None stays None."""
+    ``2024-05-01T12:00:00Z``; None stays None, and so is a time no date names (NaN, infinite,
+    past year 9999), as an older version or a hand may have stored."""
     if t is None:
         return None
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        when = datetime.fromtimestamp(t, UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # A path's snapshot: its own, else, for a page known by what it shows (stored ``shared``),
