@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from snapshotd import logs
 from snapshotd.config import Settings, SiteSettings
 from snapshotd.content import MIN_WORDS, Print, fingerprint, same_page
 from snapshotd.metrics import Metrics
@@ -138,7 +139,7 @@ class CaptureService:
             try:
                 await self._reclaim()
             except Exception as exc:
-                log.error("releasing expired leases failed: %s", exc)
+                logs.throttled(log, logging.ERROR, "releasing expired leases failed: %s", exc)
 
     def stop(self) -> None:
         """Start no capture from now on; requests waiting on one stop waiting (and fail

@@ -128,31 +128,25 @@ async def _check_store(db: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from snapshotd.app import create_app
-    from snapshotd.serving import bind_sockets, serve_one, serve_workers
+    from snapshotd.serving import bind_socket, serve_one, serve_workers
 
     settings = _settings(args)
     rules = _check_rules(settings)
     _check_chromium(settings)
     asyncio.run(_check_store(settings.db))
     try:
-        sockets = bind_sockets(settings.host, settings.port, settings.workers)
+        sock = bind_socket(settings.host, settings.port)
     except OSError as exc:
         reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         raise UserError(f"cannot listen on {host}:{settings.port}: {reason}") from None
-    settings = replace(settings, port=sockets[0].getsockname()[1])  # --port 0: the one drawn
-    if settings.workers > 1:
-        try:
+    with sock:
+        settings = replace(settings, port=sock.getsockname()[1])  # --port 0: the one drawn
+        if settings.workers > 1:
             asyncio.run(_check_browser(settings))
-            return serve_workers(settings, sockets, crawler=not args.no_crawler, rules=rules)
-        finally:
-            for sock in sockets:
-                sock.close()
-    app = create_app(settings, crawler=not args.no_crawler, rules=rules)
-    try:
-        started = serve_one(app, settings, sockets)
-    finally:
-        sockets[0].close()
+            return serve_workers(settings, sock, crawler=not args.no_crawler, rules=rules)
+        app = create_app(settings, crawler=not args.no_crawler, rules=rules)
+        started = serve_one(app, settings, [sock])
     if app.startup_error is not None:
         raise UserError(str(app.startup_error).strip().splitlines()[0])
     return 0 if started else 2

@@ -3,6 +3,10 @@
 Text lines read ``2024-05-01T10:00:00.123Z INFO snapshotd.capture captured site=shop ...``.
 JSON lines are objects with ``time``, ``level``, ``logger`` and ``message``, plus the fields
 an event carries (``extra=``), e.g. an access line's ``bot``, ``path``, ``result``, ``ms``.
+
+A failure that can repeat many times a second (the store gone away, under every request and
+every background loop) is logged through :func:`throttled`: one line per kind per
+``THROTTLE_EVERY`` seconds, the next saying how many were left out.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import time
 from typing import Any, cast
 
 __all__ = [
-    "LOG_FORMATS", "JSONFormatter", "UTCFormatter", "flush", "info", "iso_utc", "setup_logging"
+    "LOG_FORMATS", "THROTTLE_EVERY", "JSONFormatter", "Throttle", "UTCFormatter", "flush", "info",
+    "iso_utc", "setup_logging", "throttled",
 ]
 
 LOG_FORMATS = ("text", "json")
@@ -185,6 +190,40 @@ def _only_handler(logger: logging.Logger) -> _Stderr | None:
             found = handler
         current = current.parent if current.propagate else None
     return found
+
+
+THROTTLE_EVERY = 10.0  # seconds between two lines of one kind of failure
+
+
+class Throttle:
+    """At most one line of each kind (a logger and a message, before its arguments fill it
+    in) per ``every`` seconds; the next one after some were left out says how many."""
+
+    def __init__(self, every: float = THROTTLE_EVERY, clock: Any = time.monotonic) -> None:
+        self.every = every
+        self.clock = clock
+        # kind -> [when its next line may go out, how many were left out since the last]
+        self._kinds: dict[tuple[str, str], list[Any]] = {}
+
+    def log(self, logger: logging.Logger, level: int, message: str, *args: Any) -> None:
+        now = self.clock()
+        kind = self._kinds.setdefault((logger.name, message), [now, 0])
+        if now < kind[0]:
+            kind[1] += 1
+            return
+        left_out, kind[0], kind[1] = kind[1], now + self.every, 0
+        if left_out:
+            message += f" ({left_out} more since the last one)"
+        logger.log(level, message, *args)
+
+
+_throttle = Throttle()
+
+
+def throttled(logger: logging.Logger, level: int, message: str, *args: Any) -> None:
+    """``logger.log(level, message, *args)``, unless a line of the same ``message`` (a
+    constant: the kind of failure) went out less than ``THROTTLE_EVERY`` seconds ago."""
+    _throttle.log(logger, level, message, *args)
 
 
 def flush() -> None:

@@ -42,6 +42,7 @@ from snapshotd.metrics import Metrics
 from snapshotd.oneread import OneRead
 from snapshotd.relay import AtOnce, Relay
 from snapshotd.sites import SiteRegistry
+from snapshotd.store import unavailable
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
     Snapshot,
@@ -409,7 +410,12 @@ class Proxy:
         try:
             result, status = await self._answer(site, path, headers, scope, receive, send)
         except Exception as exc:
-            log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
+            if unavailable(exc):  # every bot's request says it while the store is away
+                logs.throttled(
+                    log, logging.WARNING, "store unavailable, bots get the origin's page: %s", exc
+                )
+            else:
+                log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
             self.metrics.request("BYPASS")
             status = await self.upstream.forward(
                 site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")

@@ -2,10 +2,15 @@
 port under a supervisor (``server.workers``, SPEC 3.1).
 
 Invariants:
-- every worker is a fork of the supervisor made before any event loop runs in it; each
-  builds its own application (store connections, renderer, caches), listens on its own
-  socket of one ``SO_REUSEPORT`` group bound by the supervisor (so the kernel spreads the
-  connections), and counts its metrics in a directory all of them share;
+- the port is one listening socket, bound once by ``serve`` without ``SO_REUSEPORT``: while
+  it is open no other socket, of any process or user, can listen on the address, and
+  nothing can join it (a ``SO_REUSEPORT`` group of sockets would let any process of the
+  same user add its own and be handed a share of the connections);
+- every worker is a fork of the supervisor made before any event loop runs in it, and
+  accepts on that inherited socket (as uvicorn's own workers do: the kernel hands each new
+  connection to one worker that asks for it, so a busy worker takes fewer); each builds its
+  own application (store connections, renderer, caches) and counts its metrics in a
+  directory all of them share;
 - the crawler runs in one worker at a time, the holder of a lock on a file of this
   ``serve`` (:mod:`snapshotd.hostlock`);
 - a worker that dies is replaced at once, on the same socket; one that could not start
@@ -102,28 +107,22 @@ def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket
     return bool(server.started)
 
 
-def bind_sockets(host: str, port: int, count: int) -> list[socket.socket]:
-    """``count`` listening sockets of one ``SO_REUSEPORT`` group on ``host:port`` (a free
-    port when 0). OSError when the address cannot be had."""
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket on ``host:port`` (a free port when 0), never shared with a
+    socket ``serve`` did not make. OSError when the address cannot be had."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
-    sockets: list[socket.socket] = []
+    sock = socket.socket(family, kind, proto)
     try:
-        for _ in range(count):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if count > 1:  # one process alone must find a port in use taken
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-            sock.listen(BACKLOG)
-            address = sock.getsockname()  # the port the first one was given
+        # Only a port whose last connections are in TIME_WAIT: never one a socket listens on.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
     except OSError:
-        for sock in sockets:
-            sock.close()
+        sock.close()
         raise
-    return sockets
+    return sock
 
 
 class Supervisor:
@@ -133,11 +132,11 @@ class Supervisor:
         self.settings = settings
         self.crawler = crawler
         self.rules = rules
-        self.children: dict[int, int] = {}  # pid -> worker index
+        self.children: set[int] = set()  # the workers' pids
         self.stopping = False
 
-    def run(self, shared: str, sockets: list[socket.socket]) -> int:
-        """Workers on ``sockets`` (bound by the caller, who closes them) until stopped."""
+    def run(self, shared: str, sock: socket.socket) -> int:
+        """Workers on ``sock`` (bound by the caller, who closes it) until stopped."""
         settings = self.settings
         token = None if settings.api_tokens else draw_token()
         metrics_dir = os.path.join(shared, "metrics")
@@ -151,9 +150,9 @@ class Supervisor:
             log.info("console: %s", console_url(settings, token))
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._stop)
-        for index in range(settings.workers):
-            self._spawn(index, sockets, token, lock)
-        return self._watch(sockets, token, lock)
+        for _ in range(settings.workers):
+            self._spawn(sock, token, lock)
+        return self._watch(sock, token, lock)
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         if not self.stopping:
@@ -163,15 +162,17 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    def _watch(self, sockets: list[socket.socket], token: str | None, lock: str) -> int:
+    def _watch(self, sock: socket.socket, token: str | None, lock: str) -> int:
         code = 0
         while self.children:
             try:
                 pid, status = os.wait()
             except ChildProcessError:
                 break
-            index = self.children.pop(pid, None)
-            if index is None or self.stopping:
+            if pid not in self.children:
+                continue
+            self.children.discard(pid)
+            if self.stopping:
                 continue
             exit_code = os.waitstatus_to_exitcode(status)
             if exit_code == START_FAILED:
@@ -181,24 +182,19 @@ class Supervisor:
                 continue
             how = f"signal {-exit_code}" if exit_code < 0 else f"exit {exit_code}"
             log.warning("worker pid=%d died (%s): starting another", pid, how)
-            self._spawn(index, sockets, token, lock)
+            self._spawn(sock, token, lock)
         return code
 
-    def _spawn(
-        self, index: int, sockets: list[socket.socket], token: str | None, lock: str
-    ) -> None:
+    def _spawn(self, sock: socket.socket, token: str | None, lock: str) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid:
-            self.children[pid] = index
+            self.children.add(pid)
             return
         code = START_FAILED
         try:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, signal.SIG_DFL)
-            for other, sock in enumerate(sockets):
-                if other != index:
-                    sock.close()
             app = create_app(
                 self.settings,
                 crawler=self.crawler,
@@ -207,7 +203,7 @@ class Supervisor:
                 crawler_lock=HostLock(lock) if self.crawler else None,
                 processes=self.settings.workers,
             )
-            code = 0 if serve_one(app, self.settings, [sockets[index]]) else START_FAILED
+            code = 0 if serve_one(app, self.settings, [sock]) else START_FAILED
         except Exception as exc:
             log.error("worker pid=%d failed: %s", os.getpid(), exc)
         finally:
@@ -218,12 +214,12 @@ class Supervisor:
 
 def serve_workers(
     settings: Settings,
-    sockets: list[socket.socket],
+    sock: socket.socket,
     *,
     crawler: bool,
     rules: dict[str, RuleSet],
 ) -> int:
-    """Run a worker process on each of ``sockets`` (see :func:`bind_sockets`) until SIGTERM;
-    the exit status."""
+    """Run ``settings.workers`` worker processes accepting on ``sock`` (see
+    :func:`bind_socket`) until SIGTERM; the exit status."""
     with tempfile.TemporaryDirectory(prefix="snapshotd-serve-") as shared:
-        return Supervisor(settings, crawler=crawler, rules=rules).run(shared, sockets)
+        return Supervisor(settings, crawler=crawler, rules=rules).run(shared, sock)

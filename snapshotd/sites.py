@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from snapshotd import logs
 from snapshotd.bots import BotMatcher
 from snapshotd.config import ConfigError, Settings, SiteSettings, site_from_mapping, site_to_mapping
 from snapshotd.jobs import restart_job
@@ -121,7 +122,7 @@ class SiteRegistry:
             try:
                 await self.refresh()
             except Exception as exc:  # the store is down: keep the sites known, try again
-                log.warning("could not read sites: %s", exc)
+                logs.throttled(log, logging.WARNING, "could not read sites: %s", exc)
 
     # ------------------------------------------------------------------ changes
 

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from snapshotd import logs
 from snapshotd.store.base import Store
 from snapshotd.store.counters import RecentRow
 
@@ -140,4 +141,4 @@ class MinuteCounters:
                     self._pruned = now
                     await store.prune_counters(int(now // 60) - KEEP_MINUTES)
             except Exception as exc:
-                log.warning("storing minute counters failed: %s", exc)
+                logs.throttled(log, logging.WARNING, "storing minute counters failed: %s", exc)

@@ -5,9 +5,11 @@ within the snapshot cache's second, and SIGTERM stops them all."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import alive, require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
-from tests.test_crawler_process import _rows, processed, tree
+from tests.test_crawler_process import _rows, processed, snapshotd, tree
 from tests.test_serve_process import serving
 
 pytestmark = pytest.mark.browser
@@ -117,6 +119,52 @@ def test_two_workers_share_the_port_and_one_crawls_until_it_dies(tmp_path):
     assert code == 0, err
     assert "Traceback" not in err, err
     assert f"worker pid={dead} died" in err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["1-worker", "2-workers"])
+def test_no_other_process_can_listen_on_the_port_serve_holds(tmp_path, workers):
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, tmp_path / "held.db")
+        with serving("--config", str(config), "--workers", workers, "--no-crawler") as serve:
+            base = serve.url()
+            port = int(base.rsplit(":", 1)[1])
+            # The processes that answer: serve itself, or its workers.
+            ours = {str(p) for p in tree(serve.proc.pid)} - (
+                set() if workers == "1" else {str(serve.proc.pid)}
+            )
+
+            # A process of the same user asking to share the port is refused...
+            with socket.socket() as intruder:
+                intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                with pytest.raises(OSError) as refused:
+                    intruder.bind(("127.0.0.1", port))
+                    intruder.listen()
+                assert refused.value.errno == errno.EADDRINUSE
+
+            # ...and so is another serve (its own database) with several workers.
+            other = tmp_path / "other"
+            other.mkdir()
+            second = snapshotd(
+                "serve", "--config", str(write_config(other, origin, other / "other.db")),
+                "--port", str(port), "--workers", "2", "--no-crawler",
+            )
+            _, err = second.communicate(timeout=120)
+            assert second.returncode == 2, err
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert lines == [
+                f"snapshotd: cannot listen on 127.0.0.1:{port}: address already in use"
+            ]
+
+            # Every connection still reaches this serve's workers.
+            answered = {
+                httpx.get(f"{base}/_snapshotd/healthz", trust_env=False).headers[WORKER]
+                for _ in range(40)
+            }
+            assert answered <= ours, (answered, ours)
+            serve.stop()
+        err = serve.stderr
+    assert "Traceback" not in err, err
 
 
 def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp_path):

@@ -32,11 +32,12 @@ from starlette.types import ASGIApp
 
 from snapshotd.api import console, crawlbot, params, paths, render, sitemap, sites, status
 from snapshotd.api.auth import TokenAuth, token_matches
-from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error
+from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error, store_error
 from snapshotd.api.inputs import MAX_BODY
 from snapshotd.api.openapi import document, openapi_json
 from snapshotd.api.paths import MAX_PATHS_PER_CALL
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS
+from snapshotd.store import raised_by_stores
 
 if TYPE_CHECKING:
     from snapshotd.services import Services
@@ -95,7 +96,11 @@ def create_api(ctx: Services, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
     carries no OpenAPI operation."""
     app = Starlette(
         routes=list(routes),
-        exception_handlers={ApiError: api_error, HTTPException: http_error},
+        exception_handlers={
+            ApiError: api_error,
+            HTTPException: http_error,
+            **dict.fromkeys(raised_by_stores(), store_error),
+        },
     )
     app.router.redirect_slashes = False
     app.state.ctx = ctx

@@ -4,12 +4,16 @@ is answered, and the one way a handler reaches the application's shared pieces.
 Invariants:
 - every client error is answered as ``{"error": message, "field": name}`` (``field`` only
   when one is to blame), a 401 with ``WWW-Authenticate: Bearer``;
+- a store that cannot be used (:func:`snapshotd.store.unavailable`) is a 503
+  ``{"error": "store unavailable"}`` with ``Retry-After``, and a line in the log at most
+  once per ``logs.THROTTLE_EVERY`` seconds, never a traceback;
 - handlers hold no state of their own: the shared :class:`~snapshotd.services.Services` and the
   per-application state live on the Starlette application's ``state``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
@@ -17,11 +21,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Send
 
+from snapshotd import logs
+from snapshotd.store import unavailable
+
 if TYPE_CHECKING:
     from snapshotd.services import Services
 
 PREFIX = "/_snapshotd"
 API = PREFIX + "/api/v1"
+RETRY_AFTER = 5  # seconds a client is asked to wait when the store cannot be used
+
+log = logging.getLogger("snapshotd.api")
 
 
 class ApiError(Exception):
@@ -68,3 +78,14 @@ async def http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         return error_response(405, f"{request.method} is not allowed here")
     return error_response(exc.status_code, str(exc.detail))
+
+
+async def store_error(request: Request, exc: Exception) -> Response:
+    """A store that cannot be used now is a 503; any other error of a store is a fault, as
+    an exception of any other kind is."""
+    if not unavailable(exc):
+        raise exc
+    logs.throttled(log, logging.WARNING, "store unavailable, the API answers 503: %s", exc)
+    response = error_response(503, "store unavailable")
+    response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response

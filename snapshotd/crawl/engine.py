@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from snapshotd import logs
 from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
 from snapshotd.config import MAINTENANCE_EVERY, SiteSettings
 from snapshotd.crawl.follow import Follower
@@ -262,7 +263,7 @@ class Crawler:
             try:
                 await self._maintain()
             except Exception as exc:
-                log.error("crawler maintenance failed: %s", exc)
+                logs.throttled(log, logging.ERROR, "crawler maintenance failed: %s", exc)
 
     async def _boot(self) -> None:
         for owner in await self.store.lease_owners():
@@ -408,7 +409,7 @@ class Crawler:
             try:
                 claimed = await self._claim()
             except Exception as exc:
-                log.error("claim failed: %s", exc)
+                logs.throttled(log, logging.ERROR, "claim failed: %s", exc)
                 await asyncio.sleep(POLL_SECONDS)
                 continue
             if claimed is None:
