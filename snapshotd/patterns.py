@@ -3,23 +3,75 @@
 A pattern is ``||``-separated strings. A URL matches when it contains any of the strings
 without ``!`` (or there is none) and none of those with ``!``; ``^`` at the start of a string
 anchors it to the start of the URL, ``$`` at its end to the end. A regex, when given, decides
-instead of the pattern (``re.search`` semantics on the whole URL, bounded in time).
+instead of the pattern (``re.search`` semantics on the whole URL).
+
+Invariants:
+- a regex setting is checked and compiled as the rules files' patterns are
+  (:func:`~snapshotd.rewrite.regexes.compile_pattern`): one that can backtrack
+  catastrophically is refused where it is set, so it never runs;
+- a search is given at most ``REGEX_SECONDS``; inside :func:`regex_budget` (the links of one
+  page, the entries of one sitemap file) all searches together are given its seconds of
+  matching time. A search that runs out of time does not match; a budget that saw any logs
+  one line when it ends, a search outside one logs its own.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import regex
 
-__all__ = ["PatternError", "check_regex", "url_matches"]
+from snapshotd.rewrite.regexes import PatternError, compile_pattern
 
-# A regex a page's link cannot hold for longer than this.
+__all__ = [
+    "PatternError",
+    "RegexBudget",
+    "compile_regex",
+    "regex_budget",
+    "url_matches",
+]
+
+log = logging.getLogger("snapshotd.patterns")
+
+# A regex a URL cannot hold for longer than this.
 REGEX_SECONDS = 0.05
+# The matching time of all the URLs one page links to, or one sitemap file lists.
+PAGE_REGEX_SECONDS = 0.25
 
 
-class PatternError(ValueError):
-    """A regex that does not compile."""
+class RegexBudget:
+    """Matching time left for a batch of URLs, and the searches that ran out of it."""
+
+    __slots__ = ("first", "left", "missed")
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+        self.missed = 0
+        self.first = ""
+
+
+_budget: ContextVar[RegexBudget | None] = ContextVar("regex_budget", default=None)
+
+
+@contextmanager
+def regex_budget(what: str, seconds: float = PAGE_REGEX_SECONDS) -> Iterator[RegexBudget]:
+    """Give the searches made inside (in this task) ``seconds`` of matching time together;
+    ``what`` names the batch in the one log line said when some ran out of time."""
+    budget = RegexBudget(seconds)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+        if budget.missed:
+            log.warning(
+                "regex ran out of time on %d URLs of %s, taken as not matching (first %.200s)",
+                budget.missed, what, budget.first,
+            )
 
 
 def _contains(url: str, term: str) -> bool:
@@ -43,25 +95,38 @@ def _pattern_matches(pattern: str, url: str) -> bool:
     return not wanted or any(_contains(url, t) for t in wanted)
 
 
-@lru_cache(maxsize=64)
-def _compiled(source: str) -> regex.Pattern[str]:
+def compile_regex(source: str) -> regex.Pattern[str]:
+    """A regex setting compiled; PatternError says why it cannot be one."""
+    return compile_pattern(source)
+
+
+def _search(pattern: regex.Pattern[str], url: str) -> bool:
+    budget = _budget.get()
+    seconds = REGEX_SECONDS if budget is None else min(REGEX_SECONDS, budget.left)
+    started = time.perf_counter()
     try:
-        return regex.compile(source)
-    except regex.error as exc:
-        raise PatternError(f"{source!r} is not a regular expression: {exc}") from None
+        if seconds <= 0:
+            raise TimeoutError
+        return pattern.search(url, timeout=seconds) is not None
+    except TimeoutError:
+        if budget is None:
+            log.warning("regex %r ran out of time on %.200s, taken as not matching",
+                        pattern.pattern, url)
+        else:
+            budget.missed += 1
+            budget.first = budget.first or url
+        return False
+    finally:
+        if budget is not None:
+            budget.left -= time.perf_counter() - started
 
 
-def check_regex(source: str) -> None:
-    """PatternError when ``source`` does not compile."""
-    _compiled(source)
-
-
-def url_matches(url: str, pattern: str = "", regex_source: str = "") -> bool:
-    """Whether ``url`` is one to crawl under ``pattern`` or, when given, ``regex_source``. A
-    regex that runs out of time does not match."""
-    if regex_source:
-        try:
-            return _compiled(regex_source).search(url, timeout=REGEX_SECONDS) is not None
-        except TimeoutError:
-            return False
+def url_matches(
+    url: str, pattern: str = "", regex_: regex.Pattern[str] | str | None = None
+) -> bool:
+    """Whether ``url`` is one to crawl under ``pattern`` or, when given, ``regex_`` (compiled,
+    or its source). A regex that runs out of time does not match."""
+    if regex_:
+        compiled = compile_regex(regex_) if isinstance(regex_, str) else regex_
+        return _search(compiled, url)
     return _pattern_matches(pattern, url) if pattern else True
