@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import regex
-
 from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
-from snapshotd.patterns import PatternError, compile_regex, url_matches
+from snapshotd.patterns import PatternError, UrlRegex, compile_regex, url_matches
 from snapshotd.urls import (
     TRACKING_WORD,
     BadRequest,
@@ -185,10 +183,10 @@ class SiteSettings:
         return any(t in html for t in self.page_process_pattern.split("||") if t.strip())
 
     @cached_property
-    def _regexes(self) -> tuple[regex.Pattern[str] | None, ...]:
+    def _regexes(self) -> tuple[UrlRegex | None, ...]:
         """``url_crawl_regex`` and ``url_process_regex`` compiled, once per site."""
         return tuple(
-            compile_regex(s) if s else None for s in (self.url_crawl_regex, self.url_process_regex)
+            UrlRegex(s) if s else None for s in (self.url_crawl_regex, self.url_process_regex)
         )
 
     @cached_property

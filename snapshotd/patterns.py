@@ -9,10 +9,12 @@ Invariants:
 - a regex setting is checked and compiled as the rules files' patterns are
   (:func:`~snapshotd.rewrite.regexes.compile_pattern`): one that can backtrack
   catastrophically is refused where it is set, so it never runs;
-- a search is given at most ``REGEX_SECONDS``; inside :func:`regex_budget` (the links of one
-  page, the entries of one sitemap file) all searches together are given its seconds of
-  matching time. A search that runs out of time does not match; a budget that saw any logs
-  one line when it ends, a search outside one logs its own.
+- a search is given at most ``REGEX_SECONDS``; each regex setting (:class:`UrlRegex`, one
+  per site) at most ``SHARE_SECONDS`` of each second, whoever asks (a bot's request, the
+  crawler); and inside :func:`regex_budget` (the links of one page, the entries of one
+  sitemap file) all searches together are given its seconds. A search that runs out of time
+  does not match; a budget that saw any logs one line when it ends, outside one a regex logs
+  one line a second at most.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from snapshotd.rewrite.regexes import PatternError, compile_pattern
 __all__ = [
     "PatternError",
     "RegexBudget",
+    "UrlRegex",
     "compile_regex",
     "regex_budget",
     "url_matches",
@@ -41,6 +44,8 @@ log = logging.getLogger("snapshotd.patterns")
 REGEX_SECONDS = 0.05
 # The matching time of all the URLs one page links to, or one sitemap file lists.
 PAGE_REGEX_SECONDS = 0.25
+# The matching time one regex setting is given in each second, however many ask.
+SHARE_SECONDS = 0.1
 
 
 class RegexBudget:
@@ -95,38 +100,60 @@ def _pattern_matches(pattern: str, url: str) -> bool:
     return not wanted or any(_contains(url, t) for t in wanted)
 
 
+class UrlRegex:
+    """A regex setting, compiled once, and the matching time it took in its current second:
+    whoever asks, it is given at most ``SHARE_SECONDS`` of each second."""
+
+    __slots__ = ("pattern", "said", "since", "spent")
+
+    def __init__(self, source: str) -> None:
+        self.pattern = compile_regex(source)
+        self.since = self.spent = 0.0
+        self.said = False  # whether a search ran out of time this second (logged once)
+
+    def left(self, now: float) -> float:
+        """Its matching time left in the second under way (a new one starts with all)."""
+        if now - self.since >= 1.0:
+            self.since, self.spent, self.said = now, 0.0, False
+        return SHARE_SECONDS - self.spent
+
+
 def compile_regex(source: str) -> regex.Pattern[str]:
     """A regex setting compiled; PatternError says why it cannot be one."""
     return compile_pattern(source)
 
 
-def _search(pattern: regex.Pattern[str], url: str) -> bool:
+def _search(rx: UrlRegex, url: str) -> bool:
     budget = _budget.get()
-    seconds = REGEX_SECONDS if budget is None else min(REGEX_SECONDS, budget.left)
     started = time.perf_counter()
+    seconds = min(REGEX_SECONDS, rx.left(time.monotonic()))
+    if budget is not None:
+        seconds = min(seconds, budget.left)
     try:
         if seconds <= 0:
             raise TimeoutError
-        return pattern.search(url, timeout=seconds) is not None
+        return rx.pattern.search(url, timeout=seconds) is not None
     except TimeoutError:
-        if budget is None:
-            log.warning("regex %r ran out of time on %.200s, taken as not matching",
-                        pattern.pattern, url)
-        else:
+        if budget is not None:
             budget.missed += 1
             budget.first = budget.first or url
+        elif not rx.said:
+            rx.said = True
+            log.warning(
+                "regex %r ran out of time on %.200s, taken as not matching (one line a "
+                "second at most)", rx.pattern.pattern, url,
+            )
         return False
     finally:
+        elapsed = time.perf_counter() - started
+        rx.spent += elapsed
         if budget is not None:
-            budget.left -= time.perf_counter() - started
+            budget.left -= elapsed
 
 
-def url_matches(
-    url: str, pattern: str = "", regex_: regex.Pattern[str] | str | None = None
-) -> bool:
+def url_matches(url: str, pattern: str = "", regex_: UrlRegex | str | None = None) -> bool:
     """Whether ``url`` is one to crawl under ``pattern`` or, when given, ``regex_`` (compiled,
     or its source). A regex that runs out of time does not match."""
     if regex_:
-        compiled = compile_regex(regex_) if isinstance(regex_, str) else regex_
-        return _search(compiled, url)
+        return _search(UrlRegex(regex_) if isinstance(regex_, str) else regex_, url)
     return _pattern_matches(pattern, url) if pattern else True
