@@ -302,7 +302,7 @@ class CaptureService:
         patterns, or ``max_to_process`` reached); "" when it is processed."""
         if not site.processes(path):
             return "url_process_pattern"
-        if not site.processes(path, html):
+        if not site.processes_html(html):
             return "page_process_pattern"
         if await self.reached_max(site):
             return "max_to_process"

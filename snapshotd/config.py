@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from snapshotd.bots import BOT_CATEGORIES, DEFAULT_BOT_CATEGORIES
 from snapshotd.links import normalize_url
-from snapshotd.patterns import PatternError, check_regex, url_matches
+from snapshotd.patterns import PatternError, UrlRegex, compile_regex, url_matches
 from snapshotd.rewrite.common import MAX_RULES_BYTES
 from snapshotd.setting_values import (
     ConfigError,
@@ -155,23 +155,32 @@ class SiteSettings:
         matched against its whole URL)."""
         if not (self.url_crawl_pattern or self.url_crawl_regex):
             return True
-        return url_matches(self.url_for(path), self.url_crawl_pattern, self.url_crawl_regex)
+        return url_matches(self.url_for(path), self.url_crawl_pattern, self._regexes[0])
 
     def full(self, processed: int) -> bool:
         """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
         return 0 <= self.max_to_process <= processed
 
-    def processes(self, path: str, html: str | None = None) -> bool:
-        """Whether a crawled page is processed (its snapshot kept): its URL under
-        ``url_process_pattern`` / ``_regex`` and, given its HTML, that under
-        ``page_process_pattern`` (any of its ``||``-separated strings)."""
-        if (self.url_process_pattern or self.url_process_regex) and not url_matches(
-            self.url_for(path), self.url_process_pattern, self.url_process_regex
-        ):
-            return False
-        if html is None or not self.page_process_pattern:
+    def processes(self, path: str) -> bool:
+        """Whether a crawled page's URL lets it be processed (its snapshot kept): under
+        ``url_process_pattern`` / ``_regex``; its HTML must pass :meth:`processes_html`."""
+        if not (self.url_process_pattern or self.url_process_regex):
+            return True
+        return url_matches(self.url_for(path), self.url_process_pattern, self._regexes[1])
+
+    def processes_html(self, html: str) -> bool:
+        """Whether a crawled page's HTML lets it be processed: under ``page_process_pattern``
+        (any of its ``||``-separated strings)."""
+        if not self.page_process_pattern:
             return True
         return any(t in html for t in self.page_process_pattern.split("||") if t.strip())
+
+    @cached_property
+    def _regexes(self) -> tuple[UrlRegex | None, ...]:
+        """``url_crawl_regex`` and ``url_process_regex`` compiled, once per site."""
+        return tuple(
+            UrlRegex(s) if s else None for s in (self.url_crawl_regex, self.url_process_regex)
+        )
 
     @cached_property
     def headers(self) -> dict[str, str]:
@@ -438,7 +447,7 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     for key in ("url_crawl_regex", "url_process_regex"):
         if values.get(key):
             try:
-                check_regex(values[key])
+                compile_regex(values[key])
             except PatternError as exc:
                 raise ConfigError(f"{where}.{key}: {exc}") from None
     for header in values.get("custom_headers", ()):

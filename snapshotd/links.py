@@ -4,6 +4,7 @@ Pure: HTML and the page's URL in, absolute URLs out. Invariants:
 
 - every URL returned is absolute http(s), with a lowercase scheme and host, no default port,
   a path that starts with ``/``, and unsafe characters percent-encoded;
+- a ``\\`` before the query is read as ``/``, as browsers read http(s) URLs;
 - a plain ``#fragment`` is dropped (it names a place in a page), a ``#!`` hashbang is kept
   (it names a page of its own);
 - relative references resolve against ``<base href>`` when the page has one, else against the
@@ -42,6 +43,10 @@ def normalize_url(url: str, base: str | None = None) -> str | None:
     url = url.strip()
     if not url:
         return None
+    # As a browser reads an http(s) URL: a "\" before the query is a "/" (so "\\host\p" is
+    # another host's page, and "/x\..\y" is "/y").
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    url = url[:cut].replace("\\", "/") + url[cut:]
     try:
         joined = urljoin(base, url) if base else url
         parts = urlsplit(joined)

@@ -10,6 +10,10 @@ eval``) goes through it, so one page has one site path whichever way it is named
 site's ignored query parameters (:class:`IgnoredParams`, tracking parameters by default) out
 of the query, keeping the others' order, and writes percent-encoding in one form
 (:func:`normalise_escapes`) and the path without dot segments.
+
+Invariant: a site path is the path and query a browser loads for it. Chromium reads
+``origin + site path`` as the same path and query (``\\`` and dot segments resolved, the
+characters it encodes encoded), so what the checks judge is what is rendered.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPE_OR_UNSAFE = re.compile(r"%[0-9A-Fa-f]{2}|[^\x21-\x7e]+|%")
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+# What Chromium's URL parser (WHATWG's, for http and https) writes otherwise than it is given,
+# in a path: a backslash is a separator, and these characters are percent-encoded; in a query,
+# these. (Tabs and newlines, which it drops, are refused before.)
+_BROWSER_PATH = str.maketrans({"\\": "/"} | {c: f"%{ord(c):02X}" for c in '"<>`{}|^'})
+_BROWSER_QUERY = str.maketrans({c: f"%{ord(c):02X}" for c in "\"<>'"})
 ESCAPED_FRAGMENT = "_escaped_fragment_"
 _HOST = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
@@ -255,7 +264,10 @@ def site_path_from_request(
     parameters (``&&``) go with it; the others keep their order. Path, query and fragment
     then have their percent-encoding in one form (:func:`normalise_escapes`; non-ASCII
     characters of the path and query are bytes read as ``encoding``), and the path has no
-    dot segments, so ``/a/./caf%c3%a9`` and ``/a/café`` are both ``/a/caf%C3%A9``.
+    dot segments, so ``/a/./caf%c3%a9`` and ``/a/café`` are both ``/a/caf%C3%A9``. Path and
+    query are then as a browser loads them: ``\\`` in the path is ``/`` (before the dot
+    segments go, so ``/x\\..\\admin/`` is ``/admin/``), and the characters Chromium encodes
+    are encoded (``{`` in the path, ``'`` in the query).
     """
     if not raw_path.startswith("/"):
         raise BadRequest("the path must start with '/'")
@@ -263,11 +275,11 @@ def site_path_from_request(
         raw_path = normalise_escapes(raw_path, encoding)
         query = normalise_escapes(query, encoding)
     _check_component("the path", raw_path, MAX_PATH)
-    path = _without_dot_segments(normalise_escapes(raw_path))
+    path = _without_dot_segments(normalise_escapes(raw_path).translate(_BROWSER_PATH))
     escaped = None
     if query:
         _check_component("the query", query, MAX_QUERY)
-        query = normalise_escapes(query)
+        query = normalise_escapes(query).translate(_BROWSER_QUERY)
     if query and (ignore or has_escaped_fragment(query)):
         kept, removed = [], False
         for part in query.split("&"):

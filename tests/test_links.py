@@ -34,6 +34,10 @@ PAGE = "http://127.0.0.1:3000/shop/list?page=2"
         ("", None),
         ("http://[::1]:8080/v6", "http://[::1]:8080/v6"),
         ("http://bad:port/", None),
+        # "\\" before the query is "/", as a browser reads the href
+        ("/x\\..\\admin/", "http://127.0.0.1:3000/admin/"),
+        ("\\\\other.example\\x", "http://other.example/x"),
+        ("a\\b?q=\\", "http://127.0.0.1:3000/shop/a/b?q=%5C"),
     ],
 )
 def test_normalize_url(href, expected):

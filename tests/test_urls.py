@@ -202,6 +202,15 @@ SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000")
         ("/items?x_escaped_fragment_=1", "/items?x_escaped_fragment_=1"),
         # the tracking parameters still go
         ("/a/./b?utm_source=x&k=%7e", "/a/b?k=~"),
+        # as a browser loads it: "\\" in the path is "/", before the dot segments go
+        ("/x\\..\\admin/", "/admin/"),
+        ("/x/..\\admin/", "/admin/"),
+        ("/x\\%2e%2E\\admin/", "/admin/"),
+        ("/x\\..\\%61dmin/", "/admin/"),
+        ("/a%5Cb", "/a%5Cb"),  # an encoded "\\" stays as it is, as in a browser
+        # and with the characters it encodes encoded
+        ('/a{b}|^`"<>', "/a%7Bb%7D%7C%5E%60%22%3C%3E"),
+        ("/p?q='x'&r=\"<>\"", "/p?q=%27x%27&r=%22%3C%3E%22"),
     ],
 )
 def test_one_site_path_for_each_page(named: str, expected: str) -> None:
@@ -220,6 +229,12 @@ def test_one_site_path_for_each_page(named: str, expected: str) -> None:
     if not fragment and named.isascii():
         # a request target (the proxy)
         assert site_path_from_request(path, query)[0] == expected
+
+
+def test_what_a_browser_leaves_alone_in_a_request_target_stays() -> None:
+    assert site_path_from_request("/a'b[c]", "q=a\\b&s={}|`^[]")[0] == (
+        "/a'b[c]?q=a\\b&s={}|`^[]"
+    )
 
 
 def test_a_request_target_with_raw_bytes_is_one_with_their_escapes() -> None:

@@ -45,9 +45,8 @@ from snapshotd.fetch import Fetcher
 from snapshotd.jobs import advance
 from snapshotd.metrics import Metrics
 from snapshotd.notify import Notifier
-from snapshotd.params import replace_variant
 from snapshotd.sites import SiteRegistry
-from snapshotd.store.base import EXPIRING, PathRecord, Store
+from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
 
@@ -431,9 +430,13 @@ class Crawler:
         site = self.registry.site(site.name) or site  # with what it learned meanwhile
         renamed = site.path_of(record.path)
         if renamed is not None and renamed != record.path:
-            # Queued before the site ignored one of its parameters: the page it stands for
-            # is queued instead, and it is not rendered.
-            await replace_variant(self.store, site.name, record.path, renamed, record.hops)
+            # Queued before the site ignored one of its parameters, or under a spelling the
+            # site path's form has since resolved: it is not rendered, and the page it stands
+            # for goes through admission in its place (it may be ignored, or refused).
+            await self.store.delete_path(site.name, record.path)
+            await self.frontier.admit(
+                site, renamed, hops=record.hops, priority=PRIORITY_LINK, source="redirect"
+            )
             return
         try:
             outcome = await self.capture.run(site, record, follow_links=True)

@@ -15,6 +15,7 @@ Invariants:
   ``crawl_links``, queues nothing;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
   copy of it and queues the canonical, not its own links;
+- all the crawl regex searches of one capture's links share one budget of matching time;
 - a capture's mark (``links_due``) is cleared only once all it points to went through
   admission: a failure or a stop in between leaves it for the next start;
 - a link to the page itself with only a query added, each of whose values is the id of one
@@ -33,6 +34,7 @@ from snapshotd.config import SiteSettings
 from snapshotd.crawl.frontier import Frontier
 from snapshotd.links import extract_links, normalize_url
 from snapshotd.params import ParamLearner, scroll_targets
+from snapshotd.patterns import regex_budget
 from snapshotd.render.base import CaptureResult
 from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
 from snapshotd.urls import split_site_path
@@ -145,7 +147,18 @@ class Follower:
         result: CaptureResult,
         duplicate_of: str | None,
     ) -> None:
-        """Follow what a stored capture points to: its redirect, canonical, links."""
+        """Follow what a stored capture points to: its redirect, canonical, links. The site's
+        crawl regex gets one budget of matching time for them all (:mod:`snapshotd.patterns`)."""
+        with regex_budget(f"the links of site={site.name} path={record.path}"):
+            await self._follow(site, record, result, duplicate_of)
+
+    async def _follow(
+        self,
+        site: SiteSettings,
+        record: PathRecord,
+        result: CaptureResult,
+        duplicate_of: str | None,
+    ) -> None:
         admit = self.frontier.admit
         page_url = result.final_url or site.url_for(record.path)
         hops = record.hops + 1

@@ -11,6 +11,8 @@ Invariants:
   decides, ``admit`` applies);
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
+- the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
+  matching time (:mod:`snapshotd.patterns`);
 - a site's sitemaps are read again only when they are due (``sitemaps:<site>`` in the store's
   meta): ``expire_after`` after a good read, at most ``SITEMAP_RETRY`` seconds after a failed
   one;
@@ -32,12 +34,15 @@ from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.fetch import Fetcher
 from snapshotd.links import normalize_url
+from snapshotd.patterns import regex_budget
 from snapshotd.rewrite import RuleSet
 from snapshotd.store.base import PRIORITY_LINK, Store
 
 log = logging.getLogger("snapshotd.crawler")
 
 SITEMAP_RETRY = 300.0
+# The crawl regex's matching time for all the entries of one sitemap file (up to 50,000).
+SITEMAP_REGEX = 1.0
 
 
 @dataclass
@@ -141,16 +146,17 @@ class Frontier:
 
             async def admit(entries: tuple[SitemapEntry, ...]) -> None:
                 nonlocal queued
-                for entry in entries:
-                    outcome = await self.admit(
-                        site,
-                        entry.loc,
-                        hops=0,
-                        priority=PRIORITY_LINK,
-                        source="sitemap",
-                        lastmod=entry.lastmod,
-                    )
-                    queued += outcome in ("queued", "requeued")
+                with regex_budget(f"a sitemap file of site={site.name}", SITEMAP_REGEX):
+                    for entry in entries:
+                        outcome = await self.admit(
+                            site,
+                            entry.loc,
+                            hops=0,
+                            priority=PRIORITY_LINK,
+                            source="sitemap",
+                            lastmod=entry.lastmod,
+                        )
+                        queued += outcome in ("queued", "requeued")
 
             fetched = await fetch_sitemap(
                 self.http,

@@ -22,6 +22,9 @@ Invariants:
   ``render_timeout`` bounds the capture, serialisation included. Both are the site's own
   when it sets them (``BrowserSettings.timeouts``); the adaptive rule's timer horizon, set
   in the context's init script, stays the ``[browser]`` ``javascript_timeout``.
+- A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
+  the page, before the navigation): the site path's form resolves what Chromium would
+  (:mod:`snapshotd.urls`), and a path it would read otherwise is refused unloaded.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
@@ -213,6 +216,12 @@ def _origin_of(url: str) -> str | None:
     if parts.scheme in ("http", "https") and parts.netloc:
         return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     return None
+
+
+def _target(url: str) -> str:
+    """The path and query a URL asks its server for."""
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 def _int_status(value: Any) -> int | None:
@@ -428,6 +437,11 @@ class Slot:
             kw.setdefault("final_url", page.url if page.url != "about:blank" else url)
             return CaptureResult(url=url, elapsed=time.monotonic() - started, **kw)
 
+        # Chromium's own reading of the URL: a path it would resolve otherwise (a "\", a dot
+        # segment) is not the one the site's checks judged, and is not loaded.
+        loads = _target(await page.evaluate("u => new URL(u).href", url))
+        if loads != _target(url):
+            return result(status=0, error=f"refused: Chromium would load {loads[:300]} instead")
         goto = asyncio.ensure_future(page.goto(url, wait_until="commit", timeout=0))
         _consume(goto)
         await _first(goto, signals.redirected, signals.crashed)
