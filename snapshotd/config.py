@@ -37,6 +37,7 @@ from snapshotd.urls import (
     BadRequest,
     IgnoredParams,
     origin_parts,
+    redact,
     site_path_from_url,
     valid_host,
 )
@@ -437,10 +438,12 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     for key in ("seeds", "sitemaps"):
         for p in values.get(key, ()):
             if not (p.startswith("/") or p.startswith("http://") or p.startswith("https://")):
-                raise ConfigError(f"{where}.{key}: {p!r} must start with '/' or be a URL")
+                raise ConfigError(f"{where}.{key}: {redact(p)!r} must start with '/' or be a URL")
     hook = values.get("notify_webhook")
     if hook and not _http_url(hook):
-        raise ConfigError(f"{where}.notify_webhook: expected an http(s) URL, got {hook!r}")
+        raise ConfigError(
+            f"{where}.notify_webhook: expected an http(s) URL, got {redact(hook)!r}"
+        )
     mail = values.get("notify_email")
     if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
         raise ConfigError(f"{where}.notify_email: expected one e-mail address, got {mail!r}")

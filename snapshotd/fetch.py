@@ -15,12 +15,12 @@ process's own requests. Invariants:
 - no proxy from the environment is used, so the connection judged is the one made;
 - a refusal raises :class:`Refused` (an ``httpx.HTTPError``) before anything is sent to the
   refused host; :func:`describe` gives any fetch error as one line;
-- a URL in a message is written by :func:`redact`: never with a user name or password.
+- a URL in a message is written by :func:`snapshotd.urls.redact`: never with a user name or
+  password.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,8 +30,9 @@ import httpx
 
 from snapshotd.egress import Resolver, judge, resolve_host
 from snapshotd.policy import check_url
+from snapshotd.urls import redact
 
-__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe", "redact"]
+__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe"]
 
 MAX_REDIRECTS = 5
 TIMEOUT = 15.0
@@ -39,14 +40,6 @@ TIMEOUT = 15.0
 
 class Refused(httpx.RequestError):
     """A fetch the address policy refuses; its text says why, in one line."""
-
-
-_USERINFO = re.compile(r"^([^/?#]*//)[^/?#]*@")
-
-
-def redact(url: str) -> str:
-    """A URL as a message shows it: without the user name and password it may hold."""
-    return _USERINFO.sub(r"\1", url)
 
 
 def describe(exc: httpx.HTTPError) -> str:

@@ -29,11 +29,12 @@ import aiosmtplib
 import httpx
 
 from snapshotd.config import Settings, SiteSettings
-from snapshotd.fetch import Fetcher, Refused, describe, redact
+from snapshotd.fetch import Fetcher, Refused, describe
 from snapshotd.jobs import ROUND_OVER, claim_notification, describe_job, is_notified, job_state
 from snapshotd.sites import SiteRegistry
 from snapshotd.stats import MinuteCounters
 from snapshotd.store.base import Store
+from snapshotd.urls import redact
 
 __all__ = ["Notifier"]
 

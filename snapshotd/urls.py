@@ -124,6 +124,14 @@ class BadRequest(ValueError):
         self.status = status
 
 
+_USERINFO = re.compile(r"^([^/?#]*//)[^/?#]*@")
+
+
+def redact(url: str) -> str:
+    """A URL as a message shows it: without the user name and password it may hold."""
+    return _USERINFO.sub(r"\1", url)
+
+
 def check_origin_form(raw_path: str) -> None:
     """Raise :class:`BadRequest` unless a request target's path is in origin form, that is
     starts with ``/`` (ASGI hands the query over apart). Nothing else is ever forwarded:

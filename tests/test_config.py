@@ -303,6 +303,17 @@ def test_an_origin_with_a_user_name_or_password_is_refused() -> None:
         assert "pass" not in str(caught.value).replace("password", "")
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("notify_webhook", "ftp://ops:hunter2@127.0.0.1/hook"),
+     ("sitemaps", ["ftp://ops:hunter2@127.0.0.1/sitemap.xml"])],
+)
+def test_a_refused_url_setting_is_named_without_its_password(key, value) -> None:
+    with pytest.raises(ConfigError, match=rf"site\.{key}") as caught:
+        site_from_mapping({"origin": "http://a.test", key: value})
+    assert "hunter2" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
 def test_the_rules_directory_is_taken_from_the_config_files_directory(tmp_path):
     path = write(tmp_path, "[server]\nrules_dir = 'rules'\n")
     assert load_settings(path, env={}).rules_dir == str(tmp_path / "rules")
