@@ -5,6 +5,12 @@ request head is bounded; ``Host`` is one; an answer has one ``Date``."""
 
 from __future__ import annotations
 
+import http.client
+import select
+import socket
+import threading
+import time
+
 import pytest
 
 from tests.test_http1 import ok
@@ -106,3 +112,141 @@ def test_an_origins_connection_token_does_not_remove_its_content_length(tmp_path
             assert b"content-length: 5" in lines and b"x-private: 1" not in lines, head
             assert not any(line.startswith(b"transfer-encoding") for line in lines)
             assert body == b"hello"
+
+
+def trickle(
+    base: str, head: bytes, piece: bytes, *, most: int = 8 * 2**20, seconds: float = 15.0,
+    through_answers: bool = False,
+) -> tuple[bytes, int, float]:
+    """``head``, then ``piece`` after ``piece`` in small writes (the server reads each
+    alone), until the server answers (or, ``through_answers``, closes), ``most`` bytes are
+    sent or ``seconds`` pass; what the server sent back until it closed, the bytes sent and
+    the seconds taken."""
+    host, port = base.removeprefix("http://").split(":")
+    started = time.monotonic()
+    sent = 0
+    got = b""
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.sendall(head)
+            while sent < most and time.monotonic() - started < seconds:
+                if select.select([sock], [], [], 0)[0]:
+                    if not through_answers or not (data := sock.recv(65536)):
+                        break
+                    got += data
+                sock.sendall(piece)
+                sent += len(piece)
+                time.sleep(0.0002)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            while data := sock.recv(65536):
+                got += data
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return got, sent, time.monotonic() - started
+
+
+ENDLESS = [
+    (b"GET /a", b"a" * 64, 414),  # the request target
+    (b"GET / HTTP/1.1\r\nHost: site.test\r\nX-Long: ", b"a" * 64, 431),  # a header's value
+    (b"GET / HTTP/1.1\r\nHost: site.test\r\nX-", b"a" * 64, 431),  # a header's name
+    # Header after header, each within bounds.
+    (b"GET / HTTP/1.1\r\nHost: site.test\r\n", b"X-Many: " + b"a" * 54 + b"\r\n", 431),
+]
+
+
+@pytest.mark.parametrize(
+    ("head", "piece", "status"), ENDLESS, ids=["target", "value", "name", "many"]
+)
+def test_an_endless_request_head_is_refused_at_its_bound_and_closed(
+    tmp_path, head: bytes, piece: bytes, status: int
+) -> None:
+    """A client trickling an endless request line or head in small writes: 414 (the target)
+    or 431 (the headers), and the connection closed, once the bound is passed (what the
+    server holds of it no more than that), both ways."""
+    with raw_origin(answer_with_path) as (url, origin), servers(tmp_path, url) as (fast, plain, _):
+        for base in (fast, plain):
+            answer, sent, took = trickle(base, head, piece)
+            assert answer.startswith(b"HTTP/1.1 %d " % status), (answer[:100], sent, took)
+            assert b"\r\nconnection: close\r\n" in answer.lower()
+            assert sent < 256 * 2**10 and took < 5, (sent, took)
+        assert origin.requests == []
+
+
+def test_a_head_within_its_bounds_trickled_is_answered(tmp_path) -> None:
+    """Just under the bounds, sent a few bytes at a time: a target of 8,000 bytes and three
+    header lines of 7,000 (a head of 29 KiB) are passed through whole."""
+    target = b"/page?q=" + b"a" * 7990
+    lines = b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 7000) for i in range(3))
+    ask = b"GET %s HTTP/1.1\r\nHost: site.test\r\nUser-Agent: %s\r\n%s\r\n" % (
+        target, PERSON.encode(), lines
+    )
+    with raw_origin(answer_with_path) as (url, origin), servers(tmp_path, url) as (fast, plain, _):
+        for base in (fast, plain):
+            origin.requests.clear()
+            host, port = base.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                for i in range(0, len(ask), 97):
+                    sock.sendall(ask[i : i + 97])
+                    time.sleep(0.0002)
+                answer = sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+            assert origin.requests[0].startswith(b"GET " + target + b" HTTP/1.1\r\n")
+            assert origin.requests[0].count(b"b" * 7000) == 3
+
+
+def test_endless_heads_do_not_hold_up_other_clients(tmp_path) -> None:
+    """Four clients trickling endless headers over and over for two seconds: a health check
+    on another connection is answered meanwhile about as fast as before, and each trickling
+    connection is refused within its bound."""
+    trickled: list[tuple[bytes, int, float]] = []
+    with raw_origin(answer_with_path) as (url, _), servers(tmp_path, url) as (fast, _, _):
+        host, port = fast.removeprefix("http://").split(":")
+
+        def health_times(seconds: float) -> list[float]:
+            times = []
+            client = http.client.HTTPConnection(host, int(port), timeout=30)
+            ends = time.monotonic() + seconds
+            while time.monotonic() < ends:
+                started = time.monotonic()
+                client.request("GET", "/_snapshotd/healthz")
+                assert client.getresponse().read() == b'{"status":"ok"}'
+                times.append(time.monotonic() - started)
+                time.sleep(0.01)
+            client.close()
+            return times
+
+        before = health_times(1.0)
+        stop = time.monotonic() + 2.0
+
+        def attack() -> None:
+            while time.monotonic() < stop:
+                trickled.append(trickle(fast, ENDLESS[1][0], ENDLESS[1][1], seconds=3))
+
+        attackers = [threading.Thread(target=attack) for _ in range(4)]
+        for thread in attackers:
+            thread.start()
+        during = health_times(2.0)
+        for thread in attackers:
+            thread.join()
+    print(f"health check before: {max(before) * 1000:.1f} ms at most, "
+          f"during: {max(during) * 1000:.1f} ms; {len(trickled)} endless heads refused")
+    assert trickled and all(a.startswith(b"HTTP/1.1 431 ") and n < 256 * 2**10
+                            for a, n, _ in trickled)
+    assert max(during) < max(0.1, 10 * max(before)), (before, during)
+
+
+def test_endless_trailers_of_a_chunked_body_are_refused_at_the_heads_bound(tmp_path) -> None:
+    """A chunked upload whose trailers never end, trickled: the connection is closed within
+    the head's bound, both ways."""
+    head = (
+        b"POST /upload HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n0\r\nX-Trailer: "
+    )
+    with raw_origin(answer_with_path) as (url, _), servers(tmp_path, url) as (fast, plain, _):
+        for base in (fast, plain):
+            _, sent, took = trickle(base, head, b"a" * 64, through_answers=True)
+            assert sent < 256 * 2**10 and took < 5, (sent, took)
