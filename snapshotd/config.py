@@ -256,8 +256,10 @@ class Settings:
         return None
 
     def site_for_host(self, host: str) -> SiteSettings | None:
-        """The site serving a Host header (port ignored); a site with no hosts serves any."""
+        """The site serving a Host header (port ignored, and a name's trailing dot: it names
+        the same host); a site with no hosts serves any."""
         host = host.lower().rsplit(":", 1)[0] if not host.startswith("[") else host.lower()
+        host = host.removesuffix(".")
         fallback = None
         for s in self.sites:
             if not s.hosts:
@@ -451,7 +453,7 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     if "origin" not in values:
         raise ConfigError(f"{where}: 'origin' is required")
     if "hosts" in values:
-        values["hosts"] = tuple(h.lower() for h in values["hosts"])
+        values["hosts"] = tuple(h.lower().removesuffix(".") for h in values["hosts"])
     if values.get("rules"):
         rules = Path(values["rules"])
         if not rules.is_absolute():

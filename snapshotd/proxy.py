@@ -312,7 +312,8 @@ class Proxy:
             return Route("error", status=400, text=f"Bad Request: {exc}\n")
         host = headers.get("host", "")
         if host and not valid_host(host):
-            return Route("error", status=400, text="Bad Request: malformed Host header\n")
+            what = "more than one Host header" if ", " in host else "malformed Host header"
+            return Route("error", status=400, text=f"Bad Request: {what}\n")
         site = self.sites.site_for_host(host)
         if site is None:
             return Route("error", status=421, text=f"No site is configured for host {host!r}\n")
@@ -618,8 +619,16 @@ class Route(NamedTuple):
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """A request's headers by lower-case name, as text (latin-1: every byte kept)."""
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    """A request's headers by lower-case name, as text (latin-1: every byte kept); the
+    values of a header sent more than once joined by ``", "``, as one list (so two Host
+    headers are one malformed Host)."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    if len(headers) < len(raw):
+        joined: dict[str, list[str]] = {}
+        for k, v in raw:
+            joined.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        headers = {k: ", ".join(values) for k, values in joined.items()}
+    return headers
 
 
 def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:

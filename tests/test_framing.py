@@ -13,7 +13,11 @@ import time
 
 import pytest
 
+from snapshotd.app import create_app
+from snapshotd.config import Settings, SiteSettings, load_settings
+from tests.servers import serve_asgi
 from tests.test_http1 import ok
+from tests.test_proxy_stream import NoRender
 from tests.test_relay import raw_exchange, raw_origin, servers
 
 PERSON = "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"
@@ -250,3 +254,50 @@ def test_endless_trailers_of_a_chunked_body_are_refused_at_the_heads_bound(tmp_p
         for base in (fast, plain):
             _, sent, took = trickle(base, head, b"a" * 64, through_answers=True)
             assert sent < 256 * 2**10 and took < 5, (sent, took)
+
+
+def test_a_host_is_one_and_its_trailing_dot_names_the_same_site(tmp_path) -> None:
+    """``Host: shop.test.`` is the site of ``shop.test`` (the same DNS name, fully
+    qualified), not the default site; two Host headers get 400 and reach no origin; both
+    ways."""
+    with raw_origin(answer_with_path) as (shop_url, shop), raw_origin(
+        answer_with_path
+    ) as (other_url, other):
+        sites = (
+            SiteSettings(name="shop", origin=shop_url, hosts=("shop.test",)),
+            SiteSettings(name="other", origin=other_url),
+        )
+        settings = Settings(db=str(tmp_path / "s.db"), sites=sites)
+        app, other_app = (create_app(settings, renderer=NoRender(), crawler=False)
+                          for _ in range(2))
+
+        async def asgi_way(scope, receive, send):  # type: ignore[no-untyped-def]
+            await other_app(scope, receive, send)  # without answer_at_once: the ASGI way
+
+        with serve_asgi(app) as fast, serve_asgi(asgi_way) as plain:
+            for base in (fast, plain):
+                for host in (b"shop.test.", b"SHOP.test.:8080"):
+                    ask = b"GET /p HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n\r\n" % (
+                        host, PERSON.encode()
+                    )
+                    asked = len(shop.requests)
+                    assert send_on(base, ask).startswith(b"HTTP/1.1 200 ")
+                    assert len(shop.requests) == asked + 1 and other.requests == []
+                two = (
+                    b"GET /p HTTP/1.1\r\nHost: shop.test\r\nUser-Agent: %s\r\n"
+                    b"Host: evil.test\r\n\r\n" % PERSON.encode()
+                )
+                answer = send_on(base, two)
+                assert answer.startswith(b"HTTP/1.1 400 ") and b"Host" in answer, answer
+        assert len(shop.requests) == 4 and other.requests == []
+
+
+def test_a_configured_hosts_trailing_dot_names_the_same_host() -> None:
+    settings = load_settings(
+        overrides={"origin": "http://127.0.0.1:3000", "hosts": "Shop.test."}, env={}
+    )
+    assert settings.sites[0].hosts == ("shop.test",)
+    shop = settings.sites[0]
+    assert settings.site_for_host("shop.test") is shop
+    assert settings.site_for_host("SHOP.test.:8080") is shop
+    assert settings.site_for_host("shop.test..") is None
