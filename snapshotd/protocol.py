@@ -20,11 +20,12 @@ Invariants:
   when no earlier request of the connection is still being answered (pipelined requests are
   answered in order) and the client is reading what it was sent (so a client that sends
   without reading meets uvicorn's flow control, not a growing buffer);
-- an answer given at once, or by a relay, has the headers uvicorn adds (``date``), is framed
-  as uvicorn frames it (chunked without a ``Content-Length``), and keeps the connection
-  as uvicorn would: closed after the answer for HTTP/1.0 or a request that says
-  ``Connection: close``, else waiting for the next request under uvicorn's keep-alive
-  timeout, which a request going the ASGI way stops;
+- every answer has one ``Date``: its own when it has one (a passed-through answer, the
+  origin's), else this server's (uvicorn, run without its own, adds none);
+- an answer given at once, or by a relay, is framed as uvicorn frames it (chunked without a
+  ``Content-Length``), and keeps the connection as uvicorn would: closed after the answer
+  for HTTP/1.0 or a request that says ``Connection: close``, else waiting for the next
+  request under uvicorn's keep-alive timeout, which a request going the ASGI way stops;
 - anything the application does not answer at once goes to it the ASGI way, as before;
 - a request's head is bounded: its target at :data:`MAX_LINE` bytes (else 414), each header
   line at :data:`MAX_LINE` and all its lines at :data:`MAX_HEAD` (else 431), trailers of a
@@ -39,7 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
+from email.utils import formatdate
 from typing import Any
 
 import httptools
@@ -84,6 +87,35 @@ class _TooLarge(Exception):
 
 
 _ANSWERED = _Answered()
+_DATE = [0, b""]  # the second, and the Date header's value for it
+
+
+def http_date() -> bytes:
+    """Now, as a Date header's value (made once a second)."""
+    now = int(time.time())
+    if now != _DATE[0]:
+        _DATE[:] = now, formatdate(now, usegmt=True).encode()
+    return _DATE[1]  # type: ignore[return-value]
+
+
+class _Dated:
+    """The application, its answers given a Date when they have none."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def dated(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers", ())
+                if not any(k.lower() == b"date" for k, _ in headers):
+                    message = {**message, "headers": [*headers, (b"date", http_date())]}
+            await send(message)
+
+        return await self.app(scope, receive, dated)
 _UPGRADE_SAID = False  # whether this process said that upgrades are not proxied
 
 
@@ -94,6 +126,7 @@ class HttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._answer_at_once: AnswerAtOnce | None = getattr(self.app, "answer_at_once", None)
+        self.app = _Dated(self.app)
         # The request a relay is passing through, and the request cycle of the ASGI call
         # under way: each is the protocol's ``cycle`` until a request pipelined behind it
         # takes that place.
@@ -158,9 +191,20 @@ class HttpProtocol(HttpToolsProtocol):
                 self._too_large(431)
 
     def _invalid(self) -> None:
+        """uvicorn's answer to what is not HTTP/1.1: a line in its log, 400, closed."""
         msg = "Invalid HTTP request received."
         self.logger.warning(msg)
-        self.send_400_response(msg)
+        self._refuse(400, msg)
+
+    def _refuse(self, status: int, text: str) -> None:
+        """A short ``text/plain`` answer, and the connection closed after it."""
+        body = text.encode()
+        headers = [(b"content-type", b"text/plain; charset=utf-8"),
+                   (b"content-length", b"%d" % len(body))]
+        head, _ = self._head(status, headers, "GET", keep_alive=False)
+        head.append(body)
+        self.transport.write(b"".join(head))
+        self.transport.close()
 
     def _too_large(self, status: int) -> None:
         """Refuse a request whose head (or trailers) is too large, 414 or 431, and close the
@@ -171,12 +215,7 @@ class HttpProtocol(HttpToolsProtocol):
                 status, (self.client or ("-",))[0], _TOO_LARGE[status].strip(),
             )
         if self._in_head and (self.cycle is None or self.cycle.response_complete):
-            body = _TOO_LARGE[status].encode()
-            headers = [(b"content-type", b"text/plain; charset=utf-8"),
-                       (b"content-length", b"%d" % len(body))]
-            head, _ = self._head(status, headers, "GET", keep_alive=False)
-            head.append(body)
-            self.transport.write(b"".join(head))
+            self._refuse(status, _TOO_LARGE[status])
         self.transport.close()
 
     # Parser callbacks: uvicorn's, counting the head's bytes and where it ends.
@@ -301,15 +340,21 @@ class HttpProtocol(HttpToolsProtocol):
     def _head(
         self, status: int, headers: list[tuple[bytes, bytes]], method: str, keep_alive: bool
     ) -> tuple[list[bytes], int | None]:
-        """An answer's status line and headers, as uvicorn's ``send`` writes them, and the
-        length of its body (None: chunked, which the head then says)."""
+        """An answer's status line and headers, as uvicorn's ``send`` writes them, dated
+        when they have no Date, and the length of its body (None: chunked, which the head
+        then says)."""
         head = [STATUS_LINE[status]]
         length = None
+        dated = False
         for name, value in (*self.server_state.default_headers, *headers):
             name = name.lower()
             if name == b"content-length" and length is None:
                 length = int(value)
+            elif name == b"date":
+                dated = True
             head += (name, b": ", value, b"\r\n")
+        if not dated:
+            head += (b"date: ", http_date(), b"\r\n")
         if not keep_alive:
             head.append(b"connection: close\r\n")
         if length is None and (method == "HEAD" or status in (204, 304)):

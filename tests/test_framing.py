@@ -301,3 +301,33 @@ def test_a_configured_hosts_trailing_dot_names_the_same_host() -> None:
     assert settings.site_for_host("shop.test") is shop
     assert settings.site_for_host("SHOP.test.:8080") is shop
     assert settings.site_for_host("shop.test..") is None
+
+
+def dates(answer: bytes) -> list[bytes]:
+    head = answer.split(b"\r\n\r\n", 1)[0]
+    return [line[5:].strip() for line in head.split(b"\r\n") if line.lower().startswith(b"date:")]
+
+
+def test_a_passed_through_answer_has_one_date_the_origins(tmp_path) -> None:
+    """The origin's Date, and no other, both ways; an origin that sends none gets the
+    server's; answers snapshotd makes itself have one."""
+    origin_date = b"Mon, 01 Jan 2001 00:00:00 GMT"
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        if path_of(request) == b"/undated":
+            return ok(b"hello")
+        return ok(b"hello", b"Date: " + origin_date + b"\r\n")
+
+    with raw_origin(script) as (url, _), servers(tmp_path, url) as (fast, plain, _):
+        for base in (fast, plain):
+            for method, body in ((b"GET", b""), (b"POST", b"Content-Length: 0\r\n")):
+                ask = b"%s /dated HTTP/1.1\r\nHost: site.test\r\nUser-Agent: %s\r\n%s\r\n" % (
+                    method, PERSON.encode(), body
+                )
+                assert dates(send_on(base, ask)) == [origin_date]
+            undated = dates(send_on(base, b"GET /undated HTTP/1.1\r\nHost: a\r\n\r\n"))
+            healthz = dates(send_on(base, b"GET /_snapshotd/healthz HTTP/1.1\r\nHost: a\r\n\r\n"))
+            bad = dates(send_on(base, b"GET /x HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n"))
+            for answer_dates in (undated, healthz, bad):
+                assert len(answer_dates) == 1 and answer_dates[0].endswith(b" GMT")
+                assert answer_dates[0] != origin_date
