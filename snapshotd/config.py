@@ -245,6 +245,8 @@ class Settings:
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"
+    # Snapshot answers and healthz tell the pid of the worker that answered (for debugging).
+    worker_header: bool = False
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -299,6 +301,7 @@ _SERVER_KINDS = {
     "notify_private": "bool",
     "smtp": "str",
     "smtp_from": "str",
+    "worker_header": "bool",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",

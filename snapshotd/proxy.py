@@ -75,7 +75,8 @@ _STATUS_TEXT = {
 ROUTED = "snapshotd.route"
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
-# On snapshot answers and health checks: the pid of the worker process that answered.
+# On snapshot answers and health checks, with the ``worker_header`` setting: the pid of the
+# worker process that answered.
 WORKER_HEADER = "x-snapshotd-worker"
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -257,7 +258,11 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = sites.bots
         self.cache = SnapshotCache()
-        self._worker = (WORKER_HEADER.encode(), str(os.getpid()).encode())
+        self._worker = (
+            [(WORKER_HEADER.encode(), str(os.getpid()).encode())]
+            if sites.settings.worker_header
+            else []
+        )
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._read_snapshot: OneRead[tuple[str, str], Snapshot | None] = OneRead(self._read)
@@ -594,7 +599,7 @@ class Proxy:
     ) -> tuple[int, list[tuple[bytes, bytes]], Iterator[bytes]]:
         """The status, headers and body pieces of an answer with ``snapshot``: 304 when the
         client has it, gzipped when it accepts that, no body for HEAD."""
-        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), self._worker]
+        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), *self._worker]
         inm = headers.get("if-none-match")
         if inm and _etag_matches(inm, snapshot.etag):
             return 304, out, iter(())

@@ -17,7 +17,7 @@ from snapshotd.app import create_app
 from snapshotd.config import Settings, SiteSettings, load_settings
 from tests.servers import serve_asgi
 from tests.test_http1 import ok
-from tests.test_proxy_stream import NoRender
+from tests.test_proxy_stream import NoRender, store_page
 from tests.test_relay import raw_exchange, raw_origin, servers
 
 PERSON = "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"
@@ -331,3 +331,30 @@ def test_a_passed_through_answer_has_one_date_the_origins(tmp_path) -> None:
             for answer_dates in (undated, healthz, bad):
                 assert len(answer_dates) == 1 and answer_dates[0].endswith(b" GMT")
                 assert answer_dates[0] != origin_date
+
+
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+
+
+@pytest.mark.parametrize("told", [False, True])
+def test_the_worker_pid_is_told_only_when_the_setting_says_so(tmp_path, told: bool) -> None:
+    """``X-Snapshotd-Worker`` on snapshot answers (at once and the ASGI way) and on healthz
+    only with ``worker_header``; by default the public learns no pid."""
+    db = str(tmp_path / "s.db")
+    store_page(db, "/items/1", "<html><body><p>a sturdy thing</p></body></html>")
+    with raw_origin(answer_with_path) as (url, _):
+        settings = Settings(db=db, sites=(SiteSettings(origin=url),), worker_header=told)
+        app, other_app = (create_app(settings, renderer=NoRender(), crawler=False)
+                          for _ in range(2))
+
+        async def asgi_way(scope, receive, send):  # type: ignore[no-untyped-def]
+            await other_app(scope, receive, send)
+
+        with serve_asgi(app) as fast, serve_asgi(asgi_way) as plain:
+            for base in (fast, plain):
+                hit = send_on(base, b"GET /items/1 HTTP/1.1\r\nHost: a\r\nUser-Agent: %s\r\n"
+                              b"\r\n" % BOT.encode())
+                health = send_on(base, b"GET /_snapshotd/healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+                assert b"x-snapshotd-cache: hit" in hit.lower()
+                for answer in (hit, health):
+                    assert (b"\r\nx-snapshotd-worker: " in answer.lower()) is told, answer
