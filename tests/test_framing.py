@@ -1,7 +1,8 @@
 """The pass-through's framing and request heads, both ways (the relay and the ASGI way),
 against raw loopback origins that read requests as a real server does: what the proxy
 forwards is framed by the proxy alone, whatever the client's ``Connection`` names; a
-request head is bounded; ``Host`` is one; an answer has one ``Date``."""
+request head is bounded; ``Host`` is one; an answer has one ``Date``; the worker's pid is
+told only when the settings ask for it."""
 
 from __future__ import annotations
 
