@@ -263,6 +263,8 @@ class Settings:
     smtp_from: str = "snapshotd@localhost"
     # Where the API may name rules files (a site's ``rules``); none: the API names none.
     rules_dir: str = ""
+    # Snapshot answers and healthz tell the pid of the worker that answered (for debugging).
+    worker_header: bool = False
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""
@@ -274,8 +276,10 @@ class Settings:
         return None
 
     def site_for_host(self, host: str) -> SiteSettings | None:
-        """The site serving a Host header (port ignored); a site with no hosts serves any."""
+        """The site serving a Host header (port ignored, and a name's trailing dot: it names
+        the same host); a site with no hosts serves any."""
         host = host.lower().rsplit(":", 1)[0] if not host.startswith("[") else host.lower()
+        host = host.removesuffix(".")
         fallback = None
         for s in self.sites:
             if not s.hosts:
@@ -316,6 +320,7 @@ _SERVER_KINDS = {
     "smtp": "str",
     "smtp_from": "str",
     "rules_dir": "str",
+    "worker_header": "bool",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -424,7 +429,7 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     if "origin" not in values:
         raise ConfigError(f"{where}: 'origin' is required")
     if "hosts" in values:
-        values["hosts"] = tuple(h.lower() for h in values["hosts"])
+        values["hosts"] = tuple(h.lower().removesuffix(".") for h in values["hosts"])
         for host in values["hosts"]:
             if not valid_host(host):
                 raise ConfigError(f"{where}.hosts: {host!r} is not a host name")

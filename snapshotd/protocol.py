@@ -20,19 +20,29 @@ Invariants:
   when no earlier request of the connection is still being answered (pipelined requests are
   answered in order) and the client is reading what it was sent (so a client that sends
   without reading meets uvicorn's flow control, not a growing buffer);
-- an answer given at once, or by a relay, has the headers uvicorn adds (``date``), is framed
-  as uvicorn frames it (chunked without a ``Content-Length``), and keeps the connection
-  as uvicorn would: closed after the answer for HTTP/1.0 or a request that says
-  ``Connection: close``, else waiting for the next request under uvicorn's keep-alive
-  timeout, which a request going the ASGI way stops;
-- anything the application does not answer at once goes to it the ASGI way, as before.
+- every answer has one ``Date``: its own when it has one (a passed-through answer, the
+  origin's), else this server's (uvicorn, run without its own, adds none);
+- an answer given at once, or by a relay, is framed as uvicorn frames it (chunked without a
+  ``Content-Length``), and keeps the connection as uvicorn would: closed after the answer
+  for HTTP/1.0 or a request that says ``Connection: close``, else waiting for the next
+  request under uvicorn's keep-alive timeout, which a request going the ASGI way stops;
+- anything the application does not answer at once goes to it the ASGI way, as before;
+- a request's head is bounded: its target at :data:`MAX_LINE` bytes (else 414), each header
+  line at :data:`MAX_LINE` and all its lines at :data:`MAX_HEAD` (else 431), trailers of a
+  chunked body alike, and the connection is closed after the refusal. While a head is read,
+  bytes are handed to the parser only once they end a line (or more than :data:`MAX_LINE` of
+  them, which is a refusal), so a line comes to the parser in two pieces at most: what the
+  parser and uvicorn put together of a line costs time in proportion to its length however
+  it is trickled, and a client sending an endless head is refused within its bounds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
+from email.utils import formatdate
 from typing import Any
 
 import httptools
@@ -44,6 +54,15 @@ from snapshotd.relay import AtOnce, Relay
 __all__ = ["HttpProtocol"]
 
 log = logging.getLogger("snapshotd.protocol")
+
+# A request's target and each header line may have this many bytes (nginx's default, from
+# its large_client_header_buffers 4 8k), and its head, target and header lines, this many.
+MAX_LINE = 8 * 2**10
+MAX_HEAD = 32 * 2**10
+_TOO_LARGE = {
+    414: f"Request target longer than {MAX_LINE} bytes\n",
+    431: f"Request header line over {MAX_LINE} bytes, or head over {MAX_HEAD}\n",
+}
 
 # A body up to this size is copied into one buffer with its head; a larger one is written
 # as it is (server CPU per hit, gzip 5 KB: 30.5 us joined, 31.8 apart; identity 40 KB:
@@ -60,7 +79,43 @@ class _Answered:
     message_event = asyncio.Event()  # set when the connection is lost; nothing waits on it
 
 
+class _TooLarge(Exception):
+    """Raised in a parser callback to stop the parser: the request's head is too large."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
 _ANSWERED = _Answered()
+_DATE = [0, b""]  # the second, and the Date header's value for it
+
+
+def http_date() -> bytes:
+    """Now, as a Date header's value (made once a second)."""
+    now = int(time.time())
+    if now != _DATE[0]:
+        _DATE[:] = now, formatdate(now, usegmt=True).encode()
+    return _DATE[1]  # type: ignore[return-value]
+
+
+class _Dated:
+    """The application, its answers given a Date when they have none."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def dated(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers", ())
+                if not any(k.lower() == b"date" for k, _ in headers):
+                    message = {**message, "headers": [*headers, (b"date", http_date())]}
+            await send(message)
+
+        return await self.app(scope, receive, dated)
 _UPGRADE_SAID = False  # whether this process said that upgrades are not proxied
 
 
@@ -71,11 +126,20 @@ class HttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._answer_at_once: AnswerAtOnce | None = getattr(self.app, "answer_at_once", None)
+        self.app = _Dated(self.app)
         # The request a relay is passing through, and the request cycle of the ASGI call
         # under way: each is the protocol's ``cycle`` until a request pipelined behind it
         # takes that place.
         self._relaying: _Relaying | None = None
         self._running: Any = None
+        # The parser is between requests or in a head; the bytes of a head line held back
+        # until it ends; the bytes of the head parsed; the bytes read since a body's last
+        # byte that were not a request's end (chunk lines, trailers).
+        self._in_head = True
+        self._line_fed = False  # a line's end of the head was handed to the parser
+        self._held = bytearray()
+        self._head_size = 0
+        self._stalled = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -91,6 +155,100 @@ class HttpProtocol(HttpToolsProtocol):
             running.disconnected = True
             running.message_event.set()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """uvicorn's, with the head's bounds (see the module)."""
+        self._unset_keepalive_if_required()
+        if self._in_head:
+            held = self._held
+            if held or b"\n" not in data:
+                held += data
+                if b"\n" not in data:
+                    if len(held) > MAX_LINE:
+                        self._too_large(431 if self._line_fed else 414)
+                    return
+                data = bytes(held)
+                held.clear()
+            self._line_fed = True  # the request line ends in what is fed now
+        else:
+            self._stalled += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            if isinstance(exc.__context__, _TooLarge):
+                self._too_large(exc.__context__.status)
+            else:
+                self._invalid()
+        except httptools.HttpParserError:
+            self._invalid()
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        else:
+            if self._stalled > MAX_LINE:
+                self._too_large(431)
+
+    def _invalid(self) -> None:
+        """uvicorn's answer to what is not HTTP/1.1: a line in its log, 400, closed."""
+        msg = "Invalid HTTP request received."
+        self.logger.warning(msg)
+        self._refuse(400, msg)
+
+    def _refuse(self, status: int, text: str) -> None:
+        """A short ``text/plain`` answer, and the connection closed after it."""
+        body = text.encode()
+        headers = [(b"content-type", b"text/plain; charset=utf-8"),
+                   (b"content-length", b"%d" % len(body))]
+        head, _ = self._head(status, headers, "GET", keep_alive=False)
+        head.append(body)
+        self.transport.write(b"".join(head))
+        self.transport.close()
+
+    def _too_large(self, status: int) -> None:
+        """Refuse a request whose head (or trailers) is too large, 414 or 431, and close the
+        connection: the refusal is the answer when no other is under way or made."""
+        if not self.transport.is_closing():
+            log.warning(
+                "request refused status=%d client=%s: %s",
+                status, (self.client or ("-",))[0], _TOO_LARGE[status].strip(),
+            )
+        if self._in_head and (self.cycle is None or self.cycle.response_complete):
+            self._refuse(status, _TOO_LARGE[status])
+        self.transport.close()
+
+    # Parser callbacks: uvicorn's, counting the head's bytes and where it ends.
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._head_size += len(url)
+        if self._head_size > MAX_LINE:
+            raise _TooLarge(414)
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        size = len(name) + len(value) + 4  # ": " and the line's end
+        self._head_size += size
+        if size > MAX_LINE or self._head_size > MAX_HEAD:
+            raise _TooLarge(431)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self._stalled = 0
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._in_head = True
+        self._line_fed = False
+        self._stalled = 0
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         if self._running is not None and self._running.response_complete:
@@ -117,6 +275,7 @@ class HttpProtocol(HttpToolsProtocol):
             )
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         if self.transport.is_closing():
             # Closed after an answer given at once earlier in this read (HTTP/1.0 with
             # keep-alive asked for): like uvicorn, take no request after it.
@@ -181,15 +340,21 @@ class HttpProtocol(HttpToolsProtocol):
     def _head(
         self, status: int, headers: list[tuple[bytes, bytes]], method: str, keep_alive: bool
     ) -> tuple[list[bytes], int | None]:
-        """An answer's status line and headers, as uvicorn's ``send`` writes them, and the
-        length of its body (None: chunked, which the head then says)."""
+        """An answer's status line and headers, as uvicorn's ``send`` writes them, dated
+        when they have no Date, and the length of its body (None: chunked, which the head
+        then says)."""
         head = [STATUS_LINE[status]]
         length = None
+        dated = False
         for name, value in (*self.server_state.default_headers, *headers):
             name = name.lower()
             if name == b"content-length" and length is None:
                 length = int(value)
+            elif name == b"date":
+                dated = True
             head += (name, b": ", value, b"\r\n")
+        if not dated:
+            head += (b"date: ", http_date(), b"\r\n")
         if not keep_alive:
             head.append(b"connection: close\r\n")
         if length is None and (method == "HEAD" or status in (204, 304)):

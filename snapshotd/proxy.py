@@ -76,7 +76,8 @@ _STATUS_TEXT = {
 ROUTED = "snapshotd.route"
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
-# On snapshot answers and health checks: the pid of the worker process that answered.
+# On snapshot answers and health checks, with the ``worker_header`` setting: the pid of the
+# worker process that answered.
 WORKER_HEADER = "x-snapshotd-worker"
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -258,7 +259,11 @@ class Proxy:
         self.metrics = metrics or capture.metrics
         self.bots = sites.bots
         self.cache = SnapshotCache()
-        self._worker = (WORKER_HEADER.encode(), str(os.getpid()).encode())
+        self._worker = (
+            [(WORKER_HEADER.encode(), str(os.getpid()).encode())]
+            if sites.settings.worker_header
+            else []
+        )
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._read_snapshot: OneRead[tuple[str, str], Snapshot | None] = OneRead(self._read)
@@ -313,7 +318,8 @@ class Proxy:
             return Route("error", status=400, text=f"Bad Request: {exc}\n")
         host = headers.get("host", "")
         if host and not valid_host(host):
-            return Route("error", status=400, text="Bad Request: malformed Host header\n")
+            what = "more than one Host header" if ", " in host else "malformed Host header"
+            return Route("error", status=400, text=f"Bad Request: {what}\n")
         site = self.sites.site_for_host(host)
         if site is None:
             return Route("error", status=421, text=f"No site is configured for host {host!r}\n")
@@ -599,7 +605,7 @@ class Proxy:
     ) -> tuple[int, list[tuple[bytes, bytes]], Iterator[bytes]]:
         """The status, headers and body pieces of an answer with ``snapshot``: 304 when the
         client has it, gzipped when it accepts that, no body for HEAD."""
-        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), self._worker]
+        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), *self._worker]
         inm = headers.get("if-none-match")
         if inm and _etag_matches(inm, snapshot.etag):
             return 304, out, iter(())
@@ -624,8 +630,16 @@ class Route(NamedTuple):
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """A request's headers by lower-case name, as text (latin-1: every byte kept)."""
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    """A request's headers by lower-case name, as text (latin-1: every byte kept); the
+    values of a header sent more than once joined by ``", "``, as one list (so two Host
+    headers are one malformed Host)."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    if len(headers) < len(raw):
+        joined: dict[str, list[str]] = {}
+        for k, v in raw:
+            joined.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        headers = {k: ", ".join(values) for k, values in joined.items()}
+    return headers
 
 
 def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:

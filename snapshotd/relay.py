@@ -74,7 +74,7 @@ class Relay:
         self.origin = origin
         self.method = method
         self.scheme, self.host, self.port, authority = origin_parts(origin)
-        self.head = request_head(method, target, authority, scope, chunked=False, empty=False)
+        self.head = request_head(method, target, authority, scope)  # no body
         self.client: Client | None = None
         self.conn: Connection | None = None
         self.started = False  # the answer's head went to the client

@@ -44,16 +44,19 @@ log = logging.getLogger("snapshotd")
 BACKLOG = 2048
 START_FAILED = 2
 # How uvicorn runs snapshotd (and the tests' servers): writes coalesced per turn, no access
-# line or Server header of its own, and the client as it connected: X-Forwarded-* are read
-# where they are passed on (snapshotd.upstream), not by uvicorn's middleware, which put the
-# front server's X-Forwarded-For in place of the peer and so repeated the client in it. No
-# WebSockets, whatever is installed (none are proxied, SPEC 3.2): an upgrade is an HTTP
-# request like any other, so a connection stays serve's protocol's to its end.
+# line, Server or Date header of its own (serve's protocol dates what has no Date, so a
+# passed-through answer has the origin's alone), and the client as it connected:
+# X-Forwarded-* are read where they are passed on (snapshotd.upstream), not by uvicorn's
+# middleware, which put the front server's X-Forwarded-For in place of the peer and so
+# repeated the client in it. No WebSockets, whatever is installed (none are proxied, SPEC
+# 3.2): an upgrade is an HTTP request like any other, so a connection stays serve's
+# protocol's to its end.
 UVICORN_OPTIONS: dict[str, Any] = {
     "http": HttpProtocol,
     "ws": "none",
     "access_log": False,
     "server_header": False,
+    "date_header": False,
     "proxy_headers": False,
 }
 

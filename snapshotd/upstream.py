@@ -7,6 +7,11 @@ written in one call, and the answer is parsed in C by httptools (:mod:`snapshotd
 The outgoing target is the request's own path and query, byte for byte, sent to the
 scheme and authority of the site's origin. Only an origin-form target (a path starting with
 ``/``) is forwarded; any other gets 400, so no request target can name another host.
+
+Only the proxy frames what it forwards: a request's body goes with the length the server
+read it by, or chunked, never with the client's framing headers as they came, and no token
+of a ``Connection`` header removes a message's framing (so no body is ever read by the
+origin as a request of its own) nor the headers the proxy writes from the client's.
 """
 
 from __future__ import annotations
@@ -57,11 +62,26 @@ BAD_GATEWAY_PAGE = (
 # A body of at most this many bytes (by its Content-Length) is sent on without watching
 # for the client to leave: reading it to its end costs less than the watch.
 READ_THROUGH = 2**20
-# Not forwarded: the server in front already answered the client's "100-continue", and the
+# Not forwarded as they came: Host and X-Forwarded-* are the proxy's to write, and so is the
+# framing of the body (Content-Length, and Transfer-Encoding, hop-by-hop), from what the
+# server parsed; the server in front already answered the client's "100-continue", and the
 # origin gets the body at once (waiting for its own 100 could wait for ever).
 _NOT_FORWARDED = frozenset(
-    {b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"expect"}
+    {
+        b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"expect",
+        b"content-length",
+    }
 )
+# What a Connection token never removes: the framing, which says where a message ends (a
+# body forwarded without it would be read as a request of its own), and the headers the
+# proxy writes from the client's (Host, X-Forwarded-*).
+_NEVER_NAMED = frozenset(
+    {
+        b"content-length", b"transfer-encoding", b"host", b"x-forwarded-for",
+        b"x-forwarded-proto", b"x-forwarded-host",
+    }
+)
+CHUNKED = b"transfer-encoding: chunked\r\n"
 # What a request target may not hold.
 _BAD_TARGET = re.compile(b"[\x00-\x20\x7f]")
 # Methods whose request goes without a body and without saying so; any other says
@@ -97,22 +117,22 @@ def forwarded_proto(peer: bytes, incoming: bytes, scheme: str) -> bytes:
 
 
 def request_head(
-    method: str, target: bytes, authority: bytes, scope: Scope, chunked: bool, empty: bool
+    method: str, target: bytes, authority: bytes, scope: Scope, framing: bytes = b""
 ) -> bytes:
     """The request line and headers for the origin: the client's headers as they came,
-    less hop-by-hop ones, with Host the origin's and the X-Forwarded-* headers added; a
-    chunked body says so, and an ``empty`` one has ``Content-Length: 0``."""
+    less hop-by-hop ones and its framing, with Host the origin's, the X-Forwarded-* headers
+    added, and ``framing``, the body's (:func:`body_framing`)."""
     original_host = prior_xff = prior_proto = b""
     lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode("ascii"), target, authority)]
     for k, v in _sendable(scope["headers"], "client"):
         lk = k.lower()
-        if lk == b"host":
-            original_host = v
-        elif lk == b"x-forwarded-for":
-            prior_xff = v
-        elif lk == b"x-forwarded-proto":
-            prior_proto = v
-        if lk in _NOT_FORWARDED or (chunked and lk == b"content-length"):
+        if lk in _NOT_FORWARDED:
+            if lk == b"host":
+                original_host = v
+            elif lk == b"x-forwarded-for":
+                prior_xff = v
+            elif lk == b"x-forwarded-proto":
+                prior_proto = v
             continue
         lines += (k, b": ", v, b"\r\n")
     client_host = (scope.get("client") or ("", 0))[0].encode("latin-1")
@@ -125,12 +145,25 @@ def request_head(
     )
     if original_host:
         lines += (b"x-forwarded-host: ", original_host, b"\r\n")
-    if chunked:
-        lines.append(b"transfer-encoding: chunked\r\n")
-    elif empty:
-        lines.append(b"content-length: 0\r\n")
-    lines.append(b"\r\n")
+    lines += (framing, b"\r\n")
     return b"".join(lines)
+
+
+def body_framing(method: str, headers: list[tuple[bytes, bytes]]) -> tuple[bytes, bool]:
+    """The header that frames a request's body for the origin, from the framing the server
+    read it by, and whether it has a body: chunked (any Transfer-Encoding, which the server
+    takes only ending in chunked), else the Content-Length it checked; without either, no
+    body, and ``Content-Length: 0`` for a method other than GET, HEAD, OPTIONS and TRACE."""
+    length = None
+    for k, v in headers:
+        lk = k.lower()
+        if lk == b"transfer-encoding":
+            return CHUNKED, True
+        if lk == b"content-length":
+            length = int(v)
+    if length is not None:
+        return b"content-length: %d\r\n" % length, True
+    return (b"" if method in _NO_BODY_EXPECTED else b"content-length: 0\r\n"), False
 
 
 def request_target(raw_path: bytes, query: bytes) -> bytes:
@@ -173,11 +206,14 @@ class _ClientGone(Exception):
 
 def _sendable(headers: list[tuple[bytes, bytes]], sender: str) -> list[tuple[bytes, bytes]]:
     """The headers that may be sent on, either way: no hop-by-hop ones (nor any the
-    ``Connection`` header names), and none the server would refuse to send."""
+    ``Connection`` header names, but for the framing and the headers the proxy writes from
+    the client's), and none the server would refuse to send."""
     named: set[bytes] = set()
     for k, v in headers:
         if k.lower() == b"connection":
             named.update(t.strip().lower() for t in v.split(b","))
+    if named:
+        named -= _NEVER_NAMED
     # A character class finds the same bytes in the names (or values) joined as apart: one
     # search each tells whether any header needs looking at alone.
     suspect = BAD_HEADER_NAME.search(b"".join([k for k, _ in headers])) or (
@@ -300,17 +336,9 @@ class _Exchange:
         self.receive = receive
         self.scheme, self.host, self.port, authority = origin_parts(origin)
         self.method: str = scope["method"]
-        self.has_body = self.chunked = False
-        for k, _ in scope["headers"]:
-            lk = k.lower()
-            if lk == b"content-length":
-                self.has_body = True
-            elif lk == b"transfer-encoding":
-                self.has_body = self.chunked = True
-        self.head = request_head(
-            self.method, target, authority, scope, self.chunked,
-            empty=not self.has_body and self.method not in _NO_BODY_EXPECTED,
-        )
+        framing, self.has_body = body_framing(self.method, scope["headers"])
+        self.chunked = framing is CHUNKED
+        self.head = request_head(self.method, target, authority, scope, framing)
         self.client_gone = False
         # The request body is read while the answer may already stream (an origin answering
         # early): only once it is all read may the disconnect watcher call ``receive``.

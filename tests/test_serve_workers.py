@@ -34,7 +34,7 @@ WORKER = "x-snapshotd-worker"
 def write_config(tmp_path: Path, origin: str, db: Path, *, seeds: str = "[]") -> Path:
     config = tmp_path / "workers.toml"
     config.write_text(
-        f'[server]\ndb = "{db}"\napi_tokens = ["{TOKEN}"]\n'
+        f'[server]\ndb = "{db}"\napi_tokens = ["{TOKEN}"]\nworker_header = true\n'
         f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
         "javascript_timeout = 0.2\nrender_timeout = 10.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nseeds = {seeds}\nsitemaps = []\n'

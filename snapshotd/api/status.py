@@ -4,7 +4,7 @@ charts.
 
 Invariants:
 - ``healthz`` is open and tells only whether the store answers (and, in a header, which
-  worker process answered);
+  worker process answered, when the ``worker_header`` setting says so);
 - the capture rate is measured over the samples of the last minute, kept on the application's
   state (``rate_samples``), so two applications in one process do not mix their samples.
 """
@@ -48,11 +48,12 @@ def capture_rate(request: Request) -> tuple[dict[str, int], float | None]:
     security=[],
 )
 async def healthz(request: Request) -> Response:
-    ok = await context(request).store.ping()
+    ctx = context(request)
+    ok = await ctx.store.ping()
     return JSONResponse(
         {"status": "ok" if ok else "unavailable"},
         200 if ok else 503,
-        headers={WORKER_HEADER: str(os.getpid())},
+        headers={WORKER_HEADER: str(os.getpid())} if ctx.settings.worker_header else None,
     )
 
 
