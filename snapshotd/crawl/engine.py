@@ -116,7 +116,8 @@ class Crawler:
         self.clock = clock
         self.grace = grace
         self.maintenance_every = maintenance_every
-        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http)
+        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http,
+                                 learner=capture.learner)
         self.follower = Follower(self.frontier, store, clock=clock, learner=capture.learner)
         self.finished = asyncio.Event()
         self._stopping = False
@@ -429,10 +430,12 @@ class Crawler:
         """Capture a path this crawler claimed, follow what it points to, count it."""
         site = self.registry.site(site.name) or site  # with what it learned meanwhile
         renamed = site.path_of(record.path)
-        if renamed is not None and renamed != record.path:
-            # Queued before the site ignored one of its parameters: the page it stands for
-            # is queued instead, and it is not rendered.
-            await replace_variant(self.store, site.name, record.path, renamed, record.hops)
+        if renamed is not None and renamed != record.path and not (
+            record.found and await self.capture.learner.checks(site, record.path)
+        ):
+            # Queued before the site ignored one of its parameters, and no check of that
+            # decision: the page it stands for is queued instead, and it is not rendered.
+            await replace_variant(self.store, site.name, record, renamed)
             return
         try:
             outcome = await self.capture.run(site, record, follow_links=True)
