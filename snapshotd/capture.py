@@ -6,6 +6,10 @@ Invariants:
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
   same page to a reader, :mod:`snapshotd.content`) is stored as that page's duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
+- of a group of copies, the one served for all (its master) is the path the crawler found
+  rather than one only a bot's request named, else the one with fewer query parameters, else
+  the first captured; a path is never a copy of its own query variant (:func:`takes_over`):
+  a capture that ranks before the group's master takes its place;
 - a page rendered well is processed (its snapshot kept) only when the site's process
   patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
   ``crawled``: its links are followed, no snapshot is kept;
@@ -47,6 +51,7 @@ from snapshotd.params import ParamLearner, without_each_param
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.store.base import PathRecord, Store, content_hash
 from snapshotd.tally import Tally
+from snapshotd.urls import split_site_path
 
 log = logging.getLogger("snapshotd.capture")
 
@@ -233,6 +238,11 @@ class CaptureService:
                 )
                 if site.dedup == "content" and duplicate_of is None:
                     duplicate_of = await self._same_page(site, record.path, print_)
+            replaces = None
+            if duplicate_of is not None:
+                master = await self.store.get_path(site.name, duplicate_of)
+                if master is None or takes_over(record, master):
+                    replaces, duplicate_of = duplicate_of, None
             kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
             # Counted before the store shows it (taken back if the store fails): a job's
             # report reads the paths, then the captures counted.
@@ -258,10 +268,16 @@ class CaptureService:
                 raise
             if stored and not unprocessed:
                 self._processed.add(site.name)
+            if stored and replaces is not None:
+                await self.store.take_master(
+                    site.name, record.path, replaces, shared=site.dedup == "content"
+                )
+                log.info("master site=%s path=%s of the copies of %s",
+                         site.name, record.path, replaces)
             self.metrics.captures.labels(kind).inc()
         if stored and print_ is not None:
             try:
-                await self.learner.rendered(site, record.path, print_)
+                await self.learner.rendered(site, record, print_)
             except Exception as exc:  # learning is a bonus: the capture is stored already
                 log.warning("could not learn from site=%s path=%s: %s", site.name, record.path, exc)
         log.info(
@@ -350,7 +366,8 @@ class CaptureService:
         return future, True
 
     async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
-        await self.store.enqueue(site.name, path, priority)
+        # A bot's request: it does not make the path one the crawler found.
+        await self.store.enqueue(site.name, path, priority, found=False)
         async with self._miss_slots:
             return await self.capture_now(site, path)
 
@@ -370,3 +387,24 @@ class CaptureService:
             future = self._inflight.get((site.name, path))
             return await asyncio.shield(future) if future is not None else None
         return await self.run(site, record)
+
+
+def _page_and_params(path: str) -> tuple[str, set[str]]:
+    base, query, fragment = split_site_path(path)
+    page = base + (f"#!{fragment}" if fragment is not None else "")
+    return page, {p for p in (query or "").split("&") if p}
+
+
+def takes_over(path: PathRecord, master: PathRecord) -> bool:
+    """Whether ``path``, a copy of ``master``, is to stand for the group instead: when
+    ``master`` is ``path`` with parameters added (a path is never a copy of its own variant),
+    else when the crawler found ``path`` and not ``master``, else when ``path`` has fewer
+    query parameters. Otherwise the first captured stays."""
+    (page, params), (master_page, master_params) = (
+        _page_and_params(path.path), _page_and_params(master.path))
+    if page == master_page and params != master_params:
+        if params < master_params or master_params < params:
+            return params < master_params
+    if path.found != master.found:
+        return path.found
+    return len(params) < len(master_params)

@@ -150,10 +150,12 @@ async def start_round(store: Store, site: SiteSettings, state: JobState) -> int:
         ):
             batch.append((r.path, r.hops))
         if len(batch) >= 1000:
-            queued += len(await store.enqueue_many(site.name, batch, PRIORITY_EXPIRED, force=True))
+            queued += len(await store.enqueue_many(
+                site.name, batch, PRIORITY_EXPIRED, force=True, found=False))
             batch = []
     if batch:
-        queued += len(await store.enqueue_many(site.name, batch, PRIORITY_EXPIRED, force=True))
+        queued += len(await store.enqueue_many(
+            site.name, batch, PRIORITY_EXPIRED, force=True, found=False))
     await save_job_state(
         store, site.name, replace(state, started=time.time(), ended=0.0)
     )

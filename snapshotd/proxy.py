@@ -485,7 +485,7 @@ class Proxy:
         if decision.kind == "serve":
             assert decision.snapshot is not None
             if decision.requeue:
-                await self.store.enqueue(site.name, path, PRIORITY_EXPIRED)
+                await self.store.enqueue(site.name, path, PRIORITY_EXPIRED, found=False)
                 self.cache.evict((site.name, path))
             result = "HIT" if decision.fresh else "STALE"
             status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)

@@ -13,7 +13,7 @@ import pytest
 
 from snapshotd.store import sqlite as sqlite_store
 from snapshotd.store.base import PRIORITY_LINK
-from snapshotd.store.path_counts import FOLD_AFTER
+from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.sqlite import SQLiteStore
 from tests.conftest import Clock, drop_postgres_schema, postgres_schema
 
@@ -157,6 +157,14 @@ async def test_many_sites_are_folded_only_when_changes_pile_up(store) -> None:  
     await assert_counts_are_a_scan(store)
 
 
+async def _alter(store: Any, change: str) -> None:
+    if isinstance(store, SQLiteStore):
+        async with store._lock:
+            await store._writer.execute(f"ALTER TABLE paths {change}")
+    else:
+        await store._db.execute(f"ALTER TABLE paths {change}")
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: ignore[no-untyped-def]
     engine, tmp_path, monkeypatch
@@ -179,14 +187,19 @@ async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: i
         def make() -> Any:
             return PostgresStore(url, clock=Clock(), pool_size=2)
 
+    # The schema before the step that keeps the counts.
+    step = full.index(SQLITE_PATH_COUNTS if engine == "sqlite" else POSTGRES_PATH_COUNTS)
     try:
-        monkeypatch.setattr(module, "MIGRATIONS", full[:-1])
+        monkeypatch.setattr(module, "MIGRATIONS", full[:step])
         old = make()
         await old.open()
         old.test_clock = old.clock
+        # Today's writes need a column a later step adds: there while they run, not after.
+        await _alter(old, "ADD COLUMN found INTEGER NOT NULL DEFAULT 1")
         rng = random.Random(3)
         for _ in range(200):
             await change_at_random(old, rng, "me")
+        await _alter(old, "DROP COLUMN found")
         await old.close()
         monkeypatch.setattr(module, "MIGRATIONS", full)
         new = make()

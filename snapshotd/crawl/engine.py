@@ -116,7 +116,8 @@ class Crawler:
         self.clock = clock
         self.grace = grace
         self.maintenance_every = maintenance_every
-        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http)
+        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http,
+                                 learner=capture.learner)
         self.follower = Follower(self.frontier, store, clock=clock, learner=capture.learner)
         self.finished = asyncio.Event()
         self._stopping = False
@@ -429,13 +430,17 @@ class Crawler:
         """Capture a path this crawler claimed, follow what it points to, count it."""
         site = self.registry.site(site.name) or site  # with what it learned meanwhile
         renamed = site.path_of(record.path)
-        if renamed is not None and renamed != record.path:
-            # Queued before the site ignored one of its parameters, or under a spelling the
-            # site path's form has since resolved: it is not rendered, and the page it stands
-            # for goes through admission in its place (it may be ignored, or refused).
+        if renamed is not None and renamed != record.path and not (
+            record.found and await self.capture.learner.checks(site, record.path)
+        ):
+            # Queued before the site ignored one of its parameters (and no check of that
+            # decision), or under a spelling the site path's form has since resolved: it is
+            # not rendered, and the page it stands for goes through admission in its place
+            # (it may be ignored, or refused), found as it was.
             await self.store.delete_path(site.name, record.path)
             await self.frontier.admit(
-                site, renamed, hops=record.hops, priority=PRIORITY_LINK, source="redirect"
+                site, renamed, hops=record.hops, priority=PRIORITY_LINK, source="redirect",
+                found=record.found,
             )
             return
         try:

@@ -25,23 +25,22 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
 from snapshotd.capture import Outcome
 from snapshotd.config import SiteSettings
-from snapshotd.crawl.frontier import Frontier
+from snapshotd.crawl.frontier import PRIORITY_VARIANT, Frontier
 from snapshotd.links import extract_links, normalize_url
 from snapshotd.params import ParamLearner, scroll_targets
 from snapshotd.patterns import regex_budget
 from snapshotd.render.base import CaptureResult
-from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
+from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
 from snapshotd.urls import split_site_path
 
 log = logging.getLogger("snapshotd.crawler")
-
-PRIORITY_VARIANT = PRIORITY_EXPIRED
 
 
 def _robots_tag_nofollow(value: str) -> bool:
@@ -147,7 +146,8 @@ class Follower:
         result: CaptureResult,
         duplicate_of: str | None,
     ) -> None:
-        """Follow what a stored capture points to: its redirect, canonical, links. The site's
+        """Follow what a stored capture points to: its redirect, canonical, links; what a
+        page only a bot's request named points to is not found by the crawler. The site's
         crawl regex gets one budget of matching time for them all (:mod:`snapshotd.patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of)
@@ -159,7 +159,7 @@ class Follower:
         result: CaptureResult,
         duplicate_of: str | None,
     ) -> None:
-        admit = self.frontier.admit
+        admit = functools.partial(self.frontier.admit, found=record.found)
         page_url = result.final_url or site.url_for(record.path)
         hops = record.hops + 1
         if 300 <= result.status < 400:
@@ -201,17 +201,21 @@ class Follower:
             return
         targets: set[str] | None = None
         for url in links:
-            path = site.path_of(url)
-            if path is None or path in own:
-                continue
+            # Before the page's own paths are skipped: a parameter the site learned to ignore
+            # gathers evidence still (its decision is checked, snapshotd.params).
             scroll = _scroll_params(url, page_url) if site.learn_params else []
             if scroll:
                 targets = scroll_targets(result.html) if targets is None else targets
                 if all(value in targets for _, value in scroll):
                     # The page's own router only scrolls it: not a page of its own.
                     for name, _ in scroll:
-                        await self.learner.declared(site, name, split_site_path(record.path)[0])
+                        if record.found:
+                            await self.learner.declared(
+                                site, name, split_site_path(record.path)[0])
                     continue
+            path = site.path_of(url)
+            if path is None or path in own:
+                continue
             # A link with a query waits behind those without one: until its page is known, a
             # variant of it is more often the same page (snapshotd.params learns which).
             priority = PRIORITY_VARIANT if "?" in path.partition("#!")[0] else PRIORITY_LINK

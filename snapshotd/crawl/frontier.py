@@ -9,6 +9,12 @@ Invariants:
 - every path set pending by the crawler first went through the site's rewrite rules, the
   ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order (:mod:`snapshotd.admission`
   decides, ``admit`` applies);
+- a path admitted from a page the crawler found (or from a seed or a sitemap) is marked found,
+  new or known; one admitted from a page only a bot's request named is not (its links are
+  that stranger's choice as much as the site's), and a known one keeps its mark;
+- a link carrying a parameter the site learned to ignore is also admitted as it is when the
+  learner checks that decision there (:meth:`~snapshotd.params.ParamLearner.check_of`), at
+  the priority of a variant;
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
@@ -34,11 +40,15 @@ from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.fetch import Fetcher
 from snapshotd.links import normalize_url
+from snapshotd.params import ParamLearner
 from snapshotd.patterns import regex_budget
 from snapshotd.rewrite import RuleSet
-from snapshotd.store.base import PRIORITY_LINK, Store
+from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
+
+# A link with a query waits behind those without one (and a check of a learned parameter).
+PRIORITY_VARIANT = PRIORITY_EXPIRED
 
 SITEMAP_RETRY = 300.0
 # The crawl regex's matching time for all the entries of one sitemap file (up to 50,000).
@@ -68,6 +78,11 @@ class _CrawlFacts(StoreFacts):
     def __init__(self, frontier: Frontier, site: SiteSettings) -> None:
         super().__init__(frontier.store, site.name)
         self.frontier, self.site_settings = frontier, site
+        self.known: PathRecord | None = None
+
+    async def record(self, path: str) -> PathRecord | None:
+        self.known = await super().record(path)
+        return self.known
 
     async def size(self) -> int:
         return self.frontier.size.get(self.site, 0)
@@ -89,8 +104,10 @@ class Frontier:
         clock: Callable[[], float],
         wake: Callable[[], None],
         http: Fetcher | None = None,
+        learner: ParamLearner | None = None,
     ) -> None:
         self.store = store
+        self.learner = learner
         self.rules = rules
         self.clock = clock
         self.wake = wake
@@ -190,12 +207,32 @@ class Frontier:
         priority: int,
         source: Source,
         lastmod: float | None = None,
+        found: bool = True,
     ) -> str:
         """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.admission`).
-        Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external."""
+        Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external.
+        ``found``: the page it is on was found by the crawler (see the module's rules)."""
         path = site.path_of(url)
         if path is None:
             return "external"
+        outcome = await self._admit_path(site, path, hops, priority, source, lastmod, found)
+        if found and self.learner is not None:
+            check = await self.learner.check_of(site, url)
+            if check is not None:
+                await self._admit_path(site, check, hops, PRIORITY_VARIANT, source, lastmod, True)
+        return outcome
+
+    async def _admit_path(
+        self,
+        site: SiteSettings,
+        path: str,
+        hops: int,
+        priority: int,
+        source: Source,
+        lastmod: float | None,
+        found: bool,
+    ) -> str:
+        facts = _CrawlFacts(self, site)
         decision = await admit(
             decide(
                 site,
@@ -208,9 +245,12 @@ class Frontier:
                 hops=hops,
                 lastmod=lastmod,
             ),
-            _CrawlFacts(self, site),
+            facts,
         )
         path = decision.path
+        known = facts.known
+        if found and known is not None and not known.found and decision.kind != "capture":
+            await self.store.mark_found(site.name, known.path)
         if decision.kind == "refused":
             log.debug("skipped site=%s path=%s reason=%s", site.name, path, decision.reason)
             return "skipped"
@@ -224,7 +264,7 @@ class Frontier:
                 return "ignored"
             return "known"
         outcome = await self.store.enqueue(
-            site.name, path, decision.priority, hops=hops, force=decision.force
+            site.name, path, decision.priority, hops=hops, force=decision.force, found=found
         )
         if outcome == "queued":
             self.size[site.name] = self.size.get(site.name, 0) + 1

@@ -128,6 +128,9 @@ class PathRecord:
     lease_owner: str | None = None
     lease_until: float | None = None
     id: int = 0
+    # Whether the crawler found it on the site or an operator queued it (store/copies), not
+    # only a bot's request.
+    found: bool = True
 
 
 @dataclass(frozen=True)
@@ -262,15 +265,19 @@ class Store(Protocol):
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None: ...
 
     async def enqueue(
-        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False,
+        found: bool = True,
     ) -> str:
         """Set a path pending. Answers ``queued`` (new), ``requeued`` (was captured, expired,
         failed or forced), ``reprioritised`` (was pending lower), ``pending`` (already
-        pending), ``processing`` (being captured) or ``fresh`` (captured, not expired)."""
+        pending), ``processing`` (being captured) or ``fresh`` (captured, not expired).
+        ``found``: the crawler found it or an operator asked for it (the path is marked so
+        for good); False for a bot's request, or a path queued again without being found."""
         ...
 
     async def enqueue_many(
-        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False,
+        found: bool = True,
     ) -> list[str]:
         """``enqueue`` for many (path, hops) pairs in one transaction."""
         ...
@@ -327,6 +334,12 @@ class Store(Protocol):
     async def set_duplicate(self, site: str, path: str, of: str | None) -> None: ...
 
     async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None: ...
+
+    async def take_master(self, site: str, path: str, old: str, *, shared: bool) -> None:
+        """``path`` stands for the copies ``old`` stood for (store/copies)."""
+        ...
+
+    async def mark_found(self, site: str, path: str) -> None: ...
 
     async def requeue_expired(
         self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
@@ -397,7 +410,9 @@ class Store(Protocol):
         """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""
         ...
 
-    async def prints(self, site: str, paths: Sequence[str]) -> dict[str, Print]:
+    async def prints(
+        self, site: str, paths: Sequence[str], *, found: bool = False
+    ) -> dict[str, Print]:
         """The fingerprints of the snapshots of ``paths`` that have one (store/params)."""
         ...
 

@@ -59,11 +59,7 @@ _PRINT_OF = (
     "SELECT p.path, s.text_hash, s.simhash, s.words FROM paths p JOIN snapshots s "
     "ON s.path_id = p.id WHERE p.site = {0}1 AND p.path ANY_OF AND s.text_hash IS NOT NULL"
 )
-_SAME_TEXT = (
-    "SELECT p.path FROM snapshots s JOIN paths p ON p.id = s.path_id "
-    "WHERE s.text_hash = {0}1 AND p.site = {0}2 AND p.path <> {0}3 "
-    "AND p.duplicate_of IS NULL ORDER BY p.id LIMIT 1"
-)
+_FOUND_ONLY = " AND p.found = 1"
 
 
 def _print(row: Any) -> Print:
@@ -76,23 +72,17 @@ class SQLiteParams:
     _reader: Any
     clock: Any
 
-    async def prints(self, site: str, paths: Sequence[str]) -> dict[str, Print]:
-        """The fingerprints of the snapshots of ``paths`` that have one."""
+    async def prints(
+        self, site: str, paths: Sequence[str], *, found: bool = False
+    ) -> dict[str, Print]:
+        """The fingerprints of the snapshots of ``paths`` that have one; with ``found``,
+        of those the crawler found only."""
         if not paths:
             return {}
         marks = ",".join(f"?{n}" for n in range(2, len(paths) + 2))
-        sql = _PRINT_OF.format("?").replace("ANY_OF", f"IN ({marks})")
+        sql = _PRINT_OF.format("?").replace("ANY_OF", f"IN ({marks})") + _FOUND_ONLY * found
         async with self._reader.execute(sql, (site, *paths)) as cursor:
             return {row[0]: _print(row) for row in await cursor.fetchall()}
-
-    async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None:
-        """Another path of the site, not itself a duplicate, whose snapshot shows the same
-        main text."""
-        async with self._reader.execute(
-            _SAME_TEXT.format("?"), (text_hash, site, path)
-        ) as cursor:
-            row = await cursor.fetchone()
-        return row[0] if row else None
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None:
         async with sqlite_transaction(self) as wr:
@@ -142,15 +132,13 @@ class PostgresParams:
     _db: Any
     clock: Any
 
-    async def prints(self, site: str, paths: Sequence[str]) -> dict[str, Print]:
+    async def prints(
+        self, site: str, paths: Sequence[str], *, found: bool = False
+    ) -> dict[str, Print]:
         if not paths:
             return {}
-        sql = _PRINT_OF.format("$").replace("ANY_OF", "= ANY($2::text[])")
+        sql = _PRINT_OF.format("$").replace("ANY_OF", "= ANY($2::text[])") + _FOUND_ONLY * found
         return {row[0]: _print(row) for row in await self._db.fetch(sql, site, list(paths))}
-
-    async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None:
-        value = await self._db.fetchval(_SAME_TEXT.format("$"), text_hash, site, path)
-        return str(value) if value is not None else None
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None:
         await self._db.execute(_EVIDENCE.format("$"), site, name, base, int(same))

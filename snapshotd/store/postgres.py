@@ -37,6 +37,7 @@ from snapshotd.store.base import (
     encode_capture,
     snapshot_from_row,
 )
+from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters
 from snapshotd.store.params import PostgresParams
 from snapshotd.store.path_counts import (
@@ -55,7 +56,7 @@ __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
 _PATH_COLUMNS = (
     "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, found"
 )
 
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
@@ -106,6 +107,7 @@ def _record(row: asyncpg.Record) -> PathRecord:
         attempts=row["attempts"],
         lease_owner=row["lease_owner"],
         lease_until=row["lease_until"],
+        found=bool(row["found"]),
     )
 
 
@@ -114,7 +116,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
+class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCopies):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(
@@ -311,17 +313,6 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
                 yield _record(row)
             last = rows[-1]["id"]
 
-    async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
-        value = await self._db.fetchval(
-            "SELECT p.path FROM snapshots s JOIN paths p ON p.id = s.path_id "
-            "WHERE s.content_hash = $1 AND p.site = $2 AND p.path != $3 "
-            "AND p.duplicate_of IS NULL ORDER BY p.id LIMIT 1",
-            content_hash,
-            site,
-            path,
-        )
-        return str(value) if value is not None else None
-
     async def get_meta(self, key: str) -> str | None:
         value = await self._db.fetchval("SELECT value FROM meta WHERE key = $1", key)
         return str(value) if value is not None else None
@@ -381,6 +372,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         hops: int,
         force: bool,
         now: float,
+        found: bool,
     ) -> str:
         """One path of a batch. Rows are not locked to be read: each change is a conditional
         UPDATE on the state that was read, tried again if another process changed it first,
@@ -389,27 +381,30 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
             inserted = await conn.fetchval(
                 # A batch gives ids reserved in its own order; one path takes the next.
                 "INSERT INTO paths (id, site, path, state, priority, hops, created_at, "
-                "queued_at) OVERRIDING SYSTEM VALUE VALUES (COALESCE($1, "
+                "queued_at, found) OVERRIDING SYSTEM VALUE VALUES (COALESCE($1, "
                 "nextval(pg_get_serial_sequence('paths', 'id'))), $2, $3, 'pending', $4, $5, "
-                "$6, $6) ON CONFLICT (site, path) DO NOTHING RETURNING id",
+                "$6, $6, $7) ON CONFLICT (site, path) DO NOTHING RETURNING id",
                 new_id,
                 site,
                 path,
                 priority,
                 hops,
                 now,
+                int(found),
             )
             if inserted is not None:
                 return "queued"
             row = await conn.fetchrow(
-                "SELECT id, state, priority, expires_at, hops FROM paths "
+                "SELECT id, state, priority, expires_at, hops, found FROM paths "
                 "WHERE site = $1 AND path = $2",
                 site,
                 path,
             )
             if row is None:  # deleted in between
                 continue
-            pid, state, old_priority, expires_at, old_hops = row
+            pid, state, old_priority, expires_at, old_hops, was_found = row
+            if found and not was_found:
+                await conn.execute("UPDATE paths SET found = 1 WHERE id = $1", pid)
             if state == "processing":
                 return "processing"
             if state == "pending":
@@ -444,7 +439,8 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         raise asyncpg.SerializationError(f"{path}: changed by others on every try")
 
     async def enqueue(
-        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False,
+        found: bool = True,
     ) -> str:
         """One path (the crawler's every link): no transaction, no id reserved, usually one
         round trip. Each statement stands alone, as a batch's do."""
@@ -452,11 +448,12 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
             raise ValueError(f"priority must be 0-3, not {priority}")
         async with self._db.acquire() as conn:
             return await self._enqueue_one(
-                conn, None, site, path, priority, hops, force, self.clock()
+                conn, None, site, path, priority, hops, force, self.clock(), found
             )
 
     async def enqueue_many(
-        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False,
+        found: bool = True,
     ) -> list[str]:
         if not 0 <= priority <= 3:
             raise ValueError(f"priority must be 0-3, not {priority}")
@@ -481,7 +478,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
                     for i in order:
                         path, hops = paths[i]
                         out[i] = await self._enqueue_one(
-                            conn, ids[i], site, path, priority, hops, force, now
+                            conn, ids[i], site, path, priority, hops, force, now, found
                         )
                 return out
             except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
@@ -638,11 +635,6 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
             "UPDATE paths SET links_due = FALSE WHERE site = $1 AND path = $2 AND links_due",
             site,
             path,
-        )
-
-    async def set_duplicate(self, site: str, path: str, of: str | None) -> None:
-        await self._db.execute(
-            "UPDATE paths SET duplicate_of = $1 WHERE site = $2 AND path = $3", of, site, path
         )
 
     async def requeue_expired(

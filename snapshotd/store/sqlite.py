@@ -32,6 +32,7 @@ from snapshotd.store.base import (
     encode_capture,
     snapshot_from_row,
 )
+from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.path_counts import (
@@ -48,7 +49,7 @@ __all__ = ["SQLiteStore", "content_hash"]
 
 _PATH_COLUMNS = (
     "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, found"
 )
 
 # Each entry upgrades the schema by one version; never edit an entry once released.
@@ -102,6 +103,7 @@ MIGRATIONS: list[str] = [
     PRINTS_AND_PARAMS,
     SQLITE_PATH_COUNTS,
     SQLITE_NOTIFIED_ROUNDS,
+    PATHS_FOUND,
 ]
 
 
@@ -153,6 +155,7 @@ def _record(row: Sequence[Any]) -> PathRecord:
         attempts=row[13],
         lease_owner=row[14],
         lease_until=row[15],
+        found=bool(row[16]),
     )
 
 
@@ -170,7 +173,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
+class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -363,15 +366,6 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
                 yield _record(row)
             last = list(rows)[-1][0]
 
-    async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
-        row = await self._one(
-            "SELECT p.path FROM snapshots s JOIN paths p ON p.id = s.path_id "
-            "WHERE s.content_hash = ? AND p.site = ? AND p.path != ? "
-            "AND p.duplicate_of IS NULL ORDER BY p.id LIMIT 1",
-            (content_hash, site, path),
-        )
-        return row[0] if row else None
-
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
         return row[0] if row else None
@@ -400,22 +394,25 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
             return cursor.rowcount == 1
 
     async def _enqueue_one(
-        self, site: str, path: str, priority: int, hops: int, force: bool, now: float
+        self, site: str, path: str, priority: int, hops: int, force: bool, now: float, found: bool
     ) -> str:
         wr = self._writer
         async with wr.execute(
-            "SELECT id, state, priority, expires_at, hops FROM paths WHERE site = ? AND path = ?",
+            "SELECT id, state, priority, expires_at, hops, found FROM paths "
+            "WHERE site = ? AND path = ?",
             (site, path),
         ) as c:
             row = await c.fetchone()
         if row is None:
             await wr.execute(
-                "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at) "
-                "VALUES (?, ?, 'pending', ?, ?, ?, ?)",
-                (site, path, priority, hops, now, now),
+                "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at, "
+                "found) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?)",
+                (site, path, priority, hops, now, now, int(found)),
             )
             return "queued"
-        pid, state, old_priority, expires_at, old_hops = row
+        pid, state, old_priority, expires_at, old_hops, was_found = row
+        if found and not was_found:
+            await wr.execute("UPDATE paths SET found = 1 WHERE id = ?", (pid,))
         hops = min(hops, old_hops)
         if state == "pending":
             if priority > old_priority or hops < old_hops:
@@ -438,12 +435,15 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
         return "requeued"
 
     async def enqueue(
-        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False
+        self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False,
+        found: bool = True,
     ) -> str:
-        return (await self.enqueue_many(site, [(path, hops)], priority, force=force))[0]
+        return (await self.enqueue_many(site, [(path, hops)], priority, force=force,
+                                        found=found))[0]
 
     async def enqueue_many(
-        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False
+        self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False,
+        found: bool = True,
     ) -> list[str]:
         if not 0 <= priority <= 3:
             raise ValueError(f"priority must be 0-3, not {priority}")
@@ -453,7 +453,8 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
             try:
                 await wr.execute("BEGIN IMMEDIATE")
                 out = [
-                    await self._enqueue_one(site, p, priority, h, force, now) for p, h in paths
+                    await self._enqueue_one(site, p, priority, h, force, now, found)
+                    for p, h in paths
                 ]
                 await wr.execute("COMMIT")
             except BaseException:
@@ -631,12 +632,6 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams):
             await self._writer.execute(
                 "UPDATE paths SET links_due = 0 WHERE site = ? AND path = ? AND links_due = 1",
                 (site, path),
-            )
-
-    async def set_duplicate(self, site: str, path: str, of: str | None) -> None:
-        async with self._lock:
-            await self._writer.execute(
-                "UPDATE paths SET duplicate_of = ? WHERE site = ? AND path = ?", (of, site, path)
             )
 
     async def requeue_expired(
