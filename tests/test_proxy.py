@@ -895,6 +895,7 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
                 base,
                 f"GET {target} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {PERSON}\r\n"
                 "Connection: close\r\n\r\n".encode(),
+                half_close=False,
             )
             for target in (
                 f"http://{sentinel}/x",
@@ -905,7 +906,7 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
         }
         authority_form = [
             _raw_request(base, f"{method} {sentinel} HTTP/1.1\r\nHost: {sentinel}\r\n"
-                         "Connection: close\r\n\r\n".encode())
+                         "Connection: close\r\n\r\n".encode(), half_close=False)
             for method in ("CONNECT", "GET")
         ]
     assert sentinel_hits == []
