@@ -24,6 +24,10 @@ The rules of admission, in order:
 6. A path the store does not know is added only within ``max_pages``; for a bot also within
    ``new_paths_per_minute``; links, canonicals and redirects only when ``capture_new``.
    The API, which is authenticated, is not bounded by either.
+   A bot's path that would be captured is refused (``paused``) while the site is paused:
+   no capture starts for it (SPEC 2.2). A pause does not stop paths being queued (the API,
+   the crawler's sources): whether a queued path is claimed is the crawler's scheduling
+   (:mod:`snapshotd.crawl.engine`), and a paused job's rounds stand still (:mod:`snapshotd.jobs`).
 7. A known path is queued again only when it is due (expired, or changed per its sitemap
    ``lastmod``); pending and processing paths keep their place.
 
@@ -174,9 +178,11 @@ def decide(
     hops: int = 0,
     force: bool = False,
     lastmod: float | None = None,
+    paused: bool = False,
 ) -> Generator[Question, Any, Decision]:
     """The admission of ``path`` of ``site`` asked for by ``source`` (``bot``, ``api``, or a
-    crawler source of :data:`CRAWL_SOURCES`); yields questions, returns the decision."""
+    crawler source of :data:`CRAWL_SOURCES`); yields questions, returns the decision.
+    ``paused``: whether the site is paused now (the process's registry has it at hand)."""
     crawling = source in CRAWL_SOURCES
     capture_flag = False
     if rules is not None and len(rules):
@@ -231,17 +237,24 @@ def decide(
             return Decision("pass", path, reason="not processed")
 
     record: PathRecord | None = yield Known(path)
+    if crawling:
+        if record is None:
+            return (yield from _new_path(site, path, source, priority, force))
+        return _known_path(site, record, priority, now, lastmod)
     if record is None:
-        return (yield from _new_path(site, path, source, priority, force))
-    if not crawling:
-        if record.state == "crawled":
-            return Decision("pass", path, reason="not processed")
-        if record.state == "error" and not is_due(record.expires_at, now):
-            return Decision("pass", path, reason="retry later")
-        if not site.capture_new:
-            return Decision("pass", path, reason="capture_new is off")
-        return Decision("capture", path, priority=PRIORITY_BOT)
-    return _known_path(site, record, priority, now, lastmod)
+        decision = yield from _new_path(site, path, source, priority, force)
+    elif record.state == "crawled":
+        return Decision("pass", path, reason="not processed")
+    elif record.state == "error" and not is_due(record.expires_at, now):
+        return Decision("pass", path, reason="retry later")
+    elif not site.capture_new:
+        return Decision("pass", path, reason="capture_new is off")
+    else:
+        decision = Decision("capture", path, priority=PRIORITY_BOT)
+    if paused and decision.kind == "capture":
+        # No capture starts for a paused site: the bot gets the origin's page.
+        return Decision("refused", path, reason="paused")
+    return decision
 
 
 def _ruling(

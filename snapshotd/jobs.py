@@ -12,7 +12,9 @@ Invariants:
 - a round is over when nothing of the site is pending, being captured or stored with its
   links still to follow (or when ``max_to_process`` is reached); the crawler's maintenance
   records its end once, and with ``repeat`` starts the next round ``repeat`` days later,
-  until ``max_rounds``;
+  until ``max_rounds``; a paused job's rounds stand still (none ends, starts or requeues its
+  seeds) and its status says it is paused. That is the job's own rule: whether a capture
+  starts for a paused site is admission's and the crawler's (:mod:`snapshotd.admission`);
 - the counters are the per-minute capture counters of the store, so they add up over
   every process and host.
 """

@@ -491,9 +491,7 @@ class Proxy:
             status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
             return result, status
         refusal = decision.reason if decision.kind == "refused" else None
-        if decision.kind == "capture" and self.sites.is_paused(site.name):
-            refusal = "paused"
-        elif decision.kind == "capture":
+        if decision.kind == "capture":
             # From admission's last question to the miss's start nothing awaits, so the
             # limits hold under a flood.
             started = self.capture.start_miss(site, path, decision.priority)
@@ -527,6 +525,7 @@ class Proxy:
             now=time.time(),
             host=headers.get("host", ""),
             headers=headers,
+            paused=self.sites.is_paused(site.name),
         )
 
     async def _wait_for_capture(

@@ -229,10 +229,6 @@ class SiteRegistry:
         store and not created again (paths of sites it never knew are left alone)."""
         return (set(names) & self._removed) - set(self._rows)
 
-    def active(self, names: Iterable[str]) -> list[str]:
-        """The names whose sites are not paused."""
-        return [n for n in names if n not in self.paused]
-
 
 _MATCHERS: dict[tuple[tuple[str, ...], ...], BotMatcher] = {}
 

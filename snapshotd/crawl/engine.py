@@ -17,7 +17,10 @@ Invariants:
   (the workers of one ``serve``) what the other processes stored marked is followed at
   each maintenance;
 - a site that reached ``max_to_process`` is not claimed from (its job has ended, SPEC 7.2)
-  until its limit is raised or its paths removed;
+  until its limit is raised or its paths removed, nor is a paused site (SPEC 2.2) until it is
+  resumed: its paths stay pending. Which sites' queues are claimed from is scheduling, decided
+  here alone (:meth:`Crawler._eligible`); what becomes of a path asked for, a bot's of a
+  paused site too, is admission's (:mod:`snapshotd.admission`);
 - each maintenance moves every job's rounds on (:func:`snapshotd.jobs.advance`): a round
   that is over is recorded, the next starts when ``repeat`` says so;
 - ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
@@ -353,6 +356,8 @@ class Crawler:
         wake.set()
 
     def _eligible(self, now: float) -> list[SiteSettings]:
+        """The sites whose queues may be claimed from at ``now`` (monotonic): not paused,
+        not full, and past their ``crawl_delay``."""
         return [
             site
             for site in self.registry.sites
