@@ -242,7 +242,7 @@ def decide(
             return (yield from _new_path(site, path, source, priority, force))
         return _known_path(site, record, priority, now, lastmod)
     if record is None:
-        decision = yield from _new_path(site, path, source, priority, force)
+        admitted = yield from _new_path(site, path, source, priority, force)
     elif record.state == "crawled":
         return Decision("pass", path, reason="not processed")
     elif record.state == "error" and not is_due(record.expires_at, now):
@@ -250,11 +250,11 @@ def decide(
     elif not site.capture_new:
         return Decision("pass", path, reason="capture_new is off")
     else:
-        decision = Decision("capture", path, priority=PRIORITY_BOT)
-    if paused and decision.kind == "capture":
+        admitted = Decision("capture", path, priority=PRIORITY_BOT)
+    if paused and admitted.kind == "capture":
         # No capture starts for a paused site: the bot gets the origin's page.
         return Decision("refused", path, reason="paused")
-    return decision
+    return admitted
 
 
 def _ruling(

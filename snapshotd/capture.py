@@ -22,6 +22,9 @@ Invariants:
 - once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
   the stop (cancelled, or failing while the renderer closes) hands its path back to pending,
   its claim not counted as an attempt: it is never stored as an error;
+- a stop ends work one way, here and in the crawler (:func:`wind_down`): what is under way
+  has ``grace`` seconds to finish, the rest is cut short, then every lease of the process's
+  owner goes back to pending;
 - whose links are followed is decided at construction and by each call, never by what else
   exists: a capture run for the crawler (``run(..., follow_links=True)``) is stored marked as
   having its links due, and the crawler follows them from the outcome; a capture started here
@@ -39,7 +42,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +86,29 @@ def retry_delay(attempts: int, expire_after: float) -> float:
     if attempts >= RETRY_LIMIT:
         return expire_after
     return min(RETRY_BASE * 2 ** max(attempts - 1, 0), expire_after)
+
+
+async def wind_down(
+    under_way: Collection[asyncio.Future[Any]],
+    grace: float,
+    cut_short: Callable[[set[asyncio.Future[Any]]], Awaitable[None]],
+    store: Store,
+    owner: str,
+) -> None:
+    """How a stop ends work, the capture service's and the crawler's alike: what is
+    ``under_way`` may finish within ``grace`` seconds; what still runs then is handed to
+    ``cut_short``; then every lease ``owner`` holds goes back to pending (when the store
+    cannot take them back, that is logged, and they run out as any other lease does)."""
+    if under_way:
+        _done, running = await asyncio.wait(under_way, timeout=grace)
+        if running:
+            await cut_short(running)
+    try:
+        released = await store.release_leases(owner)
+        if released:
+            log.info("released %d leases on stop", released)
+    except Exception as exc:
+        log.error("releasing leases on stop failed: %s", exc)
 
 
 class CaptureService:
@@ -156,18 +182,13 @@ class CaptureService:
         short and hand every lease this process holds back to pending. Call it before the
         renderer and the store close; calling it again does nothing more."""
         self.stop()
-        futures: list[asyncio.Future[Any]] = [*self._inflight.values(), *self._misses.values()]
-        if futures:
-            _done, running = await asyncio.wait(futures, timeout=grace)
-            if running:
-                await self.cancel_all()
-                log.info("cut short %d captures on stop", len(running))
-        try:
-            released = await self.store.release_leases(self.owner)
-            if released:
-                log.info("released %d leases on stop", released)
-        except Exception as exc:
-            log.error("releasing leases on stop failed: %s", exc)
+
+        async def cut_short(running: set[asyncio.Future[Any]]) -> None:
+            await self.cancel_all()
+            log.info("cut short %d captures on stop", len(running))
+
+        under_way: list[asyncio.Future[Any]] = [*self._inflight.values(), *self._misses.values()]
+        await wind_down(under_way, grace, cut_short, self.store, self.owner)
         if self._reclaimer is not None:
             self._reclaimer.cancel()
             await asyncio.gather(self._reclaimer, return_exceptions=True)

@@ -38,9 +38,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from snapshotd import logs
-from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay
+from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay, wind_down
 from snapshotd.config import MAINTENANCE_EVERY, SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
@@ -214,22 +215,20 @@ class Crawler:
         self._stopped = True
         self._stopping = True
         self._notify()
-        if self._workers:
-            _done, running = await asyncio.wait(self._workers, timeout=self.grace)
-            if running:
-                await self.capture.cancel_all()
-                for task in running:
-                    task.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
+
+        async def cut_short(running: set[asyncio.Future[Any]]) -> None:
+            await self.capture.cancel_all()
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+        # Only the workers claim: the other tasks (maintenance, following) hold no lease.
+        await wind_down(self._workers, self.grace, cut_short, self.store, self.capture.owner)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self._workers.clear()
-        with contextlib.suppress(Exception):
-            released = await self.store.release_leases(self.capture.owner)
-            if released:
-                log.info("released %d leases on stop", released)
         await self.frontier.close()
         if self.notifier is not None:
             await self.notifier.aclose()
