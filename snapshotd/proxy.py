@@ -49,7 +49,7 @@ from snapshotd.store.base import (
     Store,
 )
 from snapshotd.tally import Tally
-from snapshotd.upstream import Upstream, request_target
+from snapshotd.upstream import Upstream, relay_target
 from snapshotd.upstream import send_text as _send_simple
 from snapshotd.urls import (
     BadRequest,
@@ -364,12 +364,11 @@ class Proxy:
         site = route.site
         if route.kind == "pass":
             assert site is not None
-            if "content-length" in headers or "transfer-encoding" in headers:
-                return None
-            try:
-                target = request_target(raw_path.encode("latin-1"), query.encode("latin-1"))
-            except BadRequest:
-                return None  # the ASGI way refuses it, and says why
+            target = relay_target(
+                method, raw_path.encode("latin-1"), query.encode("latin-1"), raw_headers
+            )
+            if target is None:
+                return None  # a body, or a target the ASGI way refuses (and says why)
             self.metrics.request("PASS")
             return Relay(self.upstream.pool, site.origin, method, target, scope)
         if route.kind != "bot":

@@ -10,11 +10,14 @@ HEAD that :meth:`snapshotd.proxy.Proxy.answer_at_once` passes through; requests 
 go the ASGI way.
 
 Invariants, the same as the ASGI way's (:mod:`snapshotd.upstream`):
-- the request's head is the one :func:`~snapshotd.upstream.request_head` builds, the
-  answer's headers the ones :func:`~snapshotd.upstream.response_headers` keeps;
+- the request's head is the one :func:`~snapshotd.upstream.request_head` builds, framed as
+  a request without a body is (:func:`~snapshotd.upstream.no_body_framing`), the answer's
+  headers the ones :func:`~snapshotd.upstream.response_headers` keeps; which requests a relay
+  takes is :func:`~snapshotd.upstream.relay_target`'s to say;
 - an origin that cannot be reached, or closes or fails before the answer's head, is a 502
-  page, except that a kept-alive connection closed before any byte of the answer is tried
-  once more on a new one; one that fails after it leaves the answer cut off;
+  page, except that a request is asked once more on a new connection when
+  :func:`~snapshotd.upstream.may_ask_again` says so; one that fails after it leaves the
+  answer cut off;
 - waiting on the origin is bounded by :data:`snapshotd.http1.READ_TIMEOUT` from the last
   byte heard, not counting the time the client was not taking the answer;
 - a client that does not take the answer holds the origin back: nothing is handed to it
@@ -31,12 +34,14 @@ from typing import Protocol
 from starlette.types import Scope
 
 from snapshotd import http1
-from snapshotd.http1 import Connection, OriginClosed, OriginError, Pool
+from snapshotd.http1 import Connection, OriginError, Pool
 from snapshotd.upstream import (
     BAD_GATEWAY_PAGE,
     bad_gateway_head,
     log_origin_failed,
     log_stream_broke,
+    may_ask_again,
+    no_body_framing,
     request_head,
     response_headers,
 )
@@ -74,7 +79,7 @@ class Relay:
         self.origin = origin
         self.method = method
         self.scheme, self.host, self.port, authority = origin_parts(origin)
-        self.head = request_head(method, target, authority, scope)  # no body
+        self.head = request_head(method, target, authority, scope, no_body_framing(method))
         self.client: Client | None = None
         self.conn: Connection | None = None
         self.started = False  # the answer's head went to the client
@@ -188,9 +193,8 @@ class Relay:
             log_stream_broke(self.origin, exc)
             self._end(conn)
             client.cut_off()
-        elif isinstance(exc, OriginClosed) and conn is not None and conn.used:
-            # A kept-alive connection the origin closed as it was taken: nothing of the
-            # request is lost by asking again, on a new one.
+        elif may_ask_again(exc, conn, has_body=False):
+            assert conn is not None
             self._let_go(conn, reuse=False)
             self.conn = None
             self._connect()

@@ -12,6 +12,12 @@ Only the proxy frames what it forwards: a request's body goes with the length th
 read it by, or chunked, never with the client's framing headers as they came, and no token
 of a ``Connection`` header removes a message's framing (so no body is ever read by the
 origin as a request of its own) nor the headers the proxy writes from the client's.
+
+A request goes to the origin one of two ways: :meth:`Upstream.forward`, an ASGI call, or a
+:class:`~snapshotd.relay.Relay` run from the protocol's callbacks. What both decide is decided
+here, once: the target sent (:func:`request_target`), whether the request has a body and how
+it is framed (:func:`body_framing`), which requests a relay may take (:func:`relay_target`),
+and when a request the origin did not answer is asked again (:func:`may_ask_again`).
 """
 
 from __future__ import annotations
@@ -163,7 +169,14 @@ def body_framing(method: str, headers: list[tuple[bytes, bytes]]) -> tuple[bytes
             length = int(v)
     if length is not None:
         return b"content-length: %d\r\n" % length, True
-    return (b"" if method in _NO_BODY_EXPECTED else b"content-length: 0\r\n"), False
+    return no_body_framing(method), False
+
+
+def no_body_framing(method: str) -> bytes:
+    """The framing header of a request without a body: ``Content-Length: 0`` for a method
+    other than GET, HEAD, OPTIONS and TRACE (some servers answer 411 to a POST without it),
+    else none."""
+    return b"" if method in _NO_BODY_EXPECTED else b"content-length: 0\r\n"
 
 
 def request_target(raw_path: bytes, query: bytes) -> bytes:
@@ -175,6 +188,29 @@ def request_target(raw_path: bytes, query: bytes) -> bytes:
     if _BAD_TARGET.search(target):
         raise BadRequest("the request target holds control characters or spaces")
     return target
+
+
+def relay_target(
+    method: str, raw_path: bytes, query: bytes, headers: list[tuple[bytes, bytes]]
+) -> bytes | None:
+    """The target a :class:`~snapshotd.relay.Relay` passes a request to the origin with,
+    when one may: the request has no body (:func:`body_framing`) and its target is one
+    :func:`request_target` forwards. None otherwise: the ASGI way takes it (and says what is
+    wrong with a target it refuses)."""
+    if body_framing(method, headers)[1]:
+        return None
+    try:
+        return request_target(raw_path, query)
+    except BadRequest:
+        return None
+
+
+def may_ask_again(exc: BaseException, conn: Connection | None, has_body: bool) -> bool:
+    """Whether a request the origin failed is asked once more, on a new connection: when
+    the origin closed a kept-alive connection (one used before) as it was taken, before any
+    byte of the answer, and nothing of the request is lost by that (it has no body). The
+    new connection was never used, so a request is asked again at most once."""
+    return isinstance(exc, OriginClosed) and conn is not None and conn.used and not has_body
 
 
 def bad_gateway_head() -> list[tuple[bytes, bytes]]:
@@ -349,10 +385,9 @@ class _Exchange:
         self.uploading: asyncio.Future[None] | None = None
 
     async def ask(self) -> tuple[int, list[tuple[bytes, bytes]]]:
-        """Write the request and read the answer's status and headers. A kept-alive
-        connection the origin closed just as it was taken is tried once more on a new one,
-        when nothing of the request is lost by that (no body). Nothing is left open when
-        this raises (or is cancelled)."""
+        """Write the request and read the answer's status and headers; asked once more on
+        a new connection when :func:`may_ask_again` says so. Nothing is left open when this
+        raises (or is cancelled)."""
         answer: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
         try:
             for fresh in (False, True):
@@ -370,8 +405,8 @@ class _Exchange:
                     if self.client_gone:
                         raise _ClientGone
                     return await answer
-                except OriginClosed:
-                    if fresh or self.has_body or not conn.used:
+                except OriginClosed as exc:
+                    if fresh or not may_ask_again(exc, conn, self.has_body):
                         raise
                     conn.close()
             raise AssertionError("unreachable")
