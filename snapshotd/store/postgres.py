@@ -29,12 +29,14 @@ from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
+    PATH_COLUMNS,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
     encode_capture,
+    path_record,
     snapshot_from_row,
 )
 from snapshotd.store.counters import PostgresCounters
@@ -52,11 +54,6 @@ from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
-
-_PATH_COLUMNS = (
-    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until"
-)
 
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
@@ -87,26 +84,6 @@ _NEXT_PENDING_OF = (
     "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
 
-
-def _record(row: asyncpg.Record) -> PathRecord:
-    return PathRecord(
-        id=row["id"],
-        site=row["site"],
-        path=row["path"],
-        state=row["state"],
-        priority=row["priority"],
-        hops=row["hops"],
-        status=row["status"],
-        created_at=row["created_at"],
-        queued_at=row["queued_at"],
-        captured_at=row["captured_at"],
-        expires_at=row["expires_at"],
-        error=row["error"],
-        duplicate_of=row["duplicate_of"],
-        attempts=row["attempts"],
-        lease_owner=row["lease_owner"],
-        lease_until=row["lease_until"],
-    )
 
 
 def _count(status: str) -> int:
@@ -214,9 +191,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
 
     async def get_path(self, site: str, path: str) -> PathRecord | None:
         row = await self._db.fetchrow(
-            f"SELECT {_PATH_COLUMNS} FROM paths WHERE site = $1 AND path = $2", site, path
+            f"SELECT {PATH_COLUMNS} FROM paths WHERE site = $1 AND path = $2", site, path
         )
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
         row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
@@ -280,9 +257,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         skip = int(cursor or 0) if crawl_order else 0
         params.append(limit + 1)
         rows = [
-            _record(r)
+            path_record(r)
             for r in await self._db.fetch(
-                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
+                f"SELECT {PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
                 f"{_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ${len(params)} OFFSET {skip}",
                 *params,
             )
@@ -295,12 +272,12 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         while True:
             if site is None:
                 rows = await self._db.fetch(
-                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 ORDER BY id LIMIT 1000",
+                    f"SELECT {PATH_COLUMNS} FROM paths WHERE id > $1 ORDER BY id LIMIT 1000",
                     last,
                 )
             else:
                 rows = await self._db.fetch(
-                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 AND site = $2 "
+                    f"SELECT {PATH_COLUMNS} FROM paths WHERE id > $1 AND site = $2 "
                     "ORDER BY id LIMIT 1000",
                     last,
                     site,
@@ -308,7 +285,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
             if not rows:
                 return
             for row in rows:
-                yield _record(row)
+                yield path_record(row)
             last = rows[-1]["id"]
 
     async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None:
@@ -518,10 +495,10 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         for query in queries:
             if row := await self._db.fetchrow(
                 "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
+                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {PATH_COLUMNS}",
                 *params,
             ):
-                return _record(row)
+                return path_record(row)
         return None
 
     async def claim_path(
@@ -530,13 +507,13 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         row = await self._db.fetchrow(
             "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
             "attempts = attempts + 1 WHERE site = $3 AND path = $4 AND state = 'pending' "
-            f"RETURNING {_PATH_COLUMNS}",
+            f"RETURNING {PATH_COLUMNS}",
             owner,
             self.clock() + lease_seconds,
             site,
             path,
         )
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def release_expired_leases(self) -> int:
         """Leases past their deadline (a dead worker's) go back to pending, same priority."""
@@ -564,20 +541,23 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
         keep: bool = True,
         shared: bool = False,
         print_: Print | None = None,
+        readiness_limit: bool = False,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
         and whatever snapshot it had is removed. ``shared``: the page shows what
         ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
-        ``print_``: the fingerprints of what it shows, kept with its snapshot."""
+        ``print_``: the fingerprints of what it shows, kept with its snapshot.
+        ``readiness_limit``: a limit ended the wait for its page (kept with the path)."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
             pid = await conn.fetchval(
                 "UPDATE paths SET state = $9, status = $1, captured_at = $2, "
                 "expires_at = $3, error = NULL, duplicate_of = $4, attempts = 0, "
-                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5 "
+                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5, "
+                "readiness_limit = $10 "
                 "WHERE site = $6 AND path = $7 AND state = 'processing' AND lease_owner = $8 "
                 "RETURNING id",
                 status,
@@ -589,6 +569,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams):
                 path,
                 owner,
                 "processed" if keep else "crawled",
+                readiness_limit,
             )
             if pid is None:
                 return False

@@ -4,7 +4,7 @@ lock."""
 
 from __future__ import annotations
 
-from snapshotd.store.base import CRAWLED_EXPIRY_INDEX
+from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.params import PRINTS_AND_PARAMS
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
@@ -61,4 +61,5 @@ MIGRATIONS: list[str] = [
     PRINTS_AND_PARAMS,
     POSTGRES_PATH_COUNTS,
     POSTGRES_NOTIFIED_ROUNDS,
+    READINESS_LIMIT_COLUMN,
 ]
