@@ -7,13 +7,13 @@ Invariants:
 - ``settled`` (the ``adaptive`` readiness) is ready once, after the load event, no request
   that holds the page has been in flight, started or ended for ``SETTLE`` seconds, the DOM
   has not changed for ``SETTLE`` seconds (a MutationObserver), and no task holds the page.
-- A task is one piece of scheduled work: a timeout, interval or animation frame asked for
-  outside any such callback, together with every timeout, interval and frame its callbacks
-  ask for (a chain of timeouts, an animation loop, an interval's ticks). A task holds the
-  page while it has something due within ``javascript_timeout`` and is not idle; it is idle
-  once it has run ``javascript_timeout`` seconds without changing the document while no
-  request started outside every task was in flight or ended (a poll waiting for data is
-  waited for). Requests an idle task starts no longer hold the page (by URL, for the rest of
+- A task is one piece of scheduled work: a timeout, interval, animation frame or dedicated
+  worker asked for outside any such callback, together with every one its callbacks ask for
+  (a chain of timeouts, an animation loop, an interval's ticks). A task holds the page while
+  it has something due within ``javascript_timeout`` (or a worker yet to answer) and is not
+  idle; it is idle once it has run ``javascript_timeout`` seconds without changing the
+  document while no request started outside every task was in flight or ended (a poll
+  waiting for data is waited for). Requests an idle task starts no longer hold the page (by URL, for the rest of
   the capture); so a poll that changes nothing holds a page ``javascript_timeout`` at most.
 - ``limit`` bounds ``settled`` (they run side by side): ``javascript_timeout`` seconds after
   the load event and the last start or end of a holding request that no task started, once
@@ -28,9 +28,10 @@ Invariants:
   ``onCaptureReady``; ``render_timeout`` bounds it. A page that declares nothing is not
   waited for past the rules.
 - The page's side is ``settle_script``, run before any page script; it wraps ``setTimeout``,
-  ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``
-  and ``XMLHttpRequest``, each calling the browser's own, so the page sees the same ids and
-  timing.
+  ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``,
+  ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's work until it first
+  posts a message or fails), each calling the browser's own, so the page sees the same ids
+  and timing.
 """
 
 from __future__ import annotations
@@ -89,11 +90,16 @@ _SETTLE_SCRIPT = """
     const busy = untracked > 0 ? t : lastRequest;
     return t - Math.max(task.since, busy) >= quietMs;
   }
+  const owners = new Map();  // pending id -> its task
   function add(task, id, due) {
     task.due.set(id, due);
+    owners.set(id, task);
     tasks.add(task);
   }
-  function done(task, id) {
+  function done(id) {
+    const task = owners.get(id);
+    if (!task) return;
+    owners.delete(id);
     task.due.delete(id);
     if (!task.due.size) tasks.delete(task);
   }
@@ -116,7 +122,7 @@ _SETTLE_SCRIPT = """
     if (typeof fn !== "function") return native.setTimeout.apply(W, arguments);
     const task = current || newTask(), ms = Math.max(Number(delay) || 0, 0);
     const id = native.setTimeout.call(W, function () {
-      done(task, "t" + id);
+      done("t" + id);
       return run(task, this, fn, args);
     }, delay);
     add(task, "t" + id, now() + ms);
@@ -133,7 +139,7 @@ _SETTLE_SCRIPT = """
     return id;
   });
   const clear = (nativeClear) => function (id) {
-    for (const task of tasks) done(task, "t" + id);
+    done("t" + id);
     return nativeClear.call(W, id);
   };
   define("clearTimeout", clear(native.clearTimeout));
@@ -143,15 +149,34 @@ _SETTLE_SCRIPT = """
       if (typeof fn !== "function") return native.raf.call(W, fn);
       const task = current || newTask();
       const id = native.raf.call(W, function (t) {
-        done(task, "f" + id);
+        done("f" + id);
         return run(task, this, fn, [t]);
       });
       add(task, "f" + id, now());
       return id;
     });
     define("cancelAnimationFrame", function cancelAnimationFrame(id) {
-      for (const task of tasks) done(task, "f" + id);
+      done("f" + id);
       return native.caf.call(W, id);
+    });
+  }
+  // A dedicated worker is work of the task that started it until it first posts a message
+  // or fails (or its task goes idle): its answer may be the content.
+  if (typeof W.Worker === "function") {
+    const NativeWorker = W.Worker;
+    let workers = 0;
+    const Worker = function Worker(url, options) {
+      if (!new.target) return NativeWorker(url, options);  // throws as the browser's does
+      const worker = Reflect.construct(NativeWorker, arguments, new.target);
+      const id = "w" + ++workers, task = current || newTask(), end = () => done(id);
+      add(task, id, now());
+      worker.addEventListener("message", end, { once: true });
+      worker.addEventListener("error", end, { once: true });
+      return worker;
+    };
+    Worker.prototype = NativeWorker.prototype;
+    Object.defineProperty(W, "Worker", {
+      value: Worker, writable: true, configurable: true, enumerable: false,
     });
   }
   // A request started by a task is reported, and whether the task was idle: an idle task's
@@ -221,7 +246,8 @@ _SETTLE_SCRIPT = """
         if (idle(task, t)) continue;
         for (const [id, due] of task.due) {
           if (due - t > quietMs) continue;  // not due within the quiet period
-          wait = Math.max(wait, id[0] === "f" ? 16 : due - t, 5);
+          // A timer when due; a frame in the next one; a worker's answer soon.
+          wait = Math.max(wait, id[0] === "t" ? due - t : id[0] === "f" ? 16 : 50, 5);
         }
       }
       return Math.ceil(wait);

@@ -114,6 +114,7 @@ SERIALIZE = """() => {
   return head + (document.documentElement ? document.documentElement.outerHTML : "");
 }"""
 
+_MAX_URL, _MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
 _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
 # V8 collects lazily while memory is plentiful: each capture leaves its documents' garbage in
@@ -188,7 +189,9 @@ class _Signals:
     def in_background(self, url: str, idle: bool) -> None:
         """A task of the page asked for ``url``; an idle one's no longer holds the page
         (:mod:`.readiness`)."""
-        (self.background if idle else self.tasked).add(url)
+        urls = self.background if idle else self.tasked
+        if len(url) <= _MAX_URL and len(urls) < _MAX_URLS:  # what a page sends is bounded
+            urls.add(url)
         self.busy.set()
 
     def shared_worker(self, url: str) -> None:
