@@ -13,8 +13,9 @@ Invariants:
   it has something due within ``javascript_timeout`` (or a worker yet to answer) and is not
   idle; it is idle once it has run ``javascript_timeout`` seconds without changing the
   document while no request started outside every task was in flight or ended (a poll
-  waiting for data is waited for). Requests an idle task starts no longer hold the page (by URL, for the rest of
-  the capture); so a poll that changes nothing holds a page ``javascript_timeout`` at most.
+  waiting for data is waited for). Requests an idle task starts no longer hold the page (by
+  URL, for the rest of the capture); so a poll that changes nothing holds a page
+  ``javascript_timeout`` at most.
 - ``limit`` bounds ``settled`` (they run side by side): ``javascript_timeout`` seconds after
   the load event and the last start or end of a holding request that no task started, once
   the holding requests then in flight have ended, and ``SETTLE`` more. A page still at work
@@ -31,7 +32,9 @@ Invariants:
   ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``,
   ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's work until it first
   posts a message or fails), each calling the browser's own, so the page sees the same ids
-  and timing.
+  and timing. A running CSS animation, transition or Web Animation that ends within
+  ``javascript_timeout`` also holds the page, until 50 ms after its end (its end event may
+  show content).
 """
 
 from __future__ import annotations
@@ -249,6 +252,14 @@ _SETTLE_SCRIPT = """
           // A timer when due; a frame in the next one; a worker's answer soon.
           wait = Math.max(wait, id[0] === "t" ? due - t : id[0] === "f" ? 16 : 50, 5);
         }
+      }
+      // A CSS animation or transition (or a Web Animation) that ends within the quiet
+      // period: its end event may show content. Endless ones hold nothing.
+      for (const a of document.getAnimations ? document.getAnimations() : []) {
+        const timing = a.playState === "running" && a.effect && a.effect.getComputedTiming();
+        if (!timing || !Number.isFinite(timing.endTime)) continue;
+        const left = (timing.endTime - (timing.localTime || 0)) / Math.abs(a.playbackRate || 1);
+        if (left <= quietMs) wait = Math.max(wait, Math.max(left, 0) + 50);
       }
       return Math.ceil(wait);
     },

@@ -74,6 +74,12 @@ CASES = (
     Case("toast that vanishes at 2.5 s", "/c/toast", "Page with a toast", timers=True),
     Case("SVG animated forever", "/c/lottie", "Animated page: beta", endless=True),
     Case("job status polled until done", "/c/jobstatus", "Job finished: epsilon", timers=True),
+    Case(
+        "CSS transition, content on its end",
+        "/c/transition",
+        "Fading in After the transition",
+        timers=True,
+    ),
     Case("worker posting at 1.5 s", "/c/worker", "Computed in a worker", timers=True),
     Case("six awaited 300 ms sleeps", "/c/promisechain", "Awaited six sleeps", timers=True),
     Case("AngularJS + ngRoute, item", "/apps/angular/#!/items/3", _item(3), app=True),
