@@ -75,9 +75,10 @@ _SETTLE_SCRIPT = """
   const W = window;
   if (Object.prototype.hasOwnProperty.call(W, key)) return;
   const now = () => performance.now();
-  // A task is one piece of scheduled work: a timer, interval or frame asked for outside any
-  // such callback, with every timer, interval and frame its callbacks ask for in turn.
-  // ``due`` maps each of its pending ids ("t12", "f3") to when it runs next.
+  // A task is one piece of scheduled work: a timer, interval, frame or worker asked for
+  // outside any such callback, with every one its callbacks ask for in turn. ``due`` maps
+  // each of its pending ids ("t12" a timer, "f3" a frame, "w1" a worker) to when it is due;
+  // ``since`` is when it started or last changed the document.
   let current = null, lastChange = now(), observer = null;
   let untracked = 0, lastRequest = -Infinity;  // requests started outside any task
   const tasks = new Set();
