@@ -283,6 +283,7 @@ class CaptureService:
                     keep=not unprocessed,
                     shared=site.dedup == "content" and duplicate_of is not None,
                     print_=print_,
+                    readiness_limit=result.readiness_limit,
                 )
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)
@@ -296,6 +297,8 @@ class CaptureService:
                 log.info("master site=%s path=%s of the copies of %s",
                          site.name, record.path, replaces)
             self.metrics.captures.labels(kind).inc()
+            if stored and result.readiness_limit:
+                self.metrics.readiness_limits.inc()
         if stored and print_ is not None:
             try:
                 await self.learner.rendered(site, record, print_)
@@ -305,8 +308,9 @@ class CaptureService:
             "%s site=%s path=%s status=%d %.2fs%s",
             "crawled" if unprocessed else "captured",
             site.name, record.path, result.status, result.elapsed,
-            f" duplicate_of={duplicate_of}" if duplicate_of
-            else f" not processed ({unprocessed})" if unprocessed else "",
+            (f" duplicate_of={duplicate_of}" if duplicate_of
+             else f" not processed ({unprocessed})" if unprocessed else "")
+            + (" readiness_limit" if result.readiness_limit else ""),
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))

@@ -44,6 +44,11 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.readiness_limits = Counter(
+            "snapshotd_readiness_limits",
+            "Captures stored although a readiness limit, not the page, ended the wait",
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             "snapshotd_queue_depth",
             "Pending paths by priority",

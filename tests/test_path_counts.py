@@ -157,6 +157,13 @@ async def test_many_sites_are_folded_only_when_changes_pile_up(store) -> None:  
     await assert_counts_are_a_scan(store)
 
 
+# The columns of paths that schema steps after the kept counts add.
+LATER_COLUMNS = (
+    "found INTEGER NOT NULL DEFAULT 1",
+    "readiness_limit BOOLEAN NOT NULL DEFAULT FALSE",
+)
+
+
 async def _alter(store: Any, change: str) -> None:
     if isinstance(store, SQLiteStore):
         async with store._lock:
@@ -194,12 +201,14 @@ async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: i
         old = make()
         await old.open()
         old.test_clock = old.clock
-        # Today's writes need a column a later step adds: there while they run, not after.
-        await _alter(old, "ADD COLUMN found INTEGER NOT NULL DEFAULT 1")
+        # Today's writes need the columns later steps add: there while they run, not after.
+        for column in LATER_COLUMNS:
+            await _alter(old, f"ADD COLUMN {column}")
         rng = random.Random(3)
         for _ in range(200):
             await change_at_random(old, rng, "me")
-        await _alter(old, "DROP COLUMN found")
+        for column in LATER_COLUMNS:
+            await _alter(old, f"DROP COLUMN {column.split()[0]}")
         await old.close()
         monkeypatch.setattr(module, "MIGRATIONS", full)
         new = make()

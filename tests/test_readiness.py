@@ -62,7 +62,7 @@ def require_apps(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_adaptive_captures_what_the_page_shows_once_done(
+async def test_adaptive_captures_what_the_page_shows_once_done_and_says_when_a_limit_ended_it(
     pool, reader, origin, case: Case
 ) -> None:
     require_apps(case)
@@ -71,14 +71,50 @@ async def test_adaptive_captures_what_the_page_shows_once_done(
     result = await pool.capture(origin + case.path, site)
     assert result.ok, result
     assert await visible_text(reader, result.html) == case.expected
+    # Only a page that never stops changing is captured at a limit, and said to be.
+    assert result.readiness_limit is case.endless
+    if case.endless:
+        assert result.elapsed < SETTINGS.javascript_timeout + 2
+    if case.app:  # nothing late: ready soon after its last request, not a quiet period later
+        assert result.elapsed < SETTINGS.javascript_timeout / 2
 
 
-@pytest.mark.parametrize("path", ["/c/sharedworker", "/c/timer"])
+FINISHING = [c for c in CASES if c.timers or c.declares]
+
+
+@pytest.mark.parametrize("case", FINISHING, ids=[c.name for c in FINISHING])
+async def test_quiet_readiness_shows_the_same_on_pages_finishing_within_its_window(
+    pool, reader, origin, case: Case
+) -> None:
+    # What the adaptive rule must show is what SEO4Ajax's rule shows.
+    site = SiteSettings(origin=origin, readiness="quiet")
+    result = await pool.capture(origin + case.path, site)
+    assert result.ok, result
+    assert await visible_text(reader, result.html) == case.expected
+    assert not result.readiness_limit
+
+
+async def test_a_late_onCaptureReady_is_not_waited_for_when_the_page_did_not_declare_it(
+    pool, reader, origin
+) -> None:
+    result = await pool.capture(origin + "/c/latecall", SiteSettings(origin=origin))
+    assert result.ok, result
+    assert result.elapsed < 4.0
+    assert await visible_text(reader, result.html) == "Shown at first"
+    declared = SiteSettings(origin=origin, wait_for_capture_ready=True)
+    result = await pool.capture(origin + "/c/latecall", declared)
+    assert result.ok, result
+    assert await visible_text(reader, result.html) == "Called after five seconds"
+
+
+@pytest.mark.parametrize("path", ["/c/sharedworker", "/c/clock"])
 async def test_quiet_readiness_still_waits_for_network_quiet(pool, reader, origin, path) -> None:
-    # A shared worker's script request never reports its end: it must not hold the page.
+    # A shared worker's script request never reports its end: it must not hold the page. A
+    # clock still ticking when the quiet period ended is said to have been cut.
     case = next(c for c in CASES if c.path == path)
     site = SiteSettings(origin=origin, readiness="quiet")
     result = await pool.capture(origin + case.path, site)
     assert result.ok, result
     assert await visible_text(reader, result.html) == case.expected
+    assert result.readiness_limit is case.endless
 

@@ -14,14 +14,14 @@ from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
     db = str(tmp_path / "s.db")
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == len(MIGRATIONS) == 10
+        assert await s.schema_version() == len(MIGRATIONS) == 11
         await s.enqueue("site", "/a", 1)
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 10
+        assert await s.schema_version() == 11
         assert (await s.get_path("site", "/a")).state == "pending"
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 10
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 11
 
 
 async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
@@ -37,15 +37,36 @@ async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
     conn.commit()
     conn.close()
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 10
+        assert await s.schema_version() == 11
         assert (await s.get_path("site", "/old")).state == "processed"
         # Stored before the crawler's findings were told from bots' requests: found.
         assert (await s.get_path("site", "/old")).found
+        assert (await s.get_path("site", "/old")).readiness_limit is False
         assert await s.counts() == {"site": {"processed": 1}}
         await s.add_counters([(1, "site", "capture:ok", 1)])
         assert await s.counters(0) == [(1, "site", "capture:ok", 1)]
         # Stored before links were tracked: nothing to follow again.
         assert await s.links_due("site", captured_before=9e9) == []
+
+
+async def test_a_capture_cut_by_a_readiness_limit_is_marked_until_the_next_capture(store):
+    await store.enqueue("site", "/clock", 1)
+    await store.claim_path("site", "/clock", "me", 60)
+    assert await store.complete(
+        "site", "/clock", "me", html="<p>tick</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9, readiness_limit=True,
+    )
+    assert (await store.get_path("site", "/clock")).readiness_limit is True
+    listed, _ = await store.list_paths("site", state=None, prefix=None, limit=10, cursor=None)
+    assert [r.readiness_limit for r in listed] == [True]
+    assert [r.readiness_limit async for r in store.iter_paths("site")] == [True]
+    await store.enqueue("site", "/clock", 0, force=True)
+    await store.claim_path("site", "/clock", "me", 60)
+    assert await store.complete(
+        "site", "/clock", "me", html="<p>tock</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9,
+    )
+    assert (await store.get_path("site", "/clock")).readiness_limit is False
 
 
 async def test_links_due_until_followed(store):

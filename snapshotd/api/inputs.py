@@ -175,4 +175,5 @@ def record_json(r: PathRecord) -> dict[str, Any]:
         "expires_at": iso_time(r.expires_at),
         "error": r.error,
         "duplicate_of": r.duplicate_of,
+        "readiness_limit": r.readiness_limit,
     }

@@ -116,6 +116,7 @@ _RECORD = {
             "expires_at": "string",
             "error": "string",
             "duplicate_of": "string",
+            "readiness_limit": "boolean",
         }.items()
     },
 }

@@ -455,7 +455,14 @@
       const failedPage = r.state === "processed" && r.status >= 400;
       cell(row, r.state, `state state-${failedPage ? "processed-4xx" : r.state}`);
       cell(row, r.priority, "num");
-      statusBadge(cell(row, "", "num status"), r);
+      const statusCell = cell(row, "", "num status");
+      statusBadge(statusCell, r);
+      // Captured when a limit ended the wait while the page was still changing.
+      if (r.readiness_limit) {
+        badge(statusCell, "limit", "s4xx").title =
+          "Captured at a readiness limit: the page was still changing. " +
+          "Have it call onCaptureReady, or give it a longer javascript_timeout.";
+      }
       cell(row, shortTime(r.captured_at));
       cell(row, shortTime(r.expires_at));
       cell(row, r.duplicate_of ? `duplicate of ${r.duplicate_of}` : r.error, "error-text");
@@ -773,6 +780,7 @@
     ["captured_at", "Captured"],
     ["expires_at", "Expires"],
     ["duplicate_of", "Duplicate of"],
+    ["readiness_limit", "Readiness limit"],
     ["error", "Error"],
   ];
 

@@ -17,7 +17,8 @@ class CaptureResult:
     empty. ``status`` is the snapshot's HTTP status (200, a 3xx with ``headers["Location"]``,
     a 4xx); ``headers`` holds only the honoured ones (Location, Link, X-Robots-Tag,
     Content-Language). ``final_url`` is the page's URL when it was captured, after client-side
-    redirects.
+    redirects. ``readiness_limit`` is true when a limit, not the page, ended the wait while
+    the page was still at work (:mod:`snapshotd.render.readiness`).
     """
 
     url: str
@@ -27,6 +28,7 @@ class CaptureResult:
     html: str = ""
     error: str | None = None
     elapsed: float = 0.0
+    readiness_limit: bool = False
 
     @property
     def ok(self) -> bool:

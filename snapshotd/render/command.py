@@ -64,6 +64,8 @@ async def capture_command(url: str, settings: Settings, output: str | None) -> i
             sys.stdout.write("\n")
         sys.stdout.flush()
     extra = f", Location {result.headers['Location']}" if "Location" in result.headers else ""
+    if result.readiness_limit:  # the page was still changing when a limit ended the wait
+        extra += ", readiness limit"
     print(
         f"status {result.status}, {result.elapsed:.2f} s, final URL {result.final_url}{extra}",
         file=sys.stderr,

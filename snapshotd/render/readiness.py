@@ -3,23 +3,38 @@
 Invariants:
 
 - ``quiet`` is SEO4Ajax's rule: no request in flight for ``javascript_timeout`` seconds after
-  the main frame's load event; a new request restarts the wait. It is also the upper bound
-  of ``settled``, which the slot runs beside it.
-- ``settled`` (the ``adaptive`` readiness) is ready once, after the load event, no counted
-  request has been in flight for ``SETTLE`` seconds and the page itself says it has settled:
-  its DOM has not changed for ``SETTLE`` seconds (a MutationObserver), and no timer or
-  animation frame it asked for in the near future is still due.
-- What cannot hold a page forever: a request in flight for more than ``LONG_REQUEST``
-  seconds (a long poll) or of a streaming kind (EventSource, WebSocket) is not counted;
-  repeating intervals are waited for up to their first tick only; a timer or animation frame
-  asked for by a callback that was itself a timer's or frame's child is not waited for
-  (``MAX_CHAIN``), and neither the DOM changes such a callback (or a later interval tick)
-  makes nor the requests it starts (``fetch``, ``XMLHttpRequest``; by URL, for the rest of
-  the capture) count. Timers due further away than ``javascript_timeout`` are not waited
-  for.
+  the main frame's load event; a new request restarts the wait.
+- ``settled`` (the ``adaptive`` readiness) is ready once, after the load event, no request
+  that holds the page has been in flight, started or ended for ``SETTLE`` seconds, the DOM
+  has not changed for ``SETTLE`` seconds (a MutationObserver), and no task holds the page.
+- A task is one piece of scheduled work: a timeout, interval, animation frame or dedicated
+  worker asked for outside any such callback, together with every one its callbacks ask for
+  (a chain of timeouts, an animation loop, an interval's ticks). A task holds the page while
+  it has something due within ``javascript_timeout`` (or a worker yet to answer) and is not
+  idle; it is idle once it has run ``javascript_timeout`` seconds without changing the
+  document while no request started outside every task was in flight or ended (a poll
+  waiting for data is waited for). Requests an idle task starts no longer hold the page (by
+  URL, for the rest of the capture); so a poll that changes nothing holds a page
+  ``javascript_timeout`` at most.
+- ``limit`` bounds ``settled`` (they run side by side): ``javascript_timeout`` seconds after
+  the load event and the last start or end of a holding request that no task started, once
+  the holding requests then in flight have ended, and ``SETTLE`` more. A page still at work
+  when a limit ended the wait (``still_working``) is captured marked ``readiness_limit``.
+  So a page that changes forever (a clock, a carousel, an endless animation) is captured at
+  about ``javascript_timeout``; one that polls or streams cannot hold it longer either: a
+  request in flight for more than ``LONG_REQUEST`` seconds (a long poll) or of a streaming
+  kind (EventSource, WebSocket) does not hold the page.
+- A page that sets ``window.prerenderReady = false`` (Prerender's convention) is not ready
+  by any rule until it sets it true (which is ``onCaptureReady()``), or calls
+  ``onCaptureReady``; ``render_timeout`` bounds it. A page that declares nothing is not
+  waited for past the rules.
 - The page's side is ``settle_script``, run before any page script; it wraps ``setTimeout``,
-  ``setInterval``, ``requestAnimationFrame`` and their ``clear``/``cancel`` functions, each
-  calling the browser's own, so the page sees the same ids and timing.
+  ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``,
+  ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's work until it first
+  posts a message or fails), each calling the browser's own, so the page sees the same ids
+  and timing. A running CSS animation, transition or Web Animation that ends within
+  ``javascript_timeout`` also holds the page, until 50 ms after its end (its end event may
+  show content).
 """
 
 from __future__ import annotations
@@ -34,82 +49,101 @@ from playwright.async_api import Page, Request
 
 __all__ = [
     "LONG_REQUEST",
-    "MAX_CHAIN",
     "SETTLE",
     "SETTLE_KEY",
     "BACKGROUND_BINDING",
+    "limit",
     "quiet",
     "settle_script",
     "settled",
+    "still_working",
+    "undeclared",
 ]
 
 SETTLE = 0.2  # seconds the DOM and the network must stay still
 LONG_REQUEST = 10.0  # seconds after which a request in flight no longer holds the page
-MAX_CHAIN = 2  # a timer's (or frame's) child is waited for; its grandchild is not
 SETTLE_KEY = "__snapshotdSettle"
 BACKGROUND_BINDING = "__snapshotdBackground"
 _STREAMING = frozenset({"eventsource", "websocket"})
 _MAX_NAP = 0.5  # the longest the page's own estimate is trusted before asking again
+_DECLARED_POLL = 0.1  # how often a page that will say when it is ready is asked again
 
 _SETTLE_SCRIPT = """
 (() => {
   const key = "__KEY__", background = "__BACKGROUND__";
-  const horizon = __HORIZON__, settleMs = __SETTLE__, maxChain = __CHAIN__;
+  const quietMs = __QUIET__, settleMs = __SETTLE__;
   const W = window;
   if (Object.prototype.hasOwnProperty.call(W, key)) return;
   const now = () => performance.now();
-  const timers = new Map();  // id -> when it is due
-  const frames = new Set();
-  let lastChange = now(), chain = 0, counting = true, observer = null;
+  // A task is one piece of scheduled work: a timer, interval, frame or worker asked for
+  // outside any such callback, with every one its callbacks ask for in turn. ``due`` maps
+  // each of its pending ids ("t12" a timer, "f3" a frame, "w1" a worker) to when it is due;
+  // ``since`` is when it started or last changed the document.
+  let current = null, lastChange = now(), observer = null;
+  let untracked = 0, lastRequest = -Infinity;  // requests started outside any task
+  const tasks = new Set();
+  const newTask = () => ({ since: now(), due: new Map() });
   const native = {
     setTimeout: W.setTimeout, clearTimeout: W.clearTimeout,
     setInterval: W.setInterval, clearInterval: W.clearInterval,
     raf: W.requestAnimationFrame, caf: W.cancelAnimationFrame,
   };
-  // Runs a callback at ``level``; the DOM changes it makes count only when ``counts``.
-  function run(self, fn, args, level, counts) {
-    const outerChain = chain, outerCounting = counting;
-    chain = level;
-    counting = counts;
+  // A task is idle once it has run for ``quietMs`` with no change to the document, while no
+  // request started outside every task was in flight or ended.
+  function idle(task, t) {
+    const busy = untracked > 0 ? t : lastRequest;
+    return t - Math.max(task.since, busy) >= quietMs;
+  }
+  const owners = new Map();  // pending id -> its task
+  function add(task, id, due) {
+    task.due.set(id, due);
+    owners.set(id, task);
+    tasks.add(task);
+  }
+  function done(id) {
+    const task = owners.get(id);
+    if (!task) return;
+    owners.delete(id);
+    task.due.delete(id);
+    if (!task.due.size) tasks.delete(task);
+  }
+  // Runs a callback of ``task``; a change it makes to the document restarts its quiet period.
+  function run(task, self, fn, args) {
+    const outer = current;
+    if (observer && observer.takeRecords().length) lastChange = now();
+    current = task;
     try {
       return fn.apply(self, args);
     } finally {
-      if (!counts && observer) observer.takeRecords();
-      chain = outerChain;
-      counting = outerCounting;
+      if (observer && observer.takeRecords().length) task.since = lastChange = now();
+      current = outer;
     }
-  }
-  function waited(level, ms) {
-    return counting && level <= maxChain && ms <= horizon;
   }
   function define(name, value) {
     Object.defineProperty(W, name, { value, writable: true, configurable: true, enumerable: true });
   }
   define("setTimeout", function setTimeout(fn, delay, ...args) {
     if (typeof fn !== "function") return native.setTimeout.apply(W, arguments);
-    const level = chain + 1, ms = Math.max(Number(delay) || 0, 0), tracked = waited(level, ms);
+    const task = current || newTask(), ms = Math.max(Number(delay) || 0, 0);
     const id = native.setTimeout.call(W, function () {
-      timers.delete(id);
-      return run(this, fn, args, level, tracked);
+      done("t" + id);
+      return run(task, this, fn, args);
     }, delay);
-    if (tracked) timers.set(id, now() + ms);
+    add(task, "t" + id, now() + ms);
     return id;
   });
   define("setInterval", function setInterval(fn, delay, ...args) {
     if (typeof fn !== "function") return native.setInterval.apply(W, arguments);
-    const level = chain + 1, ms = Math.max(Number(delay) || 0, 0);
-    let first = waited(level, ms);
+    const task = current || newTask(), ms = Math.max(Number(delay) || 0, 0);
     const id = native.setInterval.call(W, function () {
-      const counts = first;
-      first = false;
-      timers.delete(id);
-      return run(this, fn, args, counts ? level : maxChain, counts);
+      if (task.due.has("t" + id)) task.due.set("t" + id, now() + ms);
+      return run(task, this, fn, args);
     }, delay);
-    if (first) timers.set(id, now() + ms);
+    add(task, "t" + id, now() + ms);
     return id;
   });
   const clear = (nativeClear) => function (id) {
-    timers.delete(id);
+    done("t" + id);
     return nativeClear.call(W, id);
   };
   define("clearTimeout", clear(native.clearTimeout));
@@ -117,33 +151,60 @@ _SETTLE_SCRIPT = """
   if (native.raf) {
     define("requestAnimationFrame", function requestAnimationFrame(fn) {
       if (typeof fn !== "function") return native.raf.call(W, fn);
-      const level = chain + 1, tracked = waited(level, 0);
+      const task = current || newTask();
       const id = native.raf.call(W, function (t) {
-        frames.delete(id);
-        return run(this, fn, [t], level, tracked);
+        done("f" + id);
+        return run(task, this, fn, [t]);
       });
-      if (tracked) frames.add(id);
+      add(task, "f" + id, now());
       return id;
     });
     define("cancelAnimationFrame", function cancelAnimationFrame(id) {
-      frames.delete(id);
+      done("f" + id);
       return native.caf.call(W, id);
     });
   }
-  // Requests started where nothing counts (polling from an interval, say) hold no page.
-  const report = (url) => {
-    if (counting) return;
-    try {
-      const u = new URL(url, document.baseURI);
-      u.hash = "";
-      W[background](u.href);
-    } catch (e) {}
+  // A dedicated worker is work of the task that started it until it first posts a message
+  // or fails (or its task goes idle): its answer may be the content.
+  if (typeof W.Worker === "function") {
+    const NativeWorker = W.Worker;
+    let workers = 0;
+    const Worker = function Worker(url, options) {
+      if (!new.target) return NativeWorker(url, options);  // throws as the browser's does
+      const worker = Reflect.construct(NativeWorker, arguments, new.target);
+      const id = "w" + ++workers, task = current || newTask(), end = () => done(id);
+      add(task, id, now());
+      worker.addEventListener("message", end, { once: true });
+      worker.addEventListener("error", end, { once: true });
+      return worker;
+    };
+    Worker.prototype = NativeWorker.prototype;
+    Object.defineProperty(W, "Worker", {
+      value: Worker, writable: true, configurable: true, enumerable: false,
+    });
+  }
+  // A request started by a task is reported, and whether the task was idle: an idle task's
+  // (a poll that changes nothing) no longer holds the page, for the rest of the capture. One
+  // started outside every task restarts each task's quiet period (a poll may wait for it).
+  const started = (url) => {
+    if (current) {
+      try {
+        const u = new URL(url, document.baseURI);
+        u.hash = "";
+        W[background](u.href, idle(current, now()));
+      } catch (e) {}
+      return null;
+    }
+    untracked++;
+    return () => { untracked--; lastRequest = now(); };
   };
   if (typeof W.fetch === "function") {
     const nativeFetch = W.fetch;
     define("fetch", function fetch(input, init) {
-      report(input instanceof Request ? input.url : String(input));
-      return nativeFetch.apply(this, arguments);
+      const ended = started(input instanceof Request ? input.url : String(input));
+      const answer = nativeFetch.apply(this, arguments);
+      if (ended) answer.then(ended, ended);
+      return answer;
     });
   }
   if (W.XMLHttpRequest) {
@@ -154,22 +215,53 @@ _SETTLE_SCRIPT = """
       return open.apply(this, arguments);
     };
     proto.send = function () {
-      if (urls.has(this)) report(urls.get(this));
+      const ended = urls.has(this) ? started(urls.get(this)) : null;
+      if (ended) this.addEventListener("loadend", ended, { once: true });
       return send.apply(this, arguments);
     };
   }
+  // Prerender's convention: a page that sets ``prerenderReady = false`` says when it is
+  // ready by setting it true (as if it called onCaptureReady()).
+  let declared;
+  Object.defineProperty(W, "prerenderReady", {
+    get: () => declared,
+    set: (value) => {
+      const was = declared;
+      declared = value;
+      if (was === false && value === true && typeof W.onCaptureReady === "function") {
+        W.onCaptureReady();
+      }
+    },
+    configurable: true, enumerable: true,
+  });
   observer = new MutationObserver(() => { lastChange = now(); });
   observer.observe(document, {
     subtree: true, childList: true, characterData: true, attributes: true,
   });
-  // Milliseconds to wait before asking again; 0 once the page has settled.
+  // Milliseconds to wait before asking again: 0 once the page has settled; -1 while it has
+  // declared it will say when it is ready.
   Object.defineProperty(W, key, {
     value: () => {
+      if (declared === false) return -1;
       const t = now();
       if (document.readyState !== "complete") return 50;
       let wait = Math.max(0, settleMs - (t - lastChange));
-      for (const due of timers.values()) wait = Math.max(wait, due - t, 5);
-      if (frames.size) wait = Math.max(wait, 16);
+      for (const task of tasks) {
+        if (idle(task, t)) continue;
+        for (const [id, due] of task.due) {
+          if (due - t > quietMs) continue;  // not due within the quiet period
+          // A timer when due; a frame in the next one; a worker's answer soon.
+          wait = Math.max(wait, id[0] === "t" ? due - t : id[0] === "f" ? 16 : 50, 5);
+        }
+      }
+      // A CSS animation or transition (or a Web Animation) that ends within the quiet
+      // period: its end event may show content. Endless ones hold nothing.
+      for (const a of document.getAnimations ? document.getAnimations() : []) {
+        const timing = a.playState === "running" && a.effect && a.effect.getComputedTiming();
+        if (!timing || !Number.isFinite(timing.endTime)) continue;
+        const left = (timing.endTime - (timing.localTime || 0)) / Math.abs(a.playbackRate || 1);
+        if (left <= quietMs) wait = Math.max(wait, Math.max(left, 0) + 50);
+      }
       return Math.ceil(wait);
     },
     configurable: false, enumerable: false, writable: false,
@@ -179,23 +271,23 @@ _SETTLE_SCRIPT = """
 
 
 def settle_script(javascript_timeout: float) -> str:
-    """The page's side of ``settled``: timers due within ``javascript_timeout`` are waited."""
+    """The page's side of ``settled``: a task idle for ``javascript_timeout`` holds nothing."""
     return (
         _SETTLE_SCRIPT.replace("__KEY__", SETTLE_KEY)
         .replace("__BACKGROUND__", BACKGROUND_BINDING)
-        .replace("__HORIZON__", str(int(javascript_timeout * 1000)))
+        .replace("__QUIET__", str(int(javascript_timeout * 1000)))
         .replace("__SETTLE__", str(int(SETTLE * 1000)))
-        .replace("__CHAIN__", str(MAX_CHAIN))
     )
 
 
 class NetworkSignals(Protocol):
     """What readiness reads of a capture's network: requests in flight with the time each
-    started, each URL's last start or end, the URLs the page asked for in the background,
-    and events for idle, busy and loaded."""
+    started, each URL's last start or end, the URLs idle tasks asked for (``background``) and
+    the URLs other tasks asked for (``tasked``), and events for idle, busy and loaded."""
 
     in_flight: dict[Request, float]
     background: set[str]
+    tasked: set[str]
     last_seen: dict[str, float]
     idle: asyncio.Event
     busy: asyncio.Event
@@ -215,10 +307,10 @@ async def quiet(signals: NetworkSignals, seconds: float) -> None:
                 return
 
 
-def _holding(signals: NetworkSignals, now: float) -> list[float]:
-    """Start times of the requests in flight that still hold the page."""
+def _holding(signals: NetworkSignals, now: float) -> list[Request]:
+    """The requests in flight that still hold the page."""
     return [
-        started
+        request
         for request, started in signals.in_flight.items()
         if now - started < LONG_REQUEST
         and request.resource_type not in _STREAMING
@@ -226,42 +318,81 @@ def _holding(signals: NetworkSignals, now: float) -> list[float]:
     ]
 
 
-async def _network_rest(signals: NetworkSignals) -> None:
-    """Return once no request that holds the page has started or ended for ``SETTLE``."""
+async def _wake(signals: NetworkSignals, timeout: float) -> None:
+    """Wait for the next request to start or end, ``timeout`` seconds at most."""
+    signals.busy.clear()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(signals.busy.wait(), max(timeout, 0.001))
+
+
+async def _network_rest(
+    signals: NetworkSignals, seconds: float, skip: set[str], since: float = 0.0
+) -> None:
+    """Return once no request that holds the page, but those for ``skip``, has been in
+    flight, started or ended for ``seconds`` (nor has ``since`` been that recent)."""
     while True:
         now = time.monotonic()
-        holding = _holding(signals, now)
+        holding = [r for r in _holding(signals, now) if r.url not in skip]
         if holding:
             # Woken by the next start or end, or when the oldest becomes a long request.
-            timeout = LONG_REQUEST - (now - min(holding))
+            timeout = LONG_REQUEST - (now - min(signals.in_flight[r] for r in holding))
         else:
             last = max(
-                (t for url, t in signals.last_seen.items() if url not in signals.background),
-                default=0.0,
+                (
+                    t
+                    for url, t in signals.last_seen.items()
+                    if url not in signals.background and url not in skip
+                ),
+                default=since,
             )
-            timeout = SETTLE - (now - last)
+            timeout = seconds - (now - max(last, since))
             if timeout <= 0:
                 return
-        signals.busy.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(signals.busy.wait(), max(timeout, 0.001))
+        await _wake(signals, timeout)
 
 
 async def _page_wait(page: Page) -> float:
-    """Seconds the page says it needs before it settles (0: settled)."""
+    """Seconds the page says it needs before it settles: 0 once settled, -1 while it has
+    declared it will say when it is ready."""
     try:
         wait: Any = await page.evaluate(f"() => window.{SETTLE_KEY}()")
     except PlaywrightError:  # a navigation replaced the document meanwhile
         return 0.05
-    return float(wait) / 1000 if isinstance(wait, int | float) else 0.05
+    return float(wait) / 1000 if isinstance(wait, int | float) and wait >= 0 else -1.0
+
+
+async def undeclared(page: Page) -> None:
+    """Return once the page has not declared it will say when it is ready (``prerenderReady
+    = false``); such a page ends its capture itself, or ``render_timeout`` does."""
+    while await _page_wait(page) < 0:
+        await asyncio.sleep(_DECLARED_POLL)
 
 
 async def settled(signals: NetworkSignals, page: Page) -> None:
-    """Return once the page has settled (the module's rule); run beside ``quiet``."""
+    """Return once the page has settled (the module's rule); run beside ``limit``."""
     await signals.loaded.wait()
     while True:
-        await _network_rest(signals)
+        await _network_rest(signals, SETTLE, set())
         wait = await _page_wait(page)
-        if wait <= 0 and not _holding(signals, time.monotonic()):
+        if wait == 0 and not _holding(signals, time.monotonic()):
             return
-        await asyncio.sleep(min(max(wait, 0.005), _MAX_NAP))
+        await asyncio.sleep(_DECLARED_POLL if wait < 0 else min(max(wait, 0.005), _MAX_NAP))
+
+
+async def limit(signals: NetworkSignals, seconds: float) -> None:
+    """Return once no request but a task's has been in flight, started or ended for
+    ``seconds`` after the load event, and the requests in flight then have ended (or become
+    long), ``SETTLE`` ago."""
+    await signals.loaded.wait()
+    await _network_rest(signals, seconds, signals.tasked, since=time.monotonic())
+    pending = set(_holding(signals, time.monotonic()))
+    while pending:
+        await _wake(signals, LONG_REQUEST)
+        pending &= set(_holding(signals, time.monotonic()))
+    await asyncio.sleep(SETTLE)
+
+
+async def still_working(signals: NetworkSignals, page: Page) -> bool:
+    """Whether the page has not settled now: the DOM changed within ``SETTLE``, a task still
+    holds it, or a request that holds it is in flight."""
+    return bool(_holding(signals, time.monotonic())) or await _page_wait(page) != 0

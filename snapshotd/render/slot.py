@@ -17,11 +17,13 @@ Invariants:
   When the site changes, the guard drops its open tunnels so no kept-alive socket opened for
   one origin serves another.
 - Ready is the first of: ``window.onCaptureReady()`` from the page's main frame; unless
-  ``wait_for_capture_ready``, ``javascript_timeout`` seconds with no request in flight after
-  the main frame's load event (a new request cancels the timer; it restarts when all are done).
-  ``render_timeout`` bounds the capture, serialisation included. Both are the site's own
-  when it sets them (``BrowserSettings.timeouts``); the adaptive rule's timer horizon, set
-  in the context's init script, stays the ``[browser]`` ``javascript_timeout``.
+  ``wait_for_capture_ready``, the readiness's rules (:mod:`.readiness`: ``settled`` and its
+  ``limit`` for adaptive, ``quiet`` for quiet), held while the page has declared it will say
+  when it is ready. ``render_timeout`` bounds the capture, serialisation included. Both
+  timeouts are the site's own when it sets them (``BrowserSettings.timeouts``); the tasks'
+  quiet period, set in the context's init script, stays the ``[browser]``
+  ``javascript_timeout``. A capture a rule ended while the page was still at work says so
+  (``readiness_limit``).
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
   (:mod:`snapshotd.urls`), and a path it would read otherwise is refused unloaded.
@@ -55,11 +57,10 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config import BrowserSettings, SiteSettings
 from snapshotd.policy import is_origin_url
-from snapshotd.render import cleanup
+from snapshotd.render import cleanup, readiness
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
-from snapshotd.render.readiness import BACKGROUND_BINDING, quiet, settle_script, settled
 
 __all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
 
@@ -113,6 +114,7 @@ SERIALIZE = """() => {
   return head + (document.documentElement ? document.documentElement.outerHTML : "");
 }"""
 
+_MAX_URL, _MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
 _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
 # V8 collects lazily while memory is plentiful: each capture leaves its documents' garbage in
@@ -140,7 +142,8 @@ class _Signals:
     in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
     last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
     shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
-    background: set[str] = field(default_factory=set)  # requested where nothing counts
+    background: set[str] = field(default_factory=set)  # requested by idle tasks
+    tasked: set[str] = field(default_factory=set)  # requested by other tasks
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -183,9 +186,12 @@ class _Signals:
             self.idle.set()
         self.busy.set()
 
-    def in_background(self, url: str) -> None:
-        """The page asked for ``url`` where nothing counts (adaptive readiness)."""
-        self.background.add(url)
+    def in_background(self, url: str, idle: bool) -> None:
+        """A task of the page asked for ``url``; an idle one's no longer holds the page
+        (:mod:`.readiness`)."""
+        urls = self.background if idle else self.tasked
+        if len(url) <= _MAX_URL and len(urls) < _MAX_URLS:  # what a page sends is bounded
+            urls.add(url)
         self.busy.set()
 
     def shared_worker(self, url: str) -> None:
@@ -204,6 +210,17 @@ class _Signals:
 
     def crash(self, why: str) -> None:
         _settle(self.crashed, why)
+
+
+def _rule(page: Page, rule: Awaitable[None]) -> asyncio.Future[None]:
+    """A readiness rule that, once met, still waits for a page that declared it will say
+    when it is ready."""
+
+    async def run() -> None:
+        await rule
+        await readiness.undeclared(page)
+
+    return asyncio.ensure_future(run())
 
 
 def _settle(future: asyncio.Future[Any], value: Any) -> None:
@@ -284,10 +301,11 @@ class Slot:
             SHARED_WORKER_BINDING, lambda _source, url: self._signals.shared_worker(str(url))
         )
         await context.expose_binding(
-            BACKGROUND_BINDING, lambda _source, url: self._signals.in_background(str(url))
+            readiness.BACKGROUND_BINDING,
+            lambda _source, url, idle=True: self._signals.in_background(str(url), idle is True),
         )
         await context.add_init_script(
-            INIT_SCRIPT + settle_script(self.settings.javascript_timeout)
+            INIT_SCRIPT + readiness.settle_script(self.settings.javascript_timeout)
         )
         context.on("request", self._on_request)
         context.on("requestfinished", lambda r: self._signals.ended(r))
@@ -476,11 +494,12 @@ class Slot:
         waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
         rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
-            rules.append(
-                asyncio.ensure_future(quiet(signals, self.settings.timeouts(site)[0]))
-            )
+            seconds = self.settings.timeouts(site)[0]
             if site.readiness == "adaptive":
-                rules.append(asyncio.ensure_future(settled(signals, page)))
+                rules.append(_rule(page, readiness.settled(signals, page)))
+                rules.append(_rule(page, readiness.limit(signals, seconds)))
+            else:
+                rules.append(_rule(page, readiness.quiet(signals, seconds)))
         try:
             await _first(*waits, *rules)
         finally:
@@ -491,6 +510,9 @@ class Slot:
         if signals.lost.done():
             # What the page shows was built without an answer from its origin.
             return result(status=0, error=self._unreachable(signals))
+        # Ended by a limit while the page was still at work: said with the snapshot.
+        by_page = signals.ready.done() or (site.readiness == "adaptive" and rules[0].done())
+        cut = not by_page and await readiness.still_working(signals, page)
 
         html = await self._serialize(page, signals)
         # The document now shown: a client-side navigation may have replaced the first one.
@@ -519,7 +541,7 @@ class Slot:
             return result(status=status, headers=headers, error=f"http {status}")
         if status < 300 and cleaned.empty:
             return result(status=status, headers=headers, error="empty body")
-        return result(status=status, headers=headers, html=cleaned.html)
+        return result(status=status, headers=headers, html=cleaned.html, readiness_limit=cut)
 
     def _unreachable(self, signals: _Signals) -> str:
         """The error of a capture that lost a request to its origin: what the guard saw when

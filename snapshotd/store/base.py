@@ -39,6 +39,16 @@ CRAWLED_EXPIRY_INDEX = """
     CREATE INDEX paths_expiry ON paths (site, expires_at)
         WHERE state IN ('processed', 'crawled', 'error');
 """
+# A schema step of both engines: whether the path's last capture was ended by a readiness
+# limit while its page was still at work (snapshotd.render.readiness).
+READINESS_LIMIT_COLUMN = """
+    ALTER TABLE paths ADD COLUMN readiness_limit BOOLEAN NOT NULL DEFAULT FALSE;
+"""
+# A path's columns, as :func:`path_record` reads them.
+PATH_COLUMNS = (
+    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, readiness_limit, found"
+)
 # The order claims take pending paths in: highest priority, then oldest, then first inserted.
 CRAWL_ORDER = "priority DESC, queued_at, id"
 
@@ -131,6 +141,19 @@ class PathRecord:
     # Whether the crawler found it on the site or an operator queued it (store/copies), not
     # only a bot's request.
     found: bool = True
+    readiness_limit: bool = False
+
+
+def path_record(row: Sequence[Any]) -> PathRecord:
+    """A row of :data:`PATH_COLUMNS` as a path record."""
+    (id_, site, path, state, priority, hops, status, created, queued, captured, expires, error,
+     duplicate_of, attempts, owner, until, limit, found) = row
+    return PathRecord(
+        site=site, path=path, state=state, priority=priority, hops=hops, status=status,
+        created_at=created, queued_at=queued, captured_at=captured, expires_at=expires,
+        error=error, duplicate_of=duplicate_of, attempts=attempts, lease_owner=owner,
+        lease_until=until, id=id_, readiness_limit=bool(limit), found=bool(found),
+    )
 
 
 @dataclass(frozen=True)
@@ -312,6 +335,7 @@ class Store(Protocol):
         keep: bool = True,
         shared: bool = False,
         print_: Print | None = None,
+        readiness_limit: bool = False,
     ) -> bool: ...
 
     async def fail(

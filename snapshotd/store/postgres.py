@@ -29,12 +29,14 @@ from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
+    PATH_COLUMNS,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
     encode_capture,
+    path_record,
     snapshot_from_row,
 )
 from snapshotd.store.copies import PostgresCopies
@@ -53,11 +55,6 @@ from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.sites import PostgresSites
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
-
-_PATH_COLUMNS = (
-    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, found"
-)
 
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
@@ -88,27 +85,6 @@ _NEXT_PENDING_OF = (
     "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
 
-
-def _record(row: asyncpg.Record) -> PathRecord:
-    return PathRecord(
-        id=row["id"],
-        site=row["site"],
-        path=row["path"],
-        state=row["state"],
-        priority=row["priority"],
-        hops=row["hops"],
-        status=row["status"],
-        created_at=row["created_at"],
-        queued_at=row["queued_at"],
-        captured_at=row["captured_at"],
-        expires_at=row["expires_at"],
-        error=row["error"],
-        duplicate_of=row["duplicate_of"],
-        attempts=row["attempts"],
-        lease_owner=row["lease_owner"],
-        lease_until=row["lease_until"],
-        found=bool(row["found"]),
-    )
 
 
 def _count(status: str) -> int:
@@ -216,9 +192,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
 
     async def get_path(self, site: str, path: str) -> PathRecord | None:
         row = await self._db.fetchrow(
-            f"SELECT {_PATH_COLUMNS} FROM paths WHERE site = $1 AND path = $2", site, path
+            f"SELECT {PATH_COLUMNS} FROM paths WHERE site = $1 AND path = $2", site, path
         )
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
         row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
@@ -282,9 +258,9 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         skip = int(cursor or 0) if crawl_order else 0
         params.append(limit + 1)
         rows = [
-            _record(r)
+            path_record(r)
             for r in await self._db.fetch(
-                f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
+                f"SELECT {PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} ORDER BY "
                 f"{_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ${len(params)} OFFSET {skip}",
                 *params,
             )
@@ -297,12 +273,12 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         while True:
             if site is None:
                 rows = await self._db.fetch(
-                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 ORDER BY id LIMIT 1000",
+                    f"SELECT {PATH_COLUMNS} FROM paths WHERE id > $1 ORDER BY id LIMIT 1000",
                     last,
                 )
             else:
                 rows = await self._db.fetch(
-                    f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > $1 AND site = $2 "
+                    f"SELECT {PATH_COLUMNS} FROM paths WHERE id > $1 AND site = $2 "
                     "ORDER BY id LIMIT 1000",
                     last,
                     site,
@@ -310,7 +286,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
             if not rows:
                 return
             for row in rows:
-                yield _record(row)
+                yield path_record(row)
             last = rows[-1]["id"]
 
     async def get_meta(self, key: str) -> str | None:
@@ -515,10 +491,10 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         for query in queries:
             if row := await self._db.fetchrow(
                 "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {_PATH_COLUMNS}",
+                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {PATH_COLUMNS}",
                 *params,
             ):
-                return _record(row)
+                return path_record(row)
         return None
 
     async def claim_path(
@@ -527,13 +503,13 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         row = await self._db.fetchrow(
             "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
             "attempts = attempts + 1 WHERE site = $3 AND path = $4 AND state = 'pending' "
-            f"RETURNING {_PATH_COLUMNS}",
+            f"RETURNING {PATH_COLUMNS}",
             owner,
             self.clock() + lease_seconds,
             site,
             path,
         )
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def release_expired_leases(self) -> int:
         """Leases past their deadline (a dead worker's) go back to pending, same priority."""
@@ -561,20 +537,23 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         keep: bool = True,
         shared: bool = False,
         print_: Print | None = None,
+        readiness_limit: bool = False,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
         and whatever snapshot it had is removed. ``shared``: the page shows what
         ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
-        ``print_``: the fingerprints of what it shows, kept with its snapshot."""
+        ``print_``: the fingerprints of what it shows, kept with its snapshot.
+        ``readiness_limit``: a limit ended the wait for its page (kept with the path)."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
             pid = await conn.fetchval(
                 "UPDATE paths SET state = $9, status = $1, captured_at = $2, "
                 "expires_at = $3, error = NULL, duplicate_of = $4, attempts = 0, "
-                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5 "
+                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5, "
+                "readiness_limit = $10 "
                 "WHERE site = $6 AND path = $7 AND state = 'processing' AND lease_owner = $8 "
                 "RETURNING id",
                 status,
@@ -586,6 +565,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
                 path,
                 owner,
                 "processed" if keep else "crawled",
+                readiness_limit,
             )
             if pid is None:
                 return False

@@ -4,7 +4,7 @@ lock."""
 
 from __future__ import annotations
 
-from snapshotd.store.base import CRAWLED_EXPIRY_INDEX
+from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.params import PRINTS_AND_PARAMS
@@ -63,4 +63,5 @@ MIGRATIONS: list[str] = [
     POSTGRES_PATH_COUNTS,
     POSTGRES_NOTIFIED_ROUNDS,
     PATHS_FOUND,
+    READINESS_LIMIT_COLUMN,
 ]

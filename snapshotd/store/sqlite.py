@@ -23,6 +23,8 @@ from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
     EXPIRING,
+    PATH_COLUMNS,
+    READINESS_LIMIT_COLUMN,
     SNAPSHOT_OF,
     SNAPSHOT_PUT,
     PathRecord,
@@ -30,6 +32,7 @@ from snapshotd.store.base import (
     StoreError,
     content_hash,
     encode_capture,
+    path_record,
     snapshot_from_row,
 )
 from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
@@ -46,11 +49,6 @@ from snapshotd.store.path_counts import (
 from snapshotd.store.sites import SITES_TABLE, SQLITE_NOTIFIED_ROUNDS, SQLiteSites
 
 __all__ = ["SQLiteStore", "content_hash"]
-
-_PATH_COLUMNS = (
-    "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, found"
-)
 
 # Each entry upgrades the schema by one version; never edit an entry once released.
 MIGRATIONS: list[str] = [
@@ -104,6 +102,7 @@ MIGRATIONS: list[str] = [
     SQLITE_PATH_COUNTS,
     SQLITE_NOTIFIED_ROUNDS,
     PATHS_FOUND,
+    READINESS_LIMIT_COLUMN,
 ]
 
 
@@ -136,27 +135,6 @@ def _statements(script: str) -> Iterator[str]:
                 yield statement
             statement = ""
 
-
-def _record(row: Sequence[Any]) -> PathRecord:
-    return PathRecord(
-        id=row[0],
-        site=row[1],
-        path=row[2],
-        state=row[3],
-        priority=row[4],
-        hops=row[5],
-        status=row[6],
-        created_at=row[7],
-        queued_at=row[8],
-        captured_at=row[9],
-        expires_at=row[10],
-        error=row[11],
-        duplicate_of=row[12],
-        attempts=row[13],
-        lease_owner=row[14],
-        lease_until=row[15],
-        found=bool(row[16]),
-    )
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
@@ -285,9 +263,9 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
 
     async def get_path(self, site: str, path: str) -> PathRecord | None:
         row = await self._one(
-            f"SELECT {_PATH_COLUMNS} FROM paths WHERE site = ? AND path = ?", (site, path)
+            f"SELECT {PATH_COLUMNS} FROM paths WHERE site = ? AND path = ?", (site, path)
         )
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
         row = await self._one(SNAPSHOT_OF.format("?"), (site, path))
@@ -342,18 +320,18 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
             params.append(cursor)
         skip = int(cursor or 0) if crawl_order else 0
         sql = (
-            f"SELECT {_PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
+            f"SELECT {PATH_COLUMNS} FROM paths WHERE {' AND '.join(where)} "
             f"ORDER BY {_CRAWL_ORDER if crawl_order else 'id DESC'} LIMIT ? OFFSET ?"
         )
         async with self._reader.execute(sql, (*params, limit + 1, skip)) as c:
-            rows = [_record(r) for r in await c.fetchall()]
+            rows = [path_record(r) for r in await c.fetchall()]
         more = len(rows) > limit
         return rows[:limit], (skip + limit if crawl_order else rows[limit - 1].id) if more else None
 
     async def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]:
         last = 0
         while True:
-            sql = f"SELECT {_PATH_COLUMNS} FROM paths WHERE id > ?"
+            sql = f"SELECT {PATH_COLUMNS} FROM paths WHERE id > ?"
             params: list[Any] = [last]
             if site is not None:
                 sql += " AND site = ?"
@@ -363,7 +341,7 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
             if not rows:
                 return
             for row in rows:
-                yield _record(row)
+                yield path_record(row)
             last = list(rows)[-1][0]
 
     async def get_meta(self, key: str) -> str | None:
@@ -480,7 +458,7 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
         update = (
             "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
             "attempts = attempts + 1 WHERE id = ({}) "
-            f"RETURNING {_PATH_COLUMNS}"
+            f"RETURNING {PATH_COLUMNS}"
         )
         if sites is None:
             async with self._lock:
@@ -488,7 +466,7 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
                     update.format(_NEXT_PENDING), (owner, now + lease_seconds)
                 ) as c:
                     row = await c.fetchone()
-            return _record(row) if row else None
+            return path_record(row) if row else None
         if not sites:
             return None
         marks = ",".join("?" * len(sites))
@@ -510,7 +488,7 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
                         update.format(_NEXT_PENDING_BY_SITE.format(marks)), params
                     ) as c:
                         row = await c.fetchone()
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def claim_path(
         self, site: str, path: str, owner: str, lease_seconds: float
@@ -520,11 +498,11 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
             async with self._writer.execute(
                 "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
                 "attempts = attempts + 1 WHERE site = ? AND path = ? AND state = 'pending' "
-                f"RETURNING {_PATH_COLUMNS}",
+                f"RETURNING {PATH_COLUMNS}",
                 (owner, now + lease_seconds, site, path),
             ) as c:
                 row = await c.fetchone()
-        return _record(row) if row else None
+        return path_record(row) if row else None
 
     async def release_expired_leases(self) -> int:
         """Leases past their deadline (a dead worker's) go back to pending, same priority."""
@@ -552,13 +530,15 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
         keep: bool = True,
         shared: bool = False,
         print_: Print | None = None,
+        readiness_limit: bool = False,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
         and whatever snapshot it had is removed. ``shared``: the page shows what
         ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
-        ``print_``: the fingerprints of what it shows, kept with its snapshot."""
+        ``print_``: the fingerprints of what it shows, kept with its snapshot.
+        ``readiness_limit``: a limit ended the wait for its page (kept with the path)."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
@@ -568,12 +548,14 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
                 async with wr.execute(
                     "UPDATE paths SET state = ?, status = ?, captured_at = ?, "
                     "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
-                    "lease_owner = NULL, lease_until = NULL, links_due = MAX(links_due, ?) "
+                    "lease_owner = NULL, lease_until = NULL, links_due = MAX(links_due, ?), "
+                    "readiness_limit = ? "
                     "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
                     "RETURNING id",
                     (
                         "processed" if keep else "crawled", status, now, expires_at,
-                        duplicate_of if keep else None, int(links_due), site, path, owner,
+                        duplicate_of if keep else None, int(links_due), readiness_limit,
+                        site, path, owner,
                     ),
                 ) as c:
                     row = await c.fetchone()

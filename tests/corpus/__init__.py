@@ -25,6 +25,9 @@ class Case:
     path: str
     expected: str
     app: bool = False  # a real app built with a real framework
+    endless: bool = False  # it changes its document forever: only a limit ends the wait
+    timers: bool = False  # it finishes with timers, frames or polls within the quiet period
+    declares: bool = False  # it sets prerenderReady = false, then says when it is ready
 
 
 def _item(n: int, home: str = "Home") -> str:
@@ -37,16 +40,48 @@ _LIST = "Home All items " + " ".join(i["name"] for i in ITEMS[:5])
 CASES = (
     Case("fetch chain", "/c/fetchchain", "Chain complete alpha beta gamma"),
     Case("fetch, 300 ms timer, fetch", "/c/timerfetch", "First: alpha Second: beta"),
-    Case("1.5 s timer, no network", "/c/timer", "Arrived after a timer"),
+    Case("1.5 s timer, no network", "/c/timer", "Arrived after a timer", timers=True),
     Case("render in an animation frame", "/c/raf", "Rendered in a frame"),
-    Case("endless spinner, content at 1 s", "/c/spinner", "* Content behind a spinner"),
-    Case("clock ticking forever", "/c/clock", "A page with a clock Ticks:"),
+    Case(
+        "endless spinner, content at 1 s", "/c/spinner", "* Content behind a spinner", endless=True
+    ),
+    Case("clock ticking forever", "/c/clock", "A page with a clock Ticks:", endless=True),
     Case("long poll", "/c/longpoll", "Polling: alpha"),
     Case("requests every 150 ms, forever", "/c/polling", "Polled page: alpha"),
     Case("EventSource", "/c/eventsource", "Streamed: first news"),
     Case("WebSocket", "/c/websocket", "Socket says: hello over a socket"),
     Case("shared worker", "/c/sharedworker", "Beside a shared worker: alpha"),
-    Case("DOM changing forever", "/c/restless", "Never still Changes:"),
+    Case("DOM changing forever", "/c/restless", "Never still Changes:", endless=True),
+    Case("four chained 400 ms timeouts", "/c/timerchain", "After four chained timers", timers=True),
+    Case("frame loop, content at 1.5 s", "/c/rafloop", "Revealed by a frame loop", timers=True),
+    Case("300 ms interval counting to 5", "/c/intervalcount", "Counted to five", timers=True),
+    Case("500 ms fetch, 500 ms poll for it", "/c/fetchpoll", "Polled result: delta", timers=True),
+    Case(
+        "prerenderReady, onCaptureReady at 5 s",
+        "/c/lateready",
+        "Ready after five seconds",
+        declares=True,
+    ),
+    Case(
+        "prerenderReady true at 4 s", "/c/prerenderready", "Declared ready at last", declares=True
+    ),
+    Case("carousel turning forever", "/c/carousel", "Slides alpha one two three", endless=True),
+    Case("typing effect", "/c/typing", "Typed one letter at a time", timers=True),
+    Case(
+        "skeleton replaced at 1.2 s", "/c/skeleton", "Skeleton replaced Real content", timers=True
+    ),
+    Case("count-up number", "/c/countup", "Users: 48213", timers=True),
+    Case("toast that vanishes at 2.5 s", "/c/toast", "Page with a toast", timers=True),
+    Case("SVG animated forever", "/c/lottie", "Animated page: beta", endless=True),
+    Case("job status polled until done", "/c/jobstatus", "Job finished: epsilon", timers=True),
+    Case(
+        "CSS transition, content on its end",
+        "/c/transition",
+        "Fading in After the transition",
+        timers=True,
+    ),
+    Case("worker posting at 1.5 s", "/c/worker", "Computed in a worker", timers=True),
+    Case("six awaited 300 ms sleeps", "/c/promisechain", "Awaited six sleeps", timers=True),
     Case("AngularJS + ngRoute, item", "/apps/angular/#!/items/3", _item(3), app=True),
     Case("AngularJS + ngRoute, list", "/apps/angular/#!/", _LIST, app=True),
     Case("React + React Router, item", "/apps/react/items/4", _item(4), app=True),

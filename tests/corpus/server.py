@@ -7,13 +7,15 @@
   ``/apps/angular/<view>.html`` its views;
 - ``/node_modules/...``: files of ``apps/node_modules`` (installed by the Makefile from the
   committed ``apps/package-lock.json``);
-- data: ``/api/step/<n>`` (150 ms each), ``/api/items[/<n>]`` (50 ms), a long poll held for up
-  to 60 s, a status answered at once, an endless event stream, and a WebSocket that stays open.
+- data: ``/api/step/<n>`` (150 ms each), ``/api/items[/<n>]`` (50 ms), ``/api/late`` (500 ms),
+  ``/api/job/<started ms>`` (done 1.2 s after ``started``), a long poll held for up to 60 s,
+  a status answered at once, an endless event stream, and a WebSocket that stays open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -83,6 +85,17 @@ async def item(request: Request) -> Response:
     return JSONResponse(ITEMS[n - 1])
 
 
+async def late(request: Request) -> Response:
+    await asyncio.sleep(0.5)
+    return JSONResponse({"word": "delta"})
+
+
+async def job(request: Request) -> Response:
+    """Done once 1.2 s have passed since ``started`` (the page's ``Date.now()``)."""
+    done = time.time() * 1000 - request.path_params["started"] >= 1200
+    return JSONResponse({"done": done, "word": "epsilon" if done else None})
+
+
 async def status(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
@@ -124,6 +137,8 @@ def create_app() -> Starlette:
             Route("/api/step/{n:int}", step),
             Route("/api/items", items),
             Route("/api/items/{n:int}", item),
+            Route("/api/late", late),
+            Route("/api/job/{started:int}", job),
             Route("/api/status", status),
             Route("/api/longpoll", long_poll),
             Route("/api/events", events),
