@@ -13,9 +13,9 @@ Invariants:
   close.
 - Waiting on the origin is bounded: :data:`READ_TIMEOUT` for any byte of the answer once
   the request is written whole, and as long for the origin to take more of a request body.
-- What an answer may hold in memory is bounded: :data:`MAX_HEAD` bytes before its headers
-  end, and :data:`HIGH_WATER` bytes of body not yet taken (then the socket is not read
-  until the reader takes them).
+- What an answer may hold in memory is bounded: :data:`MAX_HEAD` bytes of its head (a
+  chunked body's trailers counted with it, and dropped), and :data:`HIGH_WATER` bytes of
+  body not yet taken (then the socket is not read until the reader takes them).
 - A kept-alive connection idle for :data:`IDLE_SECONDS` is never reused: an origin may
   close it at any moment after its own keep-alive timeout, and the shortest common one is
   Node.js's 5 s.
@@ -164,7 +164,8 @@ class Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count(len(name) + len(value) + 4)
-        self.headers.append((name, value))
+        if not self.headers_done:  # after them, a chunked body's trailers: not sent on
+            self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()

@@ -196,6 +196,25 @@ async def test_answers_framed_every_way_arrive_whole() -> None:
     assert got[b"/no-content"][0] == 204 and got[b"/no-content"][2] == b""
 
 
+async def test_the_trailers_of_a_chunked_answer_are_not_sent_on_as_its_headers() -> None:
+    """Trailers come after the body, when the headers have gone to the client: however the
+    answer is read (here in one piece, head, body and trailers), they are not among them."""
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\nX-Trailer: t\r\nSet-Cookie: late=1\r\n\r\n"
+        )
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, headers, body = await forward(upstream, url)
+        await upstream.close()
+    assert (status, body) == (200, b"hello")
+    assert [k.lower() for k, _ in headers] == [], headers
+
+
 async def test_a_head_answer_with_a_length_ends_at_its_headers() -> None:
     async def script(conn: int, index: int, request: bytes) -> bytes:
         return b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n"
