@@ -46,6 +46,7 @@ def at(*points: int) -> Split:
         cuts = [0, *(p for p in points if 0 < p < len(data)), len(data)]
         return [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
+    split.__name__ = f"at{points}"
     return split
 
 
@@ -55,6 +56,7 @@ def every(size: int) -> Split:
     def split(data: bytes) -> list[bytes]:
         return [data[i : i + size] for i in range(0, len(data), size)]
 
+    split.__name__ = f"every({size})"
     return split
 
 
@@ -178,6 +180,11 @@ class ScriptedTransport(asyncio.Transport):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
 
+    @property
+    def settled(self) -> bool:
+        """Nothing is under way: no read due, no close the protocol was not told of."""
+        return not self._feeding and (not self.closing or self.lost)
+
 
 class ScriptedOrigin:
     """An origin answering as ``script`` says, each answer read in the pieces ``split``
@@ -212,6 +219,12 @@ class ScriptedOrigin:
         self.transports.append(transport)
         protocol.connection_made(transport)
         return transport, protocol
+
+    async def settle(self, asked: int = 0) -> None:
+        """Until the origin was asked ``asked`` requests or more, and every connection has
+        read what it can and been told of each close."""
+        while len(self.requests) < asked or not all(t.settled for t in self.transports):
+            await asyncio.sleep(0)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[ScriptedOrigin]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
 
 from snapshotd import http1
-from snapshotd.http1 import OriginClosed, OriginError, Pool
+from snapshotd.http1 import OriginError, Pool
 from snapshotd.relay import Relay
 from snapshotd.upstream import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head
 from tests.scripted import ScriptedOrigin, Split, at, byte_by_byte, every, whole
@@ -30,11 +31,15 @@ MORE = {
     b"/http10": b"HTTP/1.0 200 OK\r\n\r\nold style",
     b"/http10-length": b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nold",
     b"/close-length": ok(b"bye", b"Connection: close\r\n"),
+    b"/not-modified-bare": b"HTTP/1.1 304 Not Modified\r\nETag: \"y\"\r\n\r\n",
     b"/trailers": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n",
     b"/switching": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
     b"Connection: Upgrade\r\n\r\n",
     b"/unasked": ok(b"asked") + ok(b"unasked"),
+    # Trailers past the head's bound, after the head went out.
+    b"/long-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+    b"0\r\nX-Long: " + b"t" * http1.MAX_HEAD + b"\r\n\r\n",
 }
 EVERY = {**ANSWERS, **MORE}
 CL = b"Content-Length"
@@ -63,9 +68,11 @@ EXPECTED: dict[bytes, tuple[int, list[tuple[bytes, bytes]], bytes, str, str]] = 
     b"/http10": (200, [], b"old style", "end", "not kept"),
     b"/http10-length": (200, [(CL, b"3")], b"old", "end", "not kept"),
     b"/close-length": (200, [(CL, b"3")], b"bye", "end", "not kept"),
+    b"/not-modified-bare": (304, [(b"ETag", b'"y"')], b"", "end", "kept"),
     b"/trailers": (200, [], b"hello", "end", "kept"),
     b"/switching": (502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end", "OriginError"),
     b"/unasked": (200, [(CL, b"5")], b"asked", "end", "not kept"),
+    b"/long-trailer": (200, [], b"hello", "cut off", "broke"),
 }
 HEADERS = [
     (b"host", b"site.test"), (b"accept", b"*/*"), (b"x-forwarded-for", b"203.0.113.9"),
@@ -120,7 +127,7 @@ async def exchange(origin: ScriptedOrigin, path: bytes, method: str = "GET") -> 
             body += data
     except OriginError:
         return status, list(headers), body, "broke"
-    await asyncio.sleep(0)  # a close the origin sent with the answer's end is read
+    await origin.settle()  # what the origin sent after the answer, and its close, are read
     ending = "kept" if conn.reusable else "not kept"
     pool.release(conn)
     pool.close()
@@ -142,7 +149,7 @@ async def test_a_connection_reads_each_answer_alike_in_whatever_pieces_it_comes(
         origin = ScriptedOrigin(script_of(EVERY), split)
         with origin.installed():
             got = await exchange(origin, path)
-        assert got == expected, (split, origin.transports[0].written)
+        assert got == expected, split.__name__
 
 
 @pytest.mark.parametrize("path", list(EVERY))
@@ -160,4 +167,245 @@ async def test_a_connection_ends_a_head_answer_at_its_headers_and_does_not_keep_
         origin = ScriptedOrigin(script_of(EVERY), split)
         with origin.installed():
             got = await exchange(origin, path, "HEAD")
-        assert got == expected, split
+        assert got == expected, split.__name__
+
+
+# Both ways of passing a request through.
+
+
+class Client:
+    """A relay's client (:class:`snapshotd.relay.Client`) that records what it is given,
+    and can say it is paused."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.status: int | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.received = b""  # the body
+        self.ending = ""
+        self.done = asyncio.Event()
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        assert self.status is None and not self.ending
+        self.status, self.headers = status, headers
+
+    def body(self, data: bytes) -> None:
+        assert self.status is not None and not self.ending and not self.paused
+        self.received += data
+
+    def end(self) -> None:
+        self.ending = "end"
+        self.done.set()
+
+    def cut_off(self) -> None:
+        self.ending = "cut off"
+        self.done.set()
+
+    def outcome(self) -> tuple[Any, ...]:
+        return self.status, self.headers, self.received, self.ending
+
+
+def scope(method: str, path: bytes) -> dict[str, Any]:
+    return {
+        "type": "http", "method": method, "scheme": "http", "path": path.decode(),
+        "raw_path": path, "query_string": b"q=1", "headers": HEADERS,
+        "client": ("127.0.0.1", 5000),
+    }
+
+
+async def relayed(pool: Pool, method: str, path: bytes) -> tuple[Any, ...]:
+    """A relay's answer, as its client is given it: status, headers, body, how it ended."""
+    client = Client()
+    Relay(pool, ORIGIN, method, path + b"?q=1", scope(method, path)).start(client)
+    await asyncio.wait_for(client.done.wait(), 5)
+    return client.outcome()
+
+
+async def the_asgi_way(upstream: Upstream, method: str, path: bytes) -> tuple[Any, ...]:
+    """``Upstream.forward``'s answer, as the server is sent it, alike."""
+    sent: list[MutableMapping[str, Any]] = []
+    asked = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if asked:
+            return asked.pop()
+        await asyncio.Event().wait()  # as the server does until the client leaves
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    status = await asyncio.wait_for(upstream.forward(ORIGIN, scope(method, path), receive, send), 5)
+    assert sent[0]["status"] == status
+    ending = "cut off" if sent[-1].get("more_body") else "end"
+    return status, sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:]), ending
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("path", list(EVERY))
+async def test_both_ways_ask_the_origin_and_answer_the_client_alike_in_whatever_pieces(
+    path: bytes, method: str
+) -> None:
+    """Each answer, in each split, passed through by a relay and the ASGI way: the same
+    request at the origin (X-Forwarded-* included), the same status, headers sent on, body
+    and ending to the client, as expected; and the origin's connection kept for the next
+    request only when it can serve one."""
+    status, headers, body, ending, kept = EXPECTED[path]
+    if method == "HEAD" and status != 502:
+        body, ending, kept = b"", "end", "not kept"
+    for split in splits(EVERY[path]):
+        origin = ScriptedOrigin(script_of(EVERY), split)
+        relay_pool, upstream = Pool(), Upstream(Pool())
+        with origin.installed():
+            got = [
+                await relayed(relay_pool, method, path),
+                await the_asgi_way(upstream, method, path),
+            ]
+            await origin.settle()
+        assert got == [(status, headers, body, ending)] * 2, split.__name__
+        reused = [p.idle("http", "127.0.0.1", 1) is not None for p in (relay_pool, upstream.pool)]
+        assert reused == [kept == "kept"] * 2, split.__name__
+        relayed_asked, asgi_asked = origin.requests
+        assert relayed_asked == asgi_asked and origin.connections == 2
+        assert relayed_asked.startswith(b"%s %s?q=1 HTTP/1.1\r\nhost: 127.0.0.1:1\r\n" % (
+            method.encode(), path
+        ))
+        assert b"\r\naccept: */*\r\n" in relayed_asked
+        assert b"\r\nx-forwarded-for: 203.0.113.9, 127.0.0.1\r\n" in relayed_asked
+        assert b"\r\nx-forwarded-host: site.test\r\n" in relayed_asked
+        relay_pool.close()
+        upstream.pool.close()
+
+
+@pytest.mark.parametrize("size", [1024, 16384, 65536])
+async def test_an_endless_trailer_line_cuts_the_answer_off_at_the_heads_bound(size: int) -> None:
+    """Trailers come after the head went out, and are held whole until their line ends: one
+    that never ends (the origin says no more, nor closes) is read no further than the head's
+    bound, and the answer is cut off, both ways."""
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Long: "
+    answer = head + b"t" * (4 * http1.MAX_HEAD)
+    origin = ScriptedOrigin(lambda conn, index, request: answer, every(size))
+    with origin.installed():
+        got = [await relayed(Pool(), "GET", b"/"), await the_asgi_way(Upstream(), "GET", b"/")]
+        await origin.settle()
+    assert got == [(200, [], b"hello", "cut off")] * 2
+    for transport in origin.transports:
+        assert transport.aborted and transport.outbox  # not read to its end
+        assert transport.delivered <= len(head) + http1.MAX_HEAD + 2 * size
+
+
+# The relay's callbacks, against a client the test plays.
+
+
+async def test_one_origin_connection_serves_relay_after_relay_and_the_asgi_way() -> None:
+    origin = ScriptedOrigin(lambda conn, index, request: ok(b"answer %d" % index), byte_by_byte)
+    pool = Pool()
+    with origin.installed():
+        got = [(await relayed(pool, "GET", b"/"))[2] for _ in range(3)]
+        got.append((await the_asgi_way(Upstream(pool), "GET", b"/"))[2])
+    assert got == [b"answer 0", b"answer 1", b"answer 2", b"answer 3"]
+    assert origin.connections == pool.opened == 1
+
+
+async def test_a_kept_alive_connection_the_origin_closed_is_asked_again_once_without_a_body(
+) -> None:
+    """The origin closes a kept-alive connection as the next request comes (its keep-alive
+    timeout): a GET is asked again on a new connection, by a relay and the ASGI way alike; a
+    POST, whose body may have been taken, gets the 502 page; a new connection closed is not
+    asked again."""
+
+    def script(conn: int, index: int, request: bytes) -> bytes | None:
+        return ok(b"answer %d" % conn) if index == 0 and conn < 4 else None
+
+    origin = ScriptedOrigin(script)
+    pool = Pool()
+    upstream = Upstream(pool)
+    with origin.installed():
+        assert (await relayed(pool, "GET", b"/"))[2] == b"answer 0"
+        assert (await relayed(pool, "GET", b"/"))[2] == b"answer 1"  # conn 0 closed
+        assert (await the_asgi_way(upstream, "GET", b"/"))[2] == b"answer 2"  # conn 1 closed
+        assert origin.connections == 3
+        sent: list[MutableMapping[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"x", "more_body": False}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(message)
+
+        post = {**scope("POST", b"/"), "headers": [*HEADERS, (b"content-length", b"1")]}
+        assert await upstream.forward(ORIGIN, post, receive, send) == 502  # conn 2 closed
+        assert origin.connections == 3  # the POST was not sent again
+        assert (await relayed(pool, "GET", b"/"))[2] == b"answer 3"  # a new one, conn 3
+        # Conn 3 closed as it was taken, then conn 4 closed at once: asked twice, no more.
+        assert (await relayed(pool, "GET", b"/"))[:2] == (502, bad_gateway_head())
+    assert origin.connections == 5
+
+
+async def test_an_origin_that_cannot_be_reached_is_a_502_page_and_one_line_both_ways(
+    caplog,
+) -> None:
+    origin = ScriptedOrigin(lambda conn, index, request: ok(), refuse=True)
+    with origin.installed(), caplog.at_level(logging.WARNING, "snapshotd.upstream"):
+        got = [await relayed(Pool(), "GET", b"/"), await the_asgi_way(Upstream(), "GET", b"/")]
+    assert got == [(502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end")] * 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"origin failed origin={ORIGIN} error=OriginError: cannot connect: Connection refused"
+    ] * 2
+    assert origin.hosts == [("127.0.0.1", 1)] * 2
+
+
+async def test_a_client_that_does_not_take_the_answer_holds_the_origin_back() -> None:
+    """A 1 MiB answer to a paused client: it gets the head and nothing more, and the origin's
+    connection is no longer read once it holds HIGH_WATER bytes; when the client takes more
+    again, every byte arrives, in order, and the connection is kept."""
+    origin = ScriptedOrigin(lambda conn, index, request: ok(LARGE), every(16384))
+    pool = Pool()
+    client = Client()
+    client.paused = True
+    relay = Relay(pool, ORIGIN, "GET", b"/large", scope("GET", b"/large"))
+    with origin.installed():
+        relay.start(client)
+        await origin.settle(asked=1)
+        (transport,) = origin.transports
+        assert client.status == 200 and client.received == b""
+        assert not transport.reading and transport.outbox
+        assert http1.HIGH_WATER <= transport.delivered < http1.HIGH_WATER + 16384 + 100
+        client.paused = False
+        relay.resume()
+        await asyncio.wait_for(client.done.wait(), 5)
+    assert client.outcome() == (200, [(CL, b"1048576")], LARGE, "end")
+    assert pool.idle("http", "127.0.0.1", 1) is not None
+
+
+async def test_a_client_that_leaves_ends_the_exchange_and_the_origins_connection() -> None:
+    """An endless answer (server-sent events): the client leaves, and the origin's
+    connection is closed, neither read on for nobody nor kept."""
+    events = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + b"7\r\ndata: 1\r\n" * 3
+    )
+    origin = ScriptedOrigin(lambda conn, index, request: events, every(20))
+    pool = Pool()
+    client = Client()
+    relay = Relay(pool, ORIGIN, "GET", b"/events", scope("GET", b"/events"))
+    with origin.installed():
+        relay.start(client)
+        await origin.settle(asked=1)
+        assert client.received == b"data: 1" * 3 and origin.open_connections == 1
+        relay.abort()
+        await origin.settle()
+    assert origin.open_connections == 0 and origin.transports[0].aborted
+    assert client.ending == "" and pool.idle("http", "127.0.0.1", 1) is None
+
+
+async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answer() -> None:
+    origin = ScriptedOrigin(lambda conn, index, request: ok(b"answer"), byte_by_byte)
+    client = Client()
+    relay = Relay(Pool(), ORIGIN, "GET", b"/", scope("GET", b"/"))
+    with origin.installed():
+        relay.start(client)  # no idle connection: connecting
+        assert relay.conn is None
+        relay.resume()
+        await asyncio.wait_for(client.done.wait(), 5)
+    assert client.outcome() == (200, [(CL, b"6")], b"answer", "end")
