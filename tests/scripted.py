@@ -14,6 +14,9 @@ The origin reads whole requests (a head, then a body of its ``Content-Length``) 
 ``tests.test_http1.RawOrigin`` does over loopback, and answers each with what its script
 says; it closes the connection after an answer that says ``Connection: close`` or is
 HTTP/1.0, and without answering when the script says None.
+
+:class:`ClientTransport` is the other end: a client's connection to serve's HTTP protocol,
+recording what the protocol writes.
 """
 
 from __future__ import annotations
@@ -235,3 +238,52 @@ class ScriptedOrigin:
             yield self
         finally:
             del loop.create_connection  # the loop's own method again
+
+
+class ClientTransport(asyncio.Transport):
+    """A client's connection to serve's HTTP protocol, as the protocol sees it: what the
+    protocol writes, recorded; a close, told to the protocol on the loop's next turn."""
+
+    def __init__(self, protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self.protocol = protocol
+        self.loop = asyncio.get_running_loop()
+        self.written = bytearray()
+        self.closing = False
+        self.reading = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self.closing:
+            self.written += data
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.loop.call_soon(self.protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 8000)}.get(
+            name, default
+        )

@@ -1,27 +1,38 @@
-"""The pass-through's framing on a scripted origin (``tests.scripted``), without sockets:
-every kind of origin answer the loopback tests check (``tests.test_relay``'s ANSWERS, and a
-few more), read whole, byte by byte and cut in two at each point, by an origin connection
-(:class:`snapshotd.http1.Connection`) and by both ways of passing a request through (the
-:class:`snapshotd.relay.Relay` of serve's protocol and :meth:`snapshotd.upstream.Upstream.
-forward`, the ASGI way); and the relay's callbacks against a client the test plays. The
-loopback tests stay the end-to-end proof; these run each case in milliseconds."""
+"""The pass-through on a scripted origin (``tests.scripted``), without sockets: every kind of
+origin answer the loopback tests check (``tests.test_relay``'s ANSWERS, and more), read
+whole, byte by byte and cut in two at each point
+
+- by an origin connection (:class:`snapshotd.http1.Connection`), for a GET and a HEAD;
+- by both ways of passing a request through, side by side: a :class:`snapshotd.relay.Relay`
+  and :meth:`snapshotd.upstream.Upstream.forward` (the ASGI way);
+- through serve's HTTP protocol to a client connection the test plays, HTTP/1.1 and 1.0,
+  the same bytes both ways, read back by h11 (the answer whole and byte by byte only);
+
+and the relay's callbacks against a client the test plays (a connection reused, the retry
+once, no connection, a paused client, a client leaving). The loopback tests stay the
+end-to-end proof; these run each case in milliseconds, and wait on no clock."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import MutableMapping
 from typing import Any
 
+import h11
 import pytest
+import uvicorn
+from uvicorn.server import ServerState
 
 from snapshotd import http1
 from snapshotd.http1 import OriginError, Pool
 from snapshotd.relay import Relay
-from snapshotd.upstream import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head
-from tests.scripted import ScriptedOrigin, Split, at, byte_by_byte, every, whole
+from snapshotd.serving import UVICORN_OPTIONS
+from snapshotd.upstream import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head, request_target
+from tests.scripted import ClientTransport, ScriptedOrigin, Split, at, byte_by_byte, every, whole
 from tests.test_http1 import ok
-from tests.test_relay import ANSWERS
+from tests.test_relay import ANSWERS, CASES
 
 ORIGIN = "http://127.0.0.1:1"  # never connected to: the scripted origin stands in for it
 LARGE = bytes(range(256)) * 4096
@@ -37,6 +48,10 @@ MORE = {
     b"/switching": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
     b"Connection: Upgrade\r\n\r\n",
     b"/unasked": ok(b"asked") + ok(b"unasked"),
+    # Framed two ways, or by two lengths: which one the origin meant cannot be told.
+    b"/length-and-chunked": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"/two-lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nhello",
     # Trailers past the head's bound, after the head went out.
     b"/long-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
     b"0\r\nX-Long: " + b"t" * http1.MAX_HEAD + b"\r\n\r\n",
@@ -72,6 +87,8 @@ EXPECTED: dict[bytes, tuple[int, list[tuple[bytes, bytes]], bytes, str, str]] = 
     b"/trailers": (200, [], b"hello", "end", "kept"),
     b"/switching": (502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end", "OriginError"),
     b"/unasked": (200, [(CL, b"5")], b"asked", "end", "not kept"),
+    b"/length-and-chunked": (502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end", "OriginError"),
+    b"/two-lengths": (502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end", "OriginError"),
     b"/long-trailer": (200, [], b"hello", "cut off", "broke"),
 }
 HEADERS = [
@@ -409,3 +426,119 @@ async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answe
         relay.resume()
         await asyncio.wait_for(client.done.wait(), 5)
     assert client.outcome() == (200, [(CL, b"6")], b"answer", "end")
+
+
+# serve's HTTP protocol, on a client connection the test plays.
+
+
+class PassThrough:
+    """An application passing every request through to the origin: by a relay when it has
+    ``answer_at_once`` (as :meth:`snapshotd.proxy.Proxy.answer_at_once` does for a person's
+    GET or HEAD), else the ASGI way."""
+
+    def __init__(self, at_once: bool) -> None:
+        self.upstream = Upstream()
+        if at_once:
+            self.answer_at_once = self._relay
+
+    def _relay(self, method: str, path: str, query: str, headers: Any, scope: Any) -> Relay:
+        target = request_target(path.encode("latin-1"), query.encode("latin-1"))
+        return Relay(self.upstream.pool, ORIGIN, method, target, scope)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self.upstream.forward(ORIGIN, scope, receive, send)
+
+
+async def served(
+    app: PassThrough, request: bytes, method: bytes, origin: ScriptedOrigin
+) -> tuple[bytes, bool]:
+    """``request`` sent to serve's HTTP protocol on a new connection: every byte it wrote
+    back, once its answer is whole (as h11 reads it) or the connection closed, and whether
+    it closed."""
+    config = uvicorn.Config(app, **UVICORN_OPTIONS, log_config=None, log_level="warning")
+    config.load()
+    make: Any = config.http_protocol_class  # serve's, made as uvicorn makes one
+    protocol = make(config=config, server_state=ServerState(), app_state={})
+    client = ClientTransport(protocol)
+    protocol.connection_made(client)
+    protocol.data_received(request)
+
+    async def answered() -> None:
+        await origin.settle(asked=1)
+        while not client.closing and read_answer(method, bytes(client.written), False)[3] != "end":
+            await asyncio.sleep(0)
+        await origin.settle()
+
+    await asyncio.wait_for(answered(), 5)
+    closed = client.closing
+    if not closed:
+        protocol.connection_lost(None)
+    await app.upstream.close()
+    return bytes(client.written), closed
+
+
+def without_date(answer: bytes) -> bytes:
+    return b"\r\n".join(
+        line for line in answer.split(b"\r\n") if not line.lower().startswith(b"date:")
+    )
+
+
+def finest(answer: bytes) -> list[bytes]:
+    """Byte by byte; a large answer in pieces of 1 KiB."""
+    return byte_by_byte(answer) if len(answer) <= 4096 else every(1024)(answer)
+
+
+def read_answer(method: bytes, answer: bytes, closed: bool) -> tuple[Any, ...]:
+    """The client's answer read by h11, apart from the code under test: its status, its
+    headers but Date and the framing (Transfer-Encoding, Connection), its body, and whether
+    it ended whole."""
+    conn = h11.Connection(h11.CLIENT)
+    conn.send(h11.Request(method=method, target=b"/", headers=[(b"host", b"site.test")]))
+    conn.send(h11.EndOfMessage())
+    conn.receive_data(answer)
+    if closed:
+        conn.receive_data(b"")
+    status, headers, body, ending = None, [], b"", "cut off"
+    with contextlib.suppress(h11.RemoteProtocolError):
+        while (event := conn.next_event()) not in (h11.NEED_DATA, h11.PAUSED):
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                headers = [(k, v) for k, v in event.headers
+                           if k not in (b"date", b"transfer-encoding", b"connection")]
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                ending = "end"
+                break
+    return status, headers, body, ending
+
+
+@pytest.mark.parametrize("split", [whole, finest], ids=["whole", "finest"])
+@pytest.mark.parametrize(
+    ("path", "method", "version"), [*CASES, *((path, b"GET", b"1.1") for path in MORE)]
+)
+async def test_serves_protocol_answers_by_a_relay_byte_for_byte_as_the_asgi_way_does(
+    path: bytes, method: bytes, version: bytes, split: Split
+) -> None:
+    """The loopback test of the same name's cases, without sockets: the same bytes to the
+    client, the connection kept or closed alike, the same request at the origin; and the
+    answer the client reads (by h11) the one expected."""
+    ask = b"%s %s?q=1 HTTP/%s\r\nHost: site.test\r\nAccept: */*\r\n\r\n" % (
+        method, path, version
+    )
+    answers = []
+    for at_once in (True, False):
+        origin = ScriptedOrigin(script_of(EVERY), split)
+        with origin.installed():
+            answer, closed = await served(PassThrough(at_once), ask, method, origin)
+        answers.append((without_date(answer), closed, origin.requests))
+    assert answers[0] == answers[1]
+    got, closed, asked = answers[0]
+    assert len(asked) == 1 and asked[0].startswith(method + b" " + path + b"?q=1 HTTP/1.1\r\n")
+    status, headers, body, ending, _ = EXPECTED[path]
+    if method == b"HEAD" and status != 502:
+        body = b""
+    expected = (status, [(k.lower(), v) for k, v in headers], body, ending)
+    assert read_answer(method, got, closed) == expected
+    assert closed is not (version == b"1.1" and ending == "end")
