@@ -13,9 +13,9 @@ Invariants:
   close.
 - Waiting on the origin is bounded: :data:`READ_TIMEOUT` for any byte of the answer once
   the request is written whole, and as long for the origin to take more of a request body.
-- What an answer may hold in memory is bounded: :data:`MAX_HEAD` bytes before its headers
-  end, and :data:`HIGH_WATER` bytes of body not yet taken (then the socket is not read
-  until the reader takes them).
+- What an answer may hold in memory is bounded: :data:`MAX_HEAD` bytes of its head and a
+  chunked body's trailers (which are dropped), and :data:`HIGH_WATER` bytes of body not
+  yet taken (then the socket is not read until the reader takes them).
 - A kept-alive connection idle for :data:`IDLE_SECONDS` is never reused: an origin may
   close it at any moment after its own keep-alive timeout, and the shortest common one is
   Node.js's 5 s.
@@ -98,6 +98,7 @@ class Connection(asyncio.Protocol):
         self._until_close = False
         self._head_bytes = 0  # of the header lines parsed
         self._head_read = 0  # read while the headers had not ended
+        self._framing = 0  # read since the body's last byte: chunk lines, trailers
         self._chunks: deque[bytes] = deque()
         self._held = 0
 
@@ -112,6 +113,8 @@ class Connection(asyncio.Protocol):
             # Bytes after a whole answer, or after a broken one: the connection is done.
             self._fail("the origin sent more than one answer")
             return
+        if self.headers_done:
+            self._framing += len(data)  # back to 0 at each piece of body
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -123,6 +126,9 @@ class Connection(asyncio.Protocol):
             self._head_read += len(data)
             if self._head_read > MAX_HEAD:
                 self._fail(f"the origin's answer has over {MAX_HEAD} bytes of header")
+        elif self._framing > MAX_HEAD:
+            # Trailers too are held whole until their line ends.
+            self._fail(f"the origin's answer has over {MAX_HEAD} bytes of trailers")
         self._wake()
 
     def eof_received(self) -> bool | None:
@@ -164,7 +170,8 @@ class Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count(len(name) + len(value) + 4)
-        self.headers.append((name, value))
+        if not self.headers_done:  # after them, a chunked body's trailers: not sent on
+            self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -199,6 +206,7 @@ class Connection(asyncio.Protocol):
         self._until_close = not framed and status not in (204, 304)
 
     def on_body(self, body: bytes) -> None:
+        self._framing = 0
         if self.head:
             return
         self._chunks.append(body)

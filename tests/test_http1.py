@@ -196,6 +196,25 @@ async def test_answers_framed_every_way_arrive_whole() -> None:
     assert got[b"/no-content"][0] == 204 and got[b"/no-content"][2] == b""
 
 
+async def test_the_trailers_of_a_chunked_answer_are_not_sent_on_as_its_headers() -> None:
+    """Trailers come after the body, when the headers have gone to the client: however the
+    answer is read (here in one piece, head, body and trailers), they are not among them."""
+
+    async def script(conn: int, index: int, request: bytes) -> bytes:
+        return (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\nX-Trailer: t\r\nSet-Cookie: late=1\r\n\r\n"
+        )
+
+    origin = RawOrigin(script)
+    upstream = Upstream()
+    async with origin.running() as url:
+        status, headers, body = await forward(upstream, url)
+        await upstream.close()
+    assert (status, body) == (200, b"hello")
+    assert [k.lower() for k, _ in headers] == [], headers
+
+
 async def test_a_head_answer_with_a_length_ends_at_its_headers() -> None:
     async def script(conn: int, index: int, request: bytes) -> bytes:
         return b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n"
@@ -486,6 +505,41 @@ async def test_one_endless_header_line_is_refused_at_the_bound() -> None:
     finally:
         tracemalloc.stop()
     assert status == 502
+    assert peak < 8 * 2**20, peak
+
+
+async def test_an_endless_trailer_line_cuts_the_answer_off_at_the_heads_bound() -> None:
+    """Trailers are held as header lines are, each whole until it ends: one that never ends
+    is refused once the head's bound is passed, and the answer, its head gone, is cut off."""
+    import tracemalloc
+
+    class Endless(RawOrigin):
+        async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nhello\r\n0\r\nX-Trailer: "
+            )
+            try:
+                for _ in range(400):  # 40 MiB, never a line end
+                    writer.write(b"a" * 100_000)
+                    await writer.drain()
+            except ConnectionError:
+                pass
+            writer.close()
+
+    origin = Endless(forward)  # type: ignore[arg-type]
+    upstream = Upstream()
+    tracemalloc.start()
+    try:
+        async with origin.running() as url:
+            status, sent = await asyncio.wait_for(call(upstream, url, never), 10)
+            await upstream.close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status == 200 and b"".join(m.get("body", b"") for m in sent[1:]) == b"hello"
+    assert sent[-1].get("more_body")  # cut off, not ended as if whole
     assert peak < 8 * 2**20, peak
 
 
