@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 ORIGIN ?=
 PORT   ?= 8080
 
-.PHONY: run test lint bench chromium clean screenshot lock
+.PHONY: run test test-floors lint bench chromium clean screenshot lock
 
 # The versions installed are the lock's (requirements-dev.lock: the application's with the
 # tests' tools, every file's hash); snapshotd itself is installed from this tree on top.
@@ -27,6 +27,27 @@ lock:
 		pyproject.toml -o requirements.lock
 	$(LOCK_TOOLS)/bin/uv pip compile -q --universal --python-version 3.11 --generate-hashes \
 		--extra dev pyproject.toml -o requirements-dev.lock
+
+# The application's dependencies at the floors pyproject.toml declares (scripts/floors.py:
+# each ">=X" installed as "==X", over the test lock), and the tests of the surface they
+# are used by: serve's HTTP stack on uvicorn, httptools and uvloop, the API on Starlette,
+# the stores (SQLite, PostgreSQL), rendering on Playwright (with the Chromium `make test`
+# finds), fetches, bots, links, sitemaps, robots, patterns, notifications. FLOOR_TESTS=
+# (empty) runs the whole suite. Not part of `make test`.
+FLOORS := .venv-floors
+FLOOR_TESTS ?= tests/test_uvicorn_contract.py tests/test_protocol.py tests/test_relay.py \
+	tests/test_framing.py tests/test_http1.py tests/test_proxy_stream.py tests/test_api.py \
+	tests/test_store.py tests/test_fetch.py tests/test_bots.py tests/test_links.py \
+	tests/test_sitemaps.py tests/test_crawler_robots.py tests/test_regex_bounds.py \
+	tests/test_urls.py tests/test_spellings.py tests/test_crawlbot.py tests/test_render.py
+test-floors:
+	test -x $(FLOORS)/bin/python || $(PYTHON) -m venv $(FLOORS)
+	$(FLOORS)/bin/pip install -q --upgrade pip
+	$(FLOORS)/bin/pip install -q --require-hashes -r requirements-dev.lock
+	$(FLOORS)/bin/python scripts/floors.py > $(FLOORS)/floors.txt
+	$(FLOORS)/bin/pip install -q -r $(FLOORS)/floors.txt
+	$(FLOORS)/bin/pip install -q --no-deps -e .
+	$(FLOORS)/bin/python -m pytest -q $(FLOOR_TESTS)
 
 chromium: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh scripts/ensure-chromium.sh
@@ -84,4 +105,4 @@ bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerende
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(FLOORS) .pytest_cache

@@ -62,6 +62,7 @@ if kind.startswith("bare"):
         return StreamingResponse(pieces(), media_type="text/html; charset=utf-8",
                                  headers=headers)
     app = Starlette(routes=[Route("/{{p:path}}", page)])
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
 else:
     from snapshotd.app import create_app
     from snapshotd.config import Settings, SiteSettings
@@ -71,11 +72,13 @@ else:
         async def capture(self, url, site): raise RuntimeError("the bench renders nothing")
     settings = Settings(db=arg, sites=(SiteSettings(origin="http://127.0.0.1:9"),))
     app = create_app(settings, renderer=NoRender(), crawler=False)
+    from snapshotd.serving import uvicorn_config
+    config = uvicorn_config(app, app.answer_at_once, log_level="warning")  # as serve runs it
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(1024)
 print(sock.getsockname()[1], flush=True)
-server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+server = uvicorn.Server(config)
 asyncio.run(server.serve(sockets=[sock]))
 """
 

@@ -3,9 +3,11 @@
 - Its writes go through :class:`snapshotd.coalesce.TurnWrites` (a connection's writes of one
   turn of the event loop in one system call).
 - A request the application can answer at once is answered here, before it becomes an ASGI
-  call: when the application has ``answer_at_once(method, path, query, headers, scope)`` and
-  it gives the answer (status, headers, body), the answer is written as uvicorn would write
-  it and no request cycle or task is made. When it does not, the request goes on to it the
+  call: the protocol is handed the application's ``answer_at_once(method, path, query,
+  headers, scope)`` (:func:`protocol_for`, which serve's :func:`snapshotd.serving.uvicorn_config`
+  calls: whatever wraps the application, the fast path stays), and when it gives the answer
+  (status, headers, body), the answer is written as uvicorn would write it and no request
+  cycle or task is made. When it does not, the request goes on to it the
   ASGI way with that ``scope``, in which it may have noted what it found. snapshotd answers
   so a bot's cache hit of a page sent in one piece
   (:meth:`snapshotd.proxy.Proxy.answer_at_once`), which is most of what uvicorn's own work
@@ -15,54 +17,50 @@
   protocol as it comes, as uvicorn's ``send`` would, and is told when the client takes more
   again or is gone.
 
+It subclasses uvicorn's httptools protocol and uses its parts, which are not uvicorn's public
+API: every one is named in :mod:`snapshotd.uvicorn_contract`, which serve checks before it
+runs this protocol (else it runs uvicorn's plain one).
+
 Invariants:
 - only a GET or HEAD without ``Expect: 100-continue`` or an upgrade is asked for, and only
   when no earlier request of the connection is still being answered (pipelined requests are
   answered in order) and the client is reading what it was sent (so a client that sends
   without reading meets uvicorn's flow control, not a growing buffer);
-- every answer has one ``Date``: its own when it has one (a passed-through answer, the
-  origin's), else this server's (uvicorn, run without its own, adds none);
+- every answer given here has one ``Date`` (:mod:`snapshotd.exchange`): its own when it has
+  one (a passed-through answer, the origin's), else this server's;
 - an answer given at once, or by a relay, is framed as uvicorn frames it (chunked without a
   ``Content-Length``), and keeps the connection as uvicorn would: closed after the answer
   for HTTP/1.0 or a request that says ``Connection: close``, else waiting for the next
   request under uvicorn's keep-alive timeout, which a request going the ASGI way stops;
 - anything the application does not answer at once goes to it the ASGI way, as before;
-- a request's head is bounded: its target at :data:`MAX_LINE` bytes (else 414), each header
-  line at :data:`MAX_LINE` and all its lines at :data:`MAX_HEAD` (else 431), trailers of a
-  chunked body alike, and the connection is closed after the refusal. While a head is read,
-  bytes are handed to the parser only once they end a line (or more than :data:`MAX_LINE` of
-  them, which is a refusal), so a line comes to the parser in two pieces at most: what the
-  parser and uvicorn put together of a line costs time in proportion to its length however
-  it is trickled, and a client sending an endless head is refused within its bounds.
+- a request's head is bounded (:mod:`snapshotd.exchange`): its target at :data:`MAX_LINE`
+  bytes (else 414), each header line at :data:`MAX_LINE` and all its lines at
+  :data:`MAX_HEAD` (else 431), trailers of a chunked body alike, and the connection is
+  closed after the refusal. While a head is read, bytes are handed to the parser only once
+  they end a line (or more than :data:`MAX_LINE` of them, which is a refusal), so a line
+  comes to the parser in two pieces at most: what the parser and uvicorn put together of a
+  line costs time in proportion to its length however it is trickled, and a client sending
+  an endless head is refused within its bounds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import time
-from collections.abc import Callable, MutableMapping
-from email.utils import formatdate
+from collections.abc import Callable
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from snapshotd.coalesce import TurnWrites
+from snapshotd.exchange import MAX_HEAD, MAX_LINE, TOO_LARGE, http_date
 from snapshotd.relay import AtOnce, Relay
 
-__all__ = ["HttpProtocol"]
+__all__ = ["HttpProtocol", "protocol_for"]
 
 log = logging.getLogger("snapshotd.protocol")
-
-# A request's target and each header line may have this many bytes (nginx's default, from
-# its large_client_header_buffers 4 8k), and its head, target and header lines, this many.
-MAX_LINE = 8 * 2**10
-MAX_HEAD = 32 * 2**10
-_TOO_LARGE = {
-    414: f"Request target longer than {MAX_LINE} bytes\n",
-    431: f"Request header line over {MAX_LINE} bytes, or head over {MAX_HEAD}\n",
-}
 
 # A body up to this size is copied into one buffer with its head; a larger one is written
 # as it is (server CPU per hit, gzip 5 KB: 30.5 us joined, 31.8 apart; identity 40 KB:
@@ -87,46 +85,24 @@ class _TooLarge(Exception):
 
 
 _ANSWERED = _Answered()
-_DATE = [0, b""]  # the second, and the Date header's value for it
-
-
-def http_date() -> bytes:
-    """Now, as a Date header's value (made once a second)."""
-    now = int(time.time())
-    if now != _DATE[0]:
-        _DATE[:] = now, formatdate(now, usegmt=True).encode()
-    return _DATE[1]  # type: ignore[return-value]
-
-
-class _Dated:
-    """The application, its answers given a Date when they have none."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def dated(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.get("headers", ())
-                if not any(k.lower() == b"date" for k, _ in headers):
-                    message = {**message, "headers": [*headers, (b"date", http_date())]}
-            await send(message)
-
-        return await self.app(scope, receive, dated)
 _UPGRADE_SAID = False  # whether this process said that upgrades are not proxied
+
+
+def protocol_for(answer_at_once: AnswerAtOnce | None) -> Callable[..., HttpProtocol]:
+    """The protocol uvicorn is to make for each connection (its ``http`` option), handed
+    ``answer_at_once`` (None: every request the ASGI way)."""
+    return functools.partial(HttpProtocol, answer_at_once=answer_at_once)
 
 
 class HttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol writing through :class:`TurnWrites` and answering what
-    the application answers at once (see the module)."""
+    ``answer_at_once`` answers (see the module)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, answer_at_once: AnswerAtOnce | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._answer_at_once: AnswerAtOnce | None = getattr(self.app, "answer_at_once", None)
-        self.app = _Dated(self.app)
+        self._answer_at_once = answer_at_once
         # The request a relay is passing through, and the request cycle of the ASGI call
         # under way: each is the protocol's ``cycle`` until a request pipelined behind it
         # takes that place.
@@ -212,10 +188,10 @@ class HttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             log.warning(
                 "request refused status=%d client=%s: %s",
-                status, (self.client or ("-",))[0], _TOO_LARGE[status].strip(),
+                status, (self.client or ("-",))[0], TOO_LARGE[status].strip(),
             )
         if self._in_head and (self.cycle is None or self.cycle.response_complete):
-            self._refuse(status, _TOO_LARGE[status])
+            self._refuse(status, TOO_LARGE[status])
         self.transport.close()
 
     # Parser callbacks: uvicorn's, counting the head's bytes and where it ends.

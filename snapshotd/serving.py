@@ -16,12 +16,18 @@ Invariants:
 - a worker that dies is replaced at once, on the same socket; one that could not start
   stops them all, and ``serve`` exits 2;
 - SIGTERM or SIGINT to the supervisor goes to every worker as SIGTERM, each drains as a
-  single process does, and the supervisor exits 0 once all have ended.
+  single process does, and the supervisor exits 0 once all have ended;
+- uvicorn runs serve's own HTTP protocol (:mod:`snapshotd.protocol`), handed the
+  application's ``answer_at_once``, only when :mod:`snapshotd.uvicorn_contract` finds this
+  uvicorn one it was tested with; else uvicorn's plain h11 protocol, every request the ASGI
+  way (slower, never broken), which one line says once per ``serve``. Either way answers
+  are dated and request heads bounded (:mod:`snapshotd.exchange`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -29,30 +35,34 @@ import socket
 import sys
 import tempfile
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snapshotd import logs
+from snapshotd import logs, uvicorn_contract
 from snapshotd.app import SnapshotdApp, console_url, create_app, draw_token
 from snapshotd.config import Settings
+from snapshotd.exchange import MAX_HEAD, Served
 from snapshotd.hostlock import HostLock
 from snapshotd.metrics import share_between_processes
-from snapshotd.protocol import HttpProtocol
 from snapshotd.rewrite import RuleSet
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from snapshotd.protocol import AnswerAtOnce
 
 log = logging.getLogger("snapshotd")
 
 BACKLOG = 2048
 START_FAILED = 2
-# How uvicorn runs snapshotd (and the tests' servers): writes coalesced per turn, no access
-# line, Server or Date header of its own (serve's protocol dates what has no Date, so a
-# passed-through answer has the origin's alone), and the client as it connected:
+# How uvicorn runs snapshotd (and the tests' servers): no access line, Server or Date header
+# of its own (serve dates what has no Date, so a passed-through answer has the origin's
+# alone), and the client as it connected:
 # X-Forwarded-* are read where they are passed on (snapshotd.upstream), not by uvicorn's
 # middleware, which put the front server's X-Forwarded-For in place of the peer and so
 # repeated the client in it. No WebSockets, whatever is installed (none are proxied, SPEC
 # 3.2): an upgrade is an HTTP request like any other, so a connection stays serve's
 # protocol's to its end.
 UVICORN_OPTIONS: dict[str, Any] = {
-    "http": HttpProtocol,
     "ws": "none",
     "access_log": False,
     "server_header": False,
@@ -61,15 +71,45 @@ UVICORN_OPTIONS: dict[str, Any] = {
 }
 
 
+@functools.cache
+def _plain_because() -> str | None:
+    """Why serve's protocol cannot run on this uvicorn (said once per process, and before
+    workers are forked, so once per ``serve``), or None."""
+    reason = uvicorn_contract.unsupported()
+    if reason is not None:
+        log.warning("%s: serving every request the plain ASGI way (slower)", reason)
+    return reason
+
+
+def uvicorn_config(
+    app: Any, answer_at_once: AnswerAtOnce | None, **options: Any
+) -> uvicorn.Config:
+    """How uvicorn is to serve ``app``: with serve's protocol handed ``answer_at_once`` (the
+    application's fast path, None for none), or uvicorn's plain h11 protocol when this
+    uvicorn is not one serve's protocol runs on; :data:`UVICORN_OPTIONS` and ``options``
+    for the rest."""
+    import uvicorn
+
+    if _plain_because() is None:
+        from snapshotd.protocol import protocol_for
+
+        http: Any = protocol_for(answer_at_once)
+        bounds: dict[str, Any] = {}
+    else:  # h11 bounds a head it is still reading; uvicorn's plain httptools, not at all
+        http, bounds = "h11", {"h11_max_incomplete_event_size": MAX_HEAD}
+    served = Served(app, bound_heads=bool(bounds))
+    return uvicorn.Config(served, **{**UVICORN_OPTIONS, "http": http, **bounds, **options})
+
+
 def serve_one(app: SnapshotdApp, settings: Settings, sockets: list[socket.socket]) -> bool:
     """Serve ``app`` on ``sockets`` (bound already, so a port in use was said before anything
     started) until stopped; whether the server started. A start-up failure is left in
     ``app.startup_error`` for the caller to say once."""
     import uvicorn
 
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app,
-        **UVICORN_OPTIONS,
+        app.answer_at_once,
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=5,
@@ -141,6 +181,7 @@ class Supervisor:
     def run(self, shared: str, sock: socket.socket) -> int:
         """Workers on ``sock`` (bound by the caller, who closes it) until stopped."""
         settings = self.settings
+        _plain_because()  # said here once, not by every worker
         token = None if settings.api_tokens else draw_token()
         metrics_dir = os.path.join(shared, "metrics")
         os.mkdir(metrics_dir)

@@ -11,8 +11,10 @@ from typing import Any
 
 import uvicorn
 
-from snapshotd.protocol import HttpProtocol
-from snapshotd.serving import UVICORN_OPTIONS
+from snapshotd.app import SnapshotdApp
+from snapshotd.serving import UVICORN_OPTIONS, uvicorn_config
+
+SERVES_ANSWERS = object()  # ``at_once``'s default: see serve_asgi
 
 
 @contextmanager
@@ -21,16 +23,22 @@ def serve_asgi(
     *,
     host: str = "127.0.0.1",
     lifespan: str = "on",
-    http: Any = HttpProtocol,
+    http: str | None = None,
+    at_once: Any = SERVES_ANSWERS,
     **options: Any,
 ) -> Iterator[str]:
-    """Run ``app`` in a thread with its own event loop; yields its base URL. ``http`` picks
-    uvicorn's HTTP protocol: by default the one ``serve`` runs, else ``httptools`` or
-    ``h11``."""
-    options = {**UVICORN_OPTIONS, "http": http, **options}
-    config = uvicorn.Config(
-        app, host=host, port=0, lifespan=lifespan, log_level="warning", **options
-    )
+    """Run ``app`` in a thread with its own event loop; yields its base URL. It is served as
+    ``serve`` serves (:func:`snapshotd.serving.uvicorn_config`), handed ``at_once`` as its
+    fast path: by default a snapshotd application's own ``answer_at_once``, as ``serve``
+    hands it, and none for any other application. ``http`` (``httptools`` or ``h11``) picks
+    one of uvicorn's plain protocols instead."""
+    common = {"host": host, "port": 0, "lifespan": lifespan, "log_level": "warning"}
+    if http is not None:
+        config = uvicorn.Config(app, **{**UVICORN_OPTIONS, "http": http, **common, **options})
+    else:
+        if at_once is SERVES_ANSWERS:
+            at_once = app.answer_at_once if isinstance(app, SnapshotdApp) else None
+        config = uvicorn_config(app, at_once, **common, **options)
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     errors: list[BaseException] = []

@@ -43,8 +43,9 @@ async def origin_app(scope, receive, send) -> None:  # type: ignore[no-untyped-d
 
 
 class Counted:
-    """The application, its ASGI calls and its answers given at once counted; without
-    ``answer_at_once`` when ``at_once`` is false (every request the ASGI way)."""
+    """The application, its ASGI calls and its answers given at once counted. Its
+    ``at_once`` is what serve's protocol is handed: the application's ``answer_at_once``,
+    counted, or None when ``at_once`` is false (every request the ASGI way)."""
 
     def __init__(self, db: str, origin: str, *, at_once: bool, rules: str = "") -> None:
         settings = Settings(db=db, sites=(SiteSettings(origin=origin),))
@@ -52,8 +53,7 @@ class Counted:
         self.app = create_app(settings, renderer=NoRender(), crawler=False, rules=ruleset)
         self.calls = self.answered = 0
         self.fail = False
-        if at_once:
-            self.answer_at_once = self._answer_at_once
+        self.at_once = self._answer_at_once if at_once else None
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         if scope["type"] == "http":
@@ -128,7 +128,7 @@ def hit_server(tmp_path: Any, page: str = HTML, **options: Any) -> Iterator[tupl
     store_page(db, "/page", page)
     with serve_asgi(origin_app) as origin:
         fast = Counted(db, origin, at_once=True)
-        with serve_asgi(fast, **options) as base:
+        with serve_asgi(fast, at_once=fast.at_once, **options) as base:
             httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
             yield base, fast
 
@@ -138,7 +138,7 @@ def test_a_hit_answered_at_once_is_the_answer_the_asgi_way_gives(tmp_path) -> No
     store_page(db, "/page", HTML)
     with serve_asgi(origin_app) as origin:
         fast, plain = Counted(db, origin, at_once=True), Counted(db, origin, at_once=False)
-        with serve_asgi(fast) as fast_url, serve_asgi(plain) as plain_url:
+        with serve_asgi(fast, at_once=fast.at_once) as fast_url, serve_asgi(plain) as plain_url:
             warm = httpx.get(fast_url + "/page", headers={"User-Agent": BOT}, trust_env=False)
             etag = warm.headers["etag"]
             assert (fast.calls, fast.answered) == (1, 0)  # the first read fills the cache
@@ -166,6 +166,16 @@ def test_a_hit_answered_at_once_is_the_answer_the_asgi_way_gives(tmp_path) -> No
     assert fast.answered == len(variants) + 1
     assert fast.calls == 1 + 2
     assert plain.calls == len(variants)
+
+
+def test_a_hit_is_answered_at_once_whatever_uvicorn_wraps_the_application_in(tmp_path) -> None:
+    """uvicorn's proxy-headers middleware (or its trace logging) wraps the application it is
+    given: the fast path, handed to the protocol, stays."""
+    with hit_server(tmp_path, proxy_headers=True) as (base, fast):
+        calls = fast.calls
+        r = httpx.get(base + "/page", headers={"User-Agent": BOT}, trust_env=False)
+    assert r.status_code == 200 and r.text == HTML
+    assert fast.calls == calls and fast.answered == 1
 
 
 @pytest.mark.parametrize(
@@ -239,7 +249,7 @@ def test_a_rewritten_path_is_logged_as_asked_and_a_fault_goes_the_asgi_way(
         fast = Counted(db, origin, at_once=True, rules=rules)
         plain = Counted(db, origin, at_once=False, rules=rules)
         with (
-            serve_asgi(fast) as fast_url,
+            serve_asgi(fast, at_once=fast.at_once) as fast_url,
             serve_asgi(plain) as plain_url,
             caplog.at_level(logging.INFO),
         ):

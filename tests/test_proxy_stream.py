@@ -281,7 +281,7 @@ SERVER = """
 import asyncio, socket, sys
 import uvicorn
 from snapshotd.app import create_app
-from snapshotd.protocol import HttpProtocol
+from snapshotd.serving import uvicorn_config
 from snapshotd.config import Settings, SiteSettings
 
 class NoRender:
@@ -296,7 +296,7 @@ sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(128)  # connections wait in the backlog until the server is up
 print(sock.getsockname()[1], flush=True)
-config = uvicorn.Config(app, http=HttpProtocol, log_level="warning", access_log=False)
+config = uvicorn_config(app, app.answer_at_once, log_level="warning")  # as serve runs it
 server = uvicorn.Server(config)
 asyncio.run(server.serve(sockets=[sock]))
 """

@@ -94,7 +94,7 @@ def servers(tmp_path: Any, url: str) -> Iterator[tuple[str, str, Counted]]:
     way; their URLs and the first one's counts."""
     db = str(tmp_path / "s.db")
     fast, plain = Counted(db, url, at_once=True), Counted(db, url, at_once=False)
-    with serve_asgi(fast) as fast_url, serve_asgi(plain) as plain_url:
+    with serve_asgi(fast, at_once=fast.at_once) as fast_url, serve_asgi(plain) as plain_url:
         yield fast_url, plain_url, fast
 
 
@@ -216,7 +216,7 @@ def test_an_origin_that_cannot_be_reached_is_a_502_page(tmp_path, caplog) -> Non
         port = unused.getsockname()[1]
     db = str(tmp_path / "s.db")
     fast = Counted(db, f"http://127.0.0.1:{port}", at_once=True)
-    with serve_asgi(fast) as base, caplog.at_level(logging.WARNING):
+    with serve_asgi(fast, at_once=fast.at_once) as base, caplog.at_level(logging.WARNING):
         answer, closed = raw_exchange(base, request(b"/"))
     assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n") and b"Bad Gateway</h1>" in answer
     assert not closed and fast.answered == 1
