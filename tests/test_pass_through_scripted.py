@@ -22,13 +22,12 @@ from typing import Any
 
 import h11
 import pytest
-import uvicorn
 from uvicorn.server import ServerState
 
 from snapshotd import http1
 from snapshotd.http1 import OriginError, Pool
 from snapshotd.relay import Relay
-from snapshotd.serving import UVICORN_OPTIONS
+from snapshotd.serving import uvicorn_config
 from snapshotd.upstream import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head, request_target
 from tests.scripted import ClientTransport, ScriptedOrigin, Split, at, byte_by_byte, every, whole
 from tests.test_http1 import ok
@@ -438,10 +437,12 @@ class PassThrough:
 
     def __init__(self, at_once: bool) -> None:
         self.upstream = Upstream()
+        self.relayed = 0
         if at_once:
             self.answer_at_once = self._relay
 
     def _relay(self, method: str, path: str, query: str, headers: Any, scope: Any) -> Relay:
+        self.relayed += 1
         target = request_target(path.encode("latin-1"), query.encode("latin-1"))
         return Relay(self.upstream.pool, ORIGIN, method, target, scope)
 
@@ -456,9 +457,10 @@ async def served(
     """``request`` sent to serve's HTTP protocol on a new connection: every byte it wrote
     back, once its answer is whole (as h11 reads it) or the connection closed, and whether
     it closed."""
-    config = uvicorn.Config(app, **UVICORN_OPTIONS, log_config=None, log_level="warning")
+    at_once = getattr(app, "answer_at_once", None)
+    config = uvicorn_config(app, at_once, log_config=None, log_level="warning")
     config.load()
-    make: Any = config.http_protocol_class  # serve's, made as uvicorn makes one
+    make: Any = config.http_protocol_class  # serve's, made as serve makes one
     protocol = make(config=config, server_state=ServerState(), app_state={})
     client = ClientTransport(protocol)
     protocol.connection_made(client)
@@ -530,8 +532,10 @@ async def test_serves_protocol_answers_by_a_relay_byte_for_byte_as_the_asgi_way_
     answers = []
     for at_once in (True, False):
         origin = ScriptedOrigin(script_of(EVERY), split)
+        app = PassThrough(at_once)
         with origin.installed():
-            answer, closed = await served(PassThrough(at_once), ask, method, origin)
+            answer, closed = await served(app, ask, method, origin)
+        assert app.relayed == at_once  # the way each was meant to go
         answers.append((without_date(answer), closed, origin.requests))
     assert answers[0] == answers[1]
     got, closed, asked = answers[0]
