@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ORIGIN ?=
 PORT   ?= 8080
+# Processes the suite runs in: most of its time is spent waiting on timers and browsers, so
+# more than the cores (2 here) still shortens it.
+TEST_JOBS ?= 3
 
 .PHONY: run test test-floors lint bench chromium clean screenshot lock
 
@@ -83,7 +86,7 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
 		tests/corpus/apps/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 # The console's screenshots in docs/ (README), taken by its test at 1280 and 390 px.
 screenshot: chromium
