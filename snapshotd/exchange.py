@@ -19,7 +19,7 @@ from collections.abc import MutableMapping
 from email.utils import formatdate
 from typing import Any
 
-__all__ = ["MAX_HEAD", "MAX_LINE", "TOO_LARGE", "Served", "http_date"]
+__all__ = ["MAX_HEAD", "MAX_LINE", "TOO_LARGE", "Served", "http_date", "line_size"]
 
 # A request's target and each header line may have this many bytes (nginx's default, from
 # its large_client_header_buffers 4 8k), and its head, target and header lines, this many.
@@ -41,13 +41,18 @@ def http_date() -> bytes:
     return _DATE[1]  # type: ignore[return-value]
 
 
+def line_size(name: bytes, value: bytes) -> int:
+    """The bytes of a header line as the bounds count them: name, ": ", value, line end."""
+    return len(name) + len(value) + 4
+
+
 def too_large(scope: Any) -> int | None:
     """414 or 431 when a request's head is over its bounds, else None."""
     if len(scope["raw_path"]) + len(scope["query_string"]) + 1 > MAX_LINE:
         return 414
     total = 0
     for name, value in scope["headers"]:
-        size = len(name) + len(value) + 4  # ": " and the line's end
+        size = line_size(name, value)
         total += size
         if size > MAX_LINE or total > MAX_HEAD:
             return 431

@@ -55,7 +55,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from snapshotd.coalesce import TurnWrites
-from snapshotd.exchange import MAX_HEAD, MAX_LINE, TOO_LARGE, http_date
+from snapshotd.exchange import MAX_HEAD, MAX_LINE, TOO_LARGE, http_date, line_size
 from snapshotd.relay import AtOnce, Relay
 
 __all__ = ["HttpProtocol", "protocol_for"]
@@ -207,7 +207,7 @@ class HttpProtocol(HttpToolsProtocol):
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        size = len(name) + len(value) + 4  # ": " and the line's end
+        size = line_size(name, value)
         self._head_size += size
         if size > MAX_LINE or self._head_size > MAX_HEAD:
             raise _TooLarge(431)
