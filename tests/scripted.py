@@ -63,25 +63,52 @@ def every(size: int) -> Split:
     return split
 
 
-class ScriptedTransport(asyncio.Transport):
-    """One connection to a :class:`ScriptedOrigin`, as the protocol on it sees it."""
+class _RecordingTransport(asyncio.Transport):
+    """What both ends share: the protocol on it, every byte it wrote, whether it is closing
+    and whether it reads."""
 
-    def __init__(self, origin: ScriptedOrigin, number: int, protocol: asyncio.Protocol):
+    def __init__(self, protocol: asyncio.Protocol) -> None:
         super().__init__()
-        self.origin = origin
-        self.number = number
         self.protocol = protocol
         self.loop = asyncio.get_running_loop()
         self.written = bytearray()  # every byte the protocol wrote
+        self.closing = False  # closed by either side
+        self.reading = True
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+class ScriptedTransport(_RecordingTransport):
+    """One connection to a :class:`ScriptedOrigin`, as the protocol on it sees it."""
+
+    def __init__(self, origin: ScriptedOrigin, number: int, protocol: asyncio.Protocol):
+        super().__init__(protocol)
+        self.origin = origin
+        self.number = number
         self._unread = bytearray()  # written, not yet a whole request
         self.asked = 0  # requests read
         self.outbox: deque[bytes] = deque()  # pieces not yet read by the protocol
         self.delivered = 0  # bytes read by the protocol
         self.most_unread = 0  # the most the origin had sent and the protocol not read
-        self.closing = False  # closed by either side
         self.aborted = False  # closed by the protocol, with abort()
         self.lost = False  # the protocol was told, connection_lost
-        self.reading = True
         self._ends = False  # the origin closes once the outbox is read
         self._feeding = False  # a read is scheduled
 
@@ -143,28 +170,15 @@ class ScriptedTransport(asyncio.Transport):
         self._unread += data
         self._take_requests()
 
-    def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.write(data)
-
     def can_write_eof(self) -> bool:
         return False
 
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
     def resume_reading(self) -> None:
-        self.reading = True
+        super().resume_reading()
         self._schedule()
 
     def is_reading(self) -> bool:
         return self.reading and not self.closing
-
-    def is_closing(self) -> bool:
-        return self.closing
 
     def close(self) -> None:
         if not self.closing:
@@ -240,40 +254,13 @@ class ScriptedOrigin:
             del loop.create_connection  # the loop's own method again
 
 
-class ClientTransport(asyncio.Transport):
+class ClientTransport(_RecordingTransport):
     """A client's connection to serve's HTTP protocol, as the protocol sees it: what the
     protocol writes, recorded; a close, told to the protocol on the loop's next turn."""
-
-    def __init__(self, protocol: asyncio.Protocol) -> None:
-        super().__init__()
-        self.protocol = protocol
-        self.loop = asyncio.get_running_loop()
-        self.written = bytearray()
-        self.closing = False
-        self.reading = True
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self.closing:
             self.written += data
-
-    def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.write(data)
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def is_reading(self) -> bool:
-        return self.reading
-
-    def is_closing(self) -> bool:
-        return self.closing
 
     def close(self) -> None:
         if not self.closing:
