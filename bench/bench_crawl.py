@@ -32,11 +32,11 @@ from bench_render import floor, serve, urls  # noqa: E402
 from pg_schema import scratch_schema  # noqa: E402
 
 from examples.spa.app import ITEM_COUNT  # noqa: E402
-from snapshotd.capture import CaptureService  # noqa: E402
-from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
+from snapshotd.capture.service import CaptureService  # noqa: E402
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
-from snapshotd.sites import SiteRegistry
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store  # noqa: E402
 from snapshotd.store.postgres import PostgresStore  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402

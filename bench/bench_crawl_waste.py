@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "bench" / "docs_spa"))
 
 import app as docsify  # noqa: E402
 
-from snapshotd.app import create_app  # noqa: E402
-from snapshotd.config import BrowserSettings, Settings  # noqa: E402
+from snapshotd.config.settings import BrowserSettings, Settings
 from snapshotd.render import find_chromium  # noqa: E402
+from snapshotd.server.app import create_app  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402
 from tests.sites.docs import PAGES, Docs  # noqa: E402
 

@@ -23,9 +23,9 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from snapshotd.app import create_app  # noqa: E402
-from snapshotd.config import BrowserSettings, Settings, SiteSettings  # noqa: E402
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render.base import CaptureResult  # noqa: E402
+from snapshotd.server.app import create_app  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402
 
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"

@@ -64,15 +64,15 @@ if kind.startswith("bare"):
     app = Starlette(routes=[Route("/{{p:path}}", page)])
     config = uvicorn.Config(app, log_level="warning", access_log=False)
 else:
-    from snapshotd.app import create_app
-    from snapshotd.config import Settings, SiteSettings
+    from snapshotd.server.app import create_app
+    from snapshotd.config.settings import Settings, SiteSettings
     class NoRender:
         async def start(self): pass
         async def close(self): pass
         async def capture(self, url, site): raise RuntimeError("the bench renders nothing")
     settings = Settings(db=arg, sites=(SiteSettings(origin="http://127.0.0.1:9"),))
     app = create_app(settings, renderer=NoRender(), crawler=False)
-    from snapshotd.serving import uvicorn_config
+    from snapshotd.server.run import uvicorn_config
     config = uvicorn_config(app, app.answer_at_once, log_level="warning")  # as serve runs it
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))

@@ -189,10 +189,10 @@ async def _rows(answer: Awaitable[Any]) -> list[tuple[Any, ...]]:
 async def maintenance_once(dsn: str) -> float:
     """Seconds of one crawler maintenance (every 10 s): each site's due work, its job's
     round, the sites at ``max_to_process``."""
-    from snapshotd.capture import CaptureService
-    from snapshotd.config import Settings, SiteSettings
+    from snapshotd.capture.service import CaptureService
+    from snapshotd.config.settings import Settings, SiteSettings
     from snapshotd.crawl.engine import Crawler
-    from snapshotd.sites import SiteRegistry
+    from snapshotd.sites.registry import SiteRegistry
 
     sites = tuple(
         SiteSettings(

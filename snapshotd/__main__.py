@@ -1,3 +1,3 @@
-from snapshotd.cli import main
+from snapshotd.cli.main import main
 
 raise SystemExit(main())

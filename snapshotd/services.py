@@ -1,6 +1,6 @@
 """The long-lived pieces of one process, made once and opened and closed in one order.
 
-``serve`` (:mod:`snapshotd.app`), ``worker`` and ``crawl`` (:mod:`snapshotd.crawl.commands`)
+``serve`` (:mod:`snapshotd.server.app`), ``worker`` and ``crawl`` (:mod:`snapshotd.cli.crawl`)
 all build their :class:`Services` with :func:`build_services` and run inside
 :meth:`Services.running`.
 
@@ -17,9 +17,9 @@ Invariants:
   opening failed is not closed; everything opened before it is;
 - in a process that runs a crawler, the capture service is built with the queue through which
   it hands the crawler the captures it makes on its own (proxy misses, the render endpoint),
-  so their links are followed too (:mod:`snapshotd.capture`);
+  so their links are followed too (:mod:`snapshotd.capture.service`);
 - with a ``crawler_lock`` (the workers of one ``serve``), the crawler starts only in the
-  process holding that lock (:mod:`snapshotd.hostlock`), which every other worker tries
+  process holding that lock (:mod:`snapshotd.crawl.hostlock`), which every other worker tries
   again each second, so when the holder dies another takes the crawler over. Until then
   a worker's own captures stay marked as having their links due, and the holder follows
   them (:class:`~snapshotd.crawl.engine.Crawler` with ``follow_others``).
@@ -34,19 +34,19 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from snapshotd.capture import CaptureService, LinksToFollow
-from snapshotd.config import Settings
+from snapshotd.capture.service import CaptureService, LinksToFollow
+from snapshotd.config.settings import Settings
 from snapshotd.crawl.engine import Crawler
-from snapshotd.hostlock import HostLock
-from snapshotd.metrics import Metrics
-from snapshotd.notify import Notifier
-from snapshotd.proxy import Proxy
+from snapshotd.crawl.hostlock import HostLock
+from snapshotd.crawl.notify import Notifier
+from snapshotd.observe.metrics import Metrics
+from snapshotd.proxy.handler import Proxy
+from snapshotd.proxy.passthrough import Upstream
 from snapshotd.render import BrowserPool
 from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
-from snapshotd.sites import SiteRegistry
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
-from snapshotd.upstream import Upstream
 
 log = logging.getLogger("snapshotd")
 

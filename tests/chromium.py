@@ -13,7 +13,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug.wrappers import Request, Response
 
-from snapshotd.config import BrowserSettings
+from snapshotd.config.settings import BrowserSettings
 from snapshotd.render import ChromiumNotFound, find_chromium
 from snapshotd.render.procs import descendants
 

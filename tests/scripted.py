@@ -1,13 +1,13 @@
 """A scripted origin for the pass-through's tests, without sockets: the byte stream an
-origin's connection would read, handed to :class:`snapshotd.http1.Connection` (an
+origin's connection would read, handed to :class:`snapshotd.net.http1.Connection` (an
 ``asyncio.Protocol``) in the pieces a test chooses, one piece per turn of the event loop, as a
 socket's reads would come; and what the connection writes, recorded.
 
 The seam is asyncio's own: a pool makes its connections with the running loop's
 ``create_connection(protocol_factory, host, port, ...)``, which :meth:`ScriptedOrigin.installed`
 replaces on that loop for as long as it is installed. Nothing else of the pass-through is
-replaced: :class:`snapshotd.http1.Pool`, :class:`snapshotd.relay.Relay` and
-:class:`snapshotd.upstream.Upstream` run as they do in serve. No socket is opened, no name
+replaced: :class:`snapshotd.net.http1.Pool`, :class:`snapshotd.proxy.relay.Relay` and
+:class:`snapshotd.proxy.passthrough.Upstream` run as they do in serve. No socket is opened, no name
 resolved, and no test waits on the clock: a piece is read as soon as the loop turns.
 
 The origin reads whole requests (a head, then a body of its ``Content-Length``) as

@@ -11,8 +11,8 @@ from typing import Any
 
 import uvicorn
 
-from snapshotd.app import SnapshotdApp
-from snapshotd.serving import UVICORN_OPTIONS, uvicorn_config
+from snapshotd.server.app import SnapshotdApp
+from snapshotd.server.run import UVICORN_OPTIONS, uvicorn_config
 
 SERVES_ANSWERS = object()  # ``at_once``'s default: see serve_asgi
 
@@ -28,7 +28,7 @@ def serve_asgi(
     **options: Any,
 ) -> Iterator[str]:
     """Run ``app`` in a thread with its own event loop; yields its base URL. It is served as
-    ``serve`` serves (:func:`snapshotd.serving.uvicorn_config`), handed ``at_once`` as its
+    ``serve`` serves (:func:`snapshotd.server.run.uvicorn_config`), handed ``at_once`` as its
     fast path: by default a snapshotd application's own ``answer_at_once``, as ``serve``
     hands it, and none for any other application. ``http`` (``httptools`` or ``h11``) picks
     one of uvicorn's plain protocols instead."""

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from snapshotd.admission import (
+from snapshotd.config.settings import SiteSettings
+from snapshotd.rewrite import parse_rules
+from snapshotd.sites.admission import (
     PRIORITY_NEW,
     Captured,
     Decision,
@@ -20,8 +22,6 @@ from snapshotd.admission import (
     decide,
     is_due,
 )
-from snapshotd.config import SiteSettings
-from snapshotd.rewrite import parse_rules
 from snapshotd.store.base import (
     PRIORITY_API,
     PRIORITY_BOT,

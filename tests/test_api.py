@@ -29,10 +29,10 @@ from snapshotd.api import (
     openapi,
     token_matches,
 )
-from snapshotd.app import SnapshotdApp, console_url, create_app
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
 from snapshotd.rewrite import load_rules
+from snapshotd.server.app import SnapshotdApp, console_url, create_app
 from snapshotd.store.base import Store
 from tests.servers import serve_asgi
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.front import stop
 from tests.servers import serve_asgi

@@ -13,6 +13,27 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "snapshotd"
 MAX_LINES = 700
 
+# The parts of the package, from the top down (docs/ARCHITECTURE.md): a module may import
+# its own part and the parts below it, never one above; parts on one line are siblings that
+# import neither each other nor anything above them.
+LAYERS = (
+    ("__main__",),
+    ("cli",),
+    ("recipes",),
+    ("server",),
+    ("api",),
+    ("services",),
+    ("proxy", "crawl"),
+    ("capture",),
+    ("sites",),
+    ("render", "rewrite"),
+    ("observe",),
+    ("store",),
+    ("net",),
+    ("config",),
+    ("web",),
+)
+
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -117,6 +138,47 @@ def test_no_module_is_longer_than_a_reader_holds_in_mind() -> None:
     assert long == {}
 
 
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def _layer(part: str) -> int:
+    return next(i for i, parts in enumerate(LAYERS) if part in parts)
+
+
+def _against_the_layers(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that goes up the layers or sideways to a sibling part, as "a -> b"."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if _part(name) and _part(target) and _part(name) != _part(target)
+        and _layer(_part(target)) <= _layer(_part(name))
+    )
+
+
+def test_every_module_belongs_to_one_part_of_the_layers() -> None:
+    parts = {_part(name) for name in _modules()} - {""}
+    named = {part for layer in LAYERS for part in layer}
+    assert parts - named == set()
+
+
+def test_imports_flow_down_the_layers() -> None:
+    assert _against_the_layers(_graph()) == []
+
+
+def test_the_layer_check_finds_an_import_up_or_sideways() -> None:
+    graph = {
+        "snapshotd.web.urls": {"snapshotd.config.settings"},
+        "snapshotd.proxy.handler": {"snapshotd.crawl.engine", "snapshotd.web.urls"},
+        "snapshotd.cli.main": {"snapshotd.server.run"},
+    }
+    assert _against_the_layers(graph) == [
+        "snapshotd.proxy.handler -> snapshotd.crawl.engine",
+        "snapshotd.web.urls -> snapshotd.config.settings",
+    ]
+
+
 def test_no_import_circle_not_even_through_function_level_imports() -> None:
     assert _cycles(_graph()) == []
 
@@ -127,10 +189,10 @@ def test_the_circle_finder_finds_circles() -> None:
 
 
 def test_function_level_imports_count(tmp_path) -> None:
-    (tmp_path / "m.py").write_text("def f():\n    from snapshotd import app\n")
+    (tmp_path / "m.py").write_text("def f():\n    from snapshotd.server import app\n")
     (tmp_path / "t.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from snapshotd import app\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from snapshotd.server import app\n"
     )
-    modules = {"snapshotd.app": tmp_path / "app.py"}
-    assert _imports("snapshotd.m", tmp_path / "m.py", modules) == {"snapshotd.app"}
+    modules = {"snapshotd.server.app": tmp_path / "app.py"}
+    assert _imports("snapshotd.m", tmp_path / "m.py", modules) == {"snapshotd.server.app"}
     assert _imports("snapshotd.t", tmp_path / "t.py", modules) == set()

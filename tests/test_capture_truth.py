@@ -23,9 +23,9 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool, pauses
+from snapshotd.server.app import create_app
 from tests.chromium import PAGES, require_chromium, wait_until
 from tests.servers import serve_asgi
 

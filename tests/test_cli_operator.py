@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from snapshotd.cli import build_parser
+from snapshotd.cli.main import build_parser
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.test_cli import one_line_error, run
@@ -236,7 +236,7 @@ def test_log_lines_above_the_crawl_progress_bar_have_iso_utc_times():
     import logging
     import time
 
-    from snapshotd.crawl.commands import _Progress
+    from snapshotd.cli.crawl import _Progress
 
     out = io.StringIO()
     with _Progress(out, tty=True):
@@ -250,7 +250,7 @@ def test_log_lines_go_to_stderr_as_it_is_when_they_are_written(monkeypatch) -> N
     import io
     import logging
 
-    from snapshotd.logs import setup_logging
+    from snapshotd.observe.logs import setup_logging
 
     first = io.StringIO()
     monkeypatch.setattr("sys.stderr", first)
@@ -268,7 +268,7 @@ def test_log_lines_of_one_turn_of_the_event_loop_go_out_in_one_write(monkeypatch
     import io
     import logging
 
-    from snapshotd.logs import setup_logging
+    from snapshotd.observe.logs import setup_logging
 
     writes: list[str] = []
 
@@ -308,8 +308,7 @@ def test_an_event_line_is_the_same_written_directly_or_through_a_log_record(
     import io
     import logging
 
-    from snapshotd import logs
-
+    from snapshotd.observe import logs
     out = io.StringIO()
     monkeypatch.setattr("sys.stderr", out)
     monkeypatch.setattr(logging, "_srcfile", logging._srcfile)  # type: ignore[attr-defined]

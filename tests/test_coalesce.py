@@ -1,5 +1,5 @@
 """A connection's writes of one turn of the event loop go out together
-(``snapshotd.coalesce``): over a real loopback connection, with the calls the transport
+(``snapshotd.server.batched_writes``): over a real loopback connection, with the calls the transport
 receives recorded."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from snapshotd.coalesce import HELD_MAX, TurnWrites
+from snapshotd.server.batched_writes import HELD_MAX, TurnWrites
 
 pytestmark = pytest.mark.asyncio
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from snapshotd.config import ConfigError, load_settings, parse_duration, site_from_mapping
+from snapshotd.config.loading import load_settings, site_from_mapping
+from snapshotd.config.values import ConfigError, parse_duration
 
 
 def write(tmp_path, text):

@@ -21,9 +21,9 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render.chromium import LAUNCH_ARGS
+from snapshotd.server.app import create_app
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi

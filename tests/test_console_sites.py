@@ -10,9 +10,9 @@ import pytest
 from playwright.async_api import Route, async_playwright, expect
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings
+from snapshotd.config.settings import BrowserSettings, Settings
 from snapshotd.render.chromium import LAUNCH_ARGS
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.test_console import TOKEN, WAIT_MS, Env, api_get, sign_in

@@ -16,21 +16,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from snapshotd.app import create_app
-from snapshotd.capture import CaptureService
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.capture.service import CaptureService
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
-from snapshotd.jobs import (
-    DAY,
-    advance,
-    claim_notification,
-    describe_job,
-    is_notified,
-    job_state,
-    start_round,
-)
-from snapshotd.sites import SiteRegistry
+from snapshotd.crawl.job_json import describe_job
+from snapshotd.crawl.rounds import DAY, advance, start_round
+from snapshotd.server.app import create_app
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.job_state import claim_notification, is_notified, job_state
 from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SQLITE_NOTIFIED_ROUNDS
 from snapshotd.store.sqlite import SQLiteStore
@@ -438,8 +432,8 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
 ) -> None:  # type: ignore[no-untyped-def]
     """The end of a round is notified once; a round that begins while that notification is
     being made up is not marked notified, so its own end is notified too."""
-    from snapshotd.notify import Notifier
-    from snapshotd.stats import MinuteCounters
+    from snapshotd.crawl.notify import Notifier
+    from snapshotd.observe.minute_counts import MinuteCounters
 
     site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), obey_robots=False,
                         notify_webhook="http://127.0.0.1:9/hook")
@@ -483,8 +477,8 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
 
 async def test_two_hosts_notify_the_end_of_a_round_once(store) -> None:  # type: ignore[no-untyped-def]
     """Each host's crawler checks for ended rounds; on one store, one of them notifies."""
-    from snapshotd.notify import Notifier
-    from snapshotd.stats import MinuteCounters
+    from snapshotd.crawl.notify import Notifier
+    from snapshotd.observe.minute_counts import MinuteCounters
 
     site = SiteSettings(name="shop", origin=ORIGIN, seeds=("/",), obey_robots=False,
                         notify_webhook="http://127.0.0.1:9/hook")

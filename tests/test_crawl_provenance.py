@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from snapshotd.capture import takes_over
-from snapshotd.content import fingerprint
+from snapshotd.capture.service import takes_over
 from snapshotd.store.base import PathRecord
 from snapshotd.store.sqlite import SQLiteStore
+from snapshotd.web.fingerprints import fingerprint
 from tests.servers import serve_asgi
 from tests.test_crawl_jobs import BOT, crawlbot_app
 from tests.test_crawlbot import TOKEN, wait_status

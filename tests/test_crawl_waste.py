@@ -8,8 +8,8 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from snapshotd.content import fingerprint, same_page
 from snapshotd.render.chromium import LAUNCH_ARGS
+from snapshotd.web.fingerprints import fingerprint, same_page
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.docs import BLOG, DOCS, PAGES, Docs

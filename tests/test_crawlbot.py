@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.patterns import url_matches
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.server.app import create_app
+from snapshotd.web.patterns import url_matches
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop
@@ -282,7 +282,7 @@ def test_a_webhook_to_a_loopback_address_is_refused_unless_the_operator_allows_i
     tmp_path, caplog
 ) -> None:
     sentinel = Receiver()
-    with caplog.at_level(logging.WARNING, logger="snapshotd.notify"):
+    with caplog.at_level(logging.WARNING, logger="snapshotd.crawl.notify"):
         run_job_with_webhook(
             tmp_path, allow_private=False, receiver=sentinel,
             told=lambda: "webhook not called" in caplog.text,
@@ -295,7 +295,7 @@ def test_a_webhook_to_a_loopback_address_is_refused_unless_the_operator_allows_i
 async def test_a_refused_webhook_is_logged_without_its_user_name_or_password(
     tmp_path, caplog
 ) -> None:
-    from snapshotd.notify import Notifier
+    from snapshotd.crawl.notify import Notifier
 
     receiver = Receiver()
     settings = Settings(db=str(tmp_path / "n.db"))  # notify_private off: loopback refused
@@ -306,11 +306,11 @@ async def test_a_refused_webhook_is_logged_without_its_user_name_or_password(
         )
         notifier = Notifier(settings, None, None, retries=())  # type: ignore[arg-type]
         job = {"jobStatus": {"message": "Job has completed and no repeat is scheduled"}}
-        with caplog.at_level(logging.WARNING, logger="snapshotd.notify"):
+        with caplog.at_level(logging.WARNING, logger="snapshotd.crawl.notify"):
             await notifier._call(site, job)
         await notifier.aclose()
     assert receiver.calls == []
-    [line] = [r.getMessage() for r in caplog.records if r.name == "snapshotd.notify"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "snapshotd.crawl.notify"]
     assert line == (
         f"webhook not called site=shop url={hook}/hook: refused: loopback address 127.0.0.1"
     )

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from snapshotd.capture import CaptureService, retry_delay
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.crawl.commands import run_crawl
+from snapshotd.capture.service import CaptureService, retry_delay
+from snapshotd.cli.crawl import run_crawl
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.render import BrowserPool
-from snapshotd.sites import SiteRegistry
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import open_store
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium

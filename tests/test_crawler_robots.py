@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pytest_httpserver import HTTPServer
 
-from snapshotd.config import SiteSettings
+from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.robots import RobotsCache
-from snapshotd.fetch import Fetcher
+from snapshotd.net.fetch import Fetcher
 
 
 class Clock:

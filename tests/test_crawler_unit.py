@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from snapshotd.capture import CaptureService, retry_delay
-from snapshotd.config import Settings, SiteSettings
-from snapshotd.crawl.commands import _crawl_seeds
+from snapshotd.capture.service import CaptureService, retry_delay
+from snapshotd.cli.crawl import _crawl_seeds
+from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
-from snapshotd.sites import SiteRegistry
+from snapshotd.sites.registry import SiteRegistry
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
 OTHER = SiteSettings(name="o", origin="https://other.example.org")
@@ -229,8 +229,8 @@ def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_pa
     from starlette.responses import HTMLResponse
     from starlette.routing import Route
 
-    from snapshotd.app import create_app
     from snapshotd.render.base import CaptureResult
+    from snapshotd.server.app import create_app
     from tests.servers import serve_asgi
 
     class Renderer:

@@ -16,10 +16,10 @@ from contextlib import ExitStack, contextmanager
 import httpx
 import pytest
 
-from snapshotd.config import Settings, SiteSettings
-from snapshotd.crawl.commands import run_crawl
-from snapshotd.egress import judge
-from snapshotd.fetch import MAX_REDIRECTS, Fetcher, Refused, check_hop, describe
+from snapshotd.cli.crawl import run_crawl
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.net.egress import judge
+from snapshotd.net.fetch import MAX_REDIRECTS, Fetcher, Refused, check_hop, describe
 from snapshotd.render.base import CaptureResult
 from tests.servers import serve_asgi
 

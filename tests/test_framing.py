@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from snapshotd.app import create_app
-from snapshotd.config import Settings, SiteSettings, load_settings
+from snapshotd.config.loading import load_settings
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.server.app import create_app
 from tests.servers import serve_asgi
 from tests.test_http1 import ok
 from tests.test_proxy_stream import NoRender, store_page

@@ -1,4 +1,4 @@
-"""The pass-through's origin client (snapshotd.http1) and the forwarder on it, against raw
+"""The pass-through's origin client (snapshotd.net.http1) and the forwarder on it, against raw
 loopback origins that answer byte for byte as each test scripts them."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from snapshotd import http1
-from snapshotd.http1 import OriginError, Pool
-from snapshotd.upstream import Upstream, forwarded_proto
+from snapshotd.net import http1
+from snapshotd.net.http1 import OriginError, Pool
+from snapshotd.proxy.passthrough import Upstream, forwarded_proto
 
 # (connection number, request number on it, the request's bytes) -> bytes to answer, or None
 # to close the connection without answering.

@@ -19,8 +19,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, load_settings
+from snapshotd.config.loading import load_settings
+from snapshotd.config.settings import BrowserSettings
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.front import apache, free_port, nginx, recipe
 from tests.servers import serve_asgi

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotd.links import extract_links, normalize_url
+from snapshotd.web.links import extract_links, normalize_url
 
 PAGE = "http://127.0.0.1:3000/shop/list?page=2"
 

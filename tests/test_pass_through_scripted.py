@@ -2,9 +2,9 @@
 origin answer the loopback tests check (``tests.test_relay``'s ANSWERS, and more), read
 whole, byte by byte and cut in two at each point
 
-- by an origin connection (:class:`snapshotd.http1.Connection`), for a GET and a HEAD;
-- by both ways of passing a request through, side by side: a :class:`snapshotd.relay.Relay`
-  and :meth:`snapshotd.upstream.Upstream.forward` (the ASGI way);
+- by an origin connection (:class:`snapshotd.net.http1.Connection`), for a GET and a HEAD;
+- by both ways of passing a request through, side by side: a :class:`snapshotd.proxy.relay.Relay`
+  and :meth:`snapshotd.proxy.passthrough.Upstream.forward` (the ASGI way);
 - through serve's HTTP protocol to a client connection the test plays, HTTP/1.1 and 1.0,
   the same bytes both ways, read back by h11 (the answer whole and byte by byte only);
 
@@ -24,11 +24,11 @@ import h11
 import pytest
 from uvicorn.server import ServerState
 
-from snapshotd import http1
-from snapshotd.http1 import OriginError, Pool
-from snapshotd.relay import Relay
-from snapshotd.serving import uvicorn_config
-from snapshotd.upstream import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head, request_target
+from snapshotd.net import http1
+from snapshotd.net.http1 import OriginError, Pool
+from snapshotd.proxy.passthrough import BAD_GATEWAY_PAGE, Upstream, bad_gateway_head, request_target
+from snapshotd.proxy.relay import Relay
+from snapshotd.server.run import uvicorn_config
 from tests.scripted import ClientTransport, ScriptedOrigin, Split, at, byte_by_byte, every, whole
 from tests.test_http1 import ok
 from tests.test_relay import ANSWERS, CASES
@@ -190,7 +190,7 @@ async def test_a_connection_ends_a_head_answer_at_its_headers_and_does_not_keep_
 
 
 class Client:
-    """A relay's client (:class:`snapshotd.relay.Client`) that records what it is given,
+    """A relay's client (:class:`snapshotd.proxy.relay.Client`) that records what it is given,
     and can say it is paused."""
 
     def __init__(self) -> None:
@@ -362,7 +362,7 @@ async def test_an_origin_that_cannot_be_reached_is_a_502_page_and_one_line_both_
     caplog,
 ) -> None:
     origin = ScriptedOrigin(lambda conn, index, request: ok(), refuse=True)
-    with origin.installed(), caplog.at_level(logging.WARNING, "snapshotd.upstream"):
+    with origin.installed(), caplog.at_level(logging.WARNING, "snapshotd.proxy.passthrough"):
         got = [await relayed(Pool(), "GET", b"/"), await the_asgi_way(Upstream(), "GET", b"/")]
     assert got == [(502, bad_gateway_head(), BAD_GATEWAY_PAGE, "end")] * 2
     assert [r.getMessage() for r in caplog.records] == [
@@ -432,7 +432,7 @@ async def test_a_client_taking_more_while_the_relay_connects_waits_for_the_answe
 
 class PassThrough:
     """An application passing every request through to the origin: by a relay when it has
-    ``answer_at_once`` (as :meth:`snapshotd.proxy.Proxy.answer_at_once` does for a person's
+    ``answer_at_once`` (as :meth:`snapshotd.proxy.handler.Proxy.answer_at_once` does for a person's
     GET or HEAD), else the ASGI way."""
 
     def __init__(self, at_once: bool) -> None:

@@ -1,6 +1,6 @@
 """The two ways a request passes through, a relay (callbacks) and the ASGI way
 (``Upstream.forward``), ask the origin alike: what they decide is decided once, in
-:mod:`snapshotd.upstream`. Raw loopback origins record what they are asked."""
+:mod:`snapshotd.proxy.passthrough`. Raw loopback origins record what they are asked."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from snapshotd.http1 import Pool
-from snapshotd.relay import Relay
-from snapshotd.upstream import Upstream
+from snapshotd.net.http1 import Pool
+from snapshotd.proxy.passthrough import Upstream
+from snapshotd.proxy.relay import Relay
 from tests.test_http1 import call, never, ok
 from tests.test_relay import SCOPE, Client
 

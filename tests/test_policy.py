@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotd.policy import check_url, is_origin, parse_host
+from snapshotd.net.address_policy import check_url, is_origin, parse_host
 
 ORIGIN = "http://127.0.0.1:3000"
 

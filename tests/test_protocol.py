@@ -1,4 +1,4 @@
-"""serve's HTTP protocol (``snapshotd.protocol``): a bot's cache hit is answered before it
+"""serve's HTTP protocol (``snapshotd.server.protocol``): a bot's cache hit is answered before it
 becomes an ASGI call, with the answer the ASGI way gives, over real sockets; pipelined
 requests keep their order, connections are kept or closed as uvicorn keeps them, and a
 client that sends without reading meets flow control."""
@@ -18,9 +18,9 @@ import h11
 import httpx
 import pytest
 
-from snapshotd.app import create_app
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.rewrite import parse_rules
+from snapshotd.server.app import create_app
 from tests.servers import serve_asgi
 from tests.test_proxy_stream import NoRender, store_page
 

@@ -21,9 +21,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 
 from examples.spa.app import create_app as create_spa
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 
@@ -926,7 +926,7 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
 
 
 def test_upstream_refuses_a_target_that_is_not_a_path(tmp_path) -> None:
-    from snapshotd.upstream import Upstream
+    from snapshotd.proxy.passthrough import Upstream
 
     sentinel = Sentinel()
     origin = Sentinel(b"origin")

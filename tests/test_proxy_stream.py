@@ -23,9 +23,9 @@ from pathlib import Path
 
 import httpx
 
-from snapshotd.app import create_app
-from snapshotd.config import Settings, SiteSettings
-from snapshotd.proxy import SnapshotCache
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.proxy.handler import SnapshotCache
+from snapshotd.server.app import create_app
 from snapshotd.store.base import Snapshot
 from snapshotd.store.sqlite import SQLiteStore
 from tests.servers import serve_asgi
@@ -280,9 +280,9 @@ def test_the_cache_bound_counts_the_html_it_keeps_decompressed() -> None:
 SERVER = """
 import asyncio, socket, sys
 import uvicorn
-from snapshotd.app import create_app
-from snapshotd.serving import uvicorn_config
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.server.app import create_app
+from snapshotd.server.run import uvicorn_config
+from snapshotd.config.settings import Settings, SiteSettings
 
 class NoRender:
     async def start(self): pass

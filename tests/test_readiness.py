@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, async_playwright
 
-from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render.chromium import LAUNCH_ARGS
 from tests.chromium import require_chromium

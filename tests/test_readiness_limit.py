@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from snapshotd.app import create_app
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.corpus.server import create_app as corpus_app
 from tests.servers import serve_asgi

@@ -15,10 +15,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from snapshotd.app import create_app
-from snapshotd.config import ConfigError, Settings, SiteSettings, load_settings
-from snapshotd.patterns import UrlRegex, regex_budget, url_matches
+from snapshotd.config.loading import load_settings
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.config.values import ConfigError
 from snapshotd.render.base import CaptureResult
+from snapshotd.server.app import create_app
+from snapshotd.web.patterns import UrlRegex, regex_budget, url_matches
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.test_crawler_process import _rows

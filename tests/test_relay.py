@@ -1,4 +1,4 @@
-"""A person's GET or HEAD passed through by a relay (``snapshotd.relay``, run by serve's HTTP
+"""A person's GET or HEAD passed through by a relay (``snapshotd.proxy.relay``, run by serve's HTTP
 protocol) against raw loopback origins answering byte for byte as each test scripts them:
 the origin is asked and the client answered byte for byte as the ASGI way does, and the
 relay keeps the ASGI way's bounds (time, memory, a client gone, a connection closed as it
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from snapshotd import http1
-from snapshotd.http1 import Pool
-from snapshotd.protocol import HttpProtocol
-from snapshotd.relay import Relay
+from snapshotd.net import http1
+from snapshotd.net.http1 import Pool
+from snapshotd.proxy.relay import Relay
+from snapshotd.server.protocol import HttpProtocol
 from tests.servers import serve_asgi
 from tests.test_http1 import RawOrigin, Script, ok
 from tests.test_protocol import PERSON, Counted
@@ -220,7 +220,7 @@ def test_an_origin_that_cannot_be_reached_is_a_502_page(tmp_path, caplog) -> Non
         answer, closed = raw_exchange(base, request(b"/"))
     assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n") and b"Bad Gateway</h1>" in answer
     assert not closed and fast.answered == 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "snapshotd.upstream"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "snapshotd.proxy.passthrough"]
     assert [line.split(" error=")[0] for line in lines] == [
         f"origin failed origin=http://127.0.0.1:{port}"
     ]

@@ -24,8 +24,9 @@ import pytest_asyncio
 from pytest_httpserver import HTTPServer
 from werkzeug.wrappers import Request, Response
 
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.render import BrowserPool, capture_command
+from snapshotd.cli.capture import capture_command
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.render import BrowserPool
 from snapshotd.render.base import CaptureResult
 from tests.chromium import (
     Sentinel,
@@ -480,7 +481,7 @@ def _cmdline(pid: int) -> str:
 
 CHILD = """
 import asyncio, sys
-from snapshotd.config import BrowserSettings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from tests.chromium import chromium_pids
 

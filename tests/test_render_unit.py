@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from snapshotd.config import BrowserSettings, Settings, SiteSettings
-from snapshotd.render import ChromiumNotFound, find_chromium, site_for_url
+from snapshotd.cli.capture import site_for_url
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.render import ChromiumNotFound, find_chromium
 from snapshotd.render.guard import EgressGuard
 from snapshotd.render.pauses import Pauses
 

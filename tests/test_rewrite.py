@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from snapshotd.admission import StoreFacts, admit, decide
-from snapshotd.config import SiteSettings
+from snapshotd.cli.rules import check_command, eval_command
+from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
-from snapshotd.rewrite.cli import check_command, eval_command
+from snapshotd.sites.admission import StoreFacts, admit, decide
 
 ROOT = Path(__file__).resolve().parent.parent
 

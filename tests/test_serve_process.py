@@ -204,8 +204,8 @@ def test_serve_without_crawler_reclaims_expired_leases(tmp_path):
 
 
 async def test_a_capture_failing_as_the_renderer_closes_goes_back_to_pending(tmp_path):
-    from snapshotd.capture import CaptureService
-    from snapshotd.config import BrowserSettings, Settings, SiteSettings
+    from snapshotd.capture.service import CaptureService
+    from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
     from snapshotd.render import BrowserPool
 
     origin = SlowOrigin()

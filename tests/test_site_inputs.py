@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import httpx
 
-from snapshotd.app import create_app
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.server.app import create_app
 from tests.servers import serve_asgi
 
 TOKEN = "inputs-token"
@@ -111,7 +111,7 @@ def test_a_bad_site_or_time_written_into_the_store_breaks_no_listing_and_no_repo
             conn.execute("INSERT INTO sites VALUES (?, ?, 0, ?, ?)", (name, text, now, now))
         # A time no date can name, as a site that expired after "forever" would have stored.
         conn.execute("UPDATE paths SET expires_at = 1e999, captured_at = 1e300")
-    with caplog.at_level(logging.INFO, logger="snapshotd.sites"), api(settings) as client:
+    with caplog.at_level(logging.INFO, logger="snapshotd.sites.registry"), api(settings) as client:
         listed = client.get(f"{API}/sites")
         assert listed.status_code == 200, listed.text[:300]
         assert [s["name"] for s in listed.json()["sites"]] == ["good"]
@@ -126,7 +126,7 @@ def test_a_bad_site_or_time_written_into_the_store_breaks_no_listing_and_no_repo
         paths = client.get(f"{API}/sites/good/paths")
         assert paths.status_code == 200 and paths.json()["paths"][0]["captured_at"] is None
         time.sleep(2.5)  # the sites are read again each second: still one line each
-    lines = [r.getMessage() for r in caplog.records if r.name == "snapshotd.sites"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "snapshotd.sites.registry"]
     for name in ("nan", "forever", "garbled", "surrogate"):
         about = [line for line in lines if line.startswith(f"site {name} ")]
         assert len(about) == 1, (name, lines)
@@ -151,7 +151,7 @@ def test_a_bad_site_or_time_written_into_the_store_breaks_no_listing_and_no_repo
 
 def test_a_site_from_the_config_file_keeps_its_settings_in_the_store_form() -> None:
     """The stored form of a site with every setting at its bound reads back as that site."""
-    from snapshotd.config import site_from_mapping, site_to_mapping
+    from snapshotd.config.loading import site_from_mapping, site_to_mapping
 
     site = SiteSettings(name="edge", origin=ORIGIN, crawl_delay=3600.0, repeat=3650.0,
                         expire_after=3650 * 86400.0, max_pages=1_000_000_000, max_hops=-1)

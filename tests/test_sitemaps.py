@@ -15,7 +15,7 @@ from snapshotd.crawl.sitemaps import (
     parse_lastmod,
     parse_sitemap,
 )
-from snapshotd.fetch import Fetcher
+from snapshotd.net.fetch import Fetcher
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 

@@ -13,10 +13,12 @@ import time
 import httpx
 import pytest
 
-from snapshotd.config import ConfigError, SiteSettings, site_from_mapping, site_to_mapping
-from snapshotd.jobs import JobState, save_job_state
-from snapshotd.sites import SiteRegistry, site_json
+from snapshotd.config.loading import site_from_mapping, site_to_mapping
+from snapshotd.config.settings import SiteSettings
+from snapshotd.config.values import ConfigError
+from snapshotd.sites.registry import SiteRegistry, site_json
 from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.job_state import JobState, save_job_state
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.test_crawler_process import (
@@ -101,7 +103,7 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
 
 
 async def test_the_registry_sees_another_process_change_within_its_refresh(store) -> None:  # type: ignore[no-untyped-def]
-    from snapshotd.config import Settings
+    from snapshotd.config.settings import Settings
 
     heard: list[tuple[set[str], set[str]]] = []
     registry = SiteRegistry(Settings(sites=(SHOP,)), store, refresh_every=0.05)

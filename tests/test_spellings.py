@@ -138,7 +138,7 @@ def test_a_path_stored_under_another_spelling_goes_through_admission_again(
 async def test_chromium_is_not_sent_to_a_url_it_reads_as_another_path() -> None:
     """The renderer's own check, behind the site path's form: Chromium's reading of the URL
     must name the path and query it was given, or nothing is loaded."""
-    from snapshotd.config import BrowserSettings, SiteSettings
+    from snapshotd.config.settings import BrowserSettings, SiteSettings
     from snapshotd.render import BrowserPool
 
     origin = Origin()

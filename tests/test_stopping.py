@@ -1,5 +1,5 @@
 """A stop ends work one way, the capture service's and the crawler's alike
-(:func:`snapshotd.capture.wind_down`): grace, then cut short, then every lease back."""
+(:func:`snapshotd.capture.service.wind_down`): grace, then cut short, then every lease back."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from snapshotd.capture import CaptureService
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.capture.service import CaptureService
+from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.rewrite import RuleSet
-from snapshotd.sites import SiteRegistry
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import Store
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:9")

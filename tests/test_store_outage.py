@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from snapshotd.logs import Throttle
+from snapshotd.observe.logs import Throttle
 from tests.conftest import POSTGRES, drop_postgres_schema, postgres_schema
 from tests.gate import Gate
 from tests.servers import serve_asgi

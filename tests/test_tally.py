@@ -1,10 +1,10 @@
-"""Counts read from a real store (both engines) only when due: ``snapshotd.tally``."""
+"""Counts read from a real store (both engines) only when due: ``snapshotd.store.count_cache``."""
 
 from __future__ import annotations
 
 import asyncio
 
-from snapshotd.tally import SLOWER, Tally
+from snapshotd.store.count_cache import SLOWER, CountCache
 
 
 async def test_a_count_is_read_again_only_when_due_and_adds_this_process_s_paths(store) -> None:  # type: ignore[no-untyped-def]
@@ -18,7 +18,7 @@ async def test_a_count_is_read_again_only_when_due_and_adds_this_process_s_paths
 
     for n in range(3):
         await store.enqueue("s", f"/{n}", 1)
-    tally = Tally(size, every=1.0, clock=lambda: now[0])
+    tally = CountCache(size, every=1.0, clock=lambda: now[0])
     assert await tally.get("s") == 3
     await store.enqueue("s", "/3", 1)
     tally.add("s")  # added here
@@ -33,7 +33,7 @@ async def test_a_count_is_read_again_only_when_due_and_adds_this_process_s_paths
 
 async def test_a_quick_count_is_read_again_after_every_seconds(store) -> None:  # type: ignore[no-untyped-def]
     now = [0.0]
-    tally = Tally(store.site_size, every=1.0, clock=lambda: now[0])
+    tally = CountCache(store.site_size, every=1.0, clock=lambda: now[0])
     assert await tally.get("s") == 0
     await store.enqueue("s", "/", 1)
     now[0] += 0.99
@@ -52,7 +52,7 @@ async def test_callers_wait_for_the_read_under_way_and_fresh_reads_at_once(store
         await gate.wait()
         return await store.site_size(site)
 
-    tally = Tally(size, every=60.0)
+    tally = CountCache(size, every=60.0)
     waiting = [asyncio.ensure_future(tally.get("s")) for _ in range(5)]
     await asyncio.sleep(0.01)
     gate.set()

@@ -7,8 +7,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from snapshotd.config import SiteSettings
-from snapshotd.urls import (
+from snapshotd.config.settings import SiteSettings
+from snapshotd.web.urls import (
     KEEP_ALL,
     TRACKING,
     BadRequest,

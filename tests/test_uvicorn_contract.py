@@ -1,4 +1,4 @@
-"""What serve's protocol takes from uvicorn (``snapshotd.uvicorn_contract``): this uvicorn is
+"""What serve's protocol takes from uvicorn (``snapshotd.server.uvicorn_contract``): this uvicorn is
 one it was tested with and has every part it uses, pyproject.toml admits those versions
 alone, and a uvicorn that is not one of them makes ``serve`` run uvicorn's plain protocol,
 which answers bots and people alike, over real sockets."""
@@ -22,10 +22,11 @@ import pytest
 from packaging.requirements import Requirement
 from uvicorn.protocols.http import flow_control, httptools_impl
 
-from snapshotd import serving, uvicorn_contract
-from snapshotd.app import create_app
-from snapshotd.config import Settings, SiteSettings
-from snapshotd.exchange import MAX_HEAD
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.server import run as serving
+from snapshotd.server import uvicorn_contract
+from snapshotd.server.app import create_app
+from snapshotd.server.exchange import MAX_HEAD
 from tests.chromium import wait_until
 from tests.servers import serve_asgi
 from tests.test_protocol import BOT, HTML, ORIGIN_SAW, PERSON, origin_app
@@ -119,7 +120,7 @@ def test_a_uvicorn_lacking_a_part_serves_bots_and_people_the_plain_way(
 NEWER_UVICORN = (
     "import sys, uvicorn\n"
     "uvicorn.__version__ = '0.99.0'\n"
-    "from snapshotd.cli import main\n"
+    "from snapshotd.cli.main import main\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )
 

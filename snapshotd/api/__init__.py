@@ -30,7 +30,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from snapshotd.api import console, crawlbot, params, paths, render, sitemap, sites, status
+from snapshotd.api import console, crawlbot, paths, render, sitemap, sites, status
+from snapshotd.api import query_params as params
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error, store_error
 from snapshotd.api.inputs import MAX_BODY

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Send
 
-from snapshotd import logs
+from snapshotd.observe import logs
 from snapshotd.store import unavailable
 
 if TYPE_CHECKING:

@@ -25,11 +25,12 @@ from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import is_number, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
-from snapshotd.config import SiteSettings, site_to_mapping
-from snapshotd.jobs import V3
-from snapshotd.params import without_each_param
+from snapshotd.config.loading import site_to_mapping
+from snapshotd.config.settings import SiteSettings
+from snapshotd.crawl.job_json import V3
 from snapshotd.rewrite import RulesError
-from snapshotd.urls import split_site_path
+from snapshotd.sites.param_learner import without_each_param
+from snapshotd.web.urls import split_site_path
 
 __all__ = ["V3", "crawl", "crawl_data"]
 

@@ -20,9 +20,9 @@ from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 
 from snapshotd.api.base import ApiError
-from snapshotd.config import parse_bool
+from snapshotd.config.values import parse_bool
 from snapshotd.store.base import PathRecord, iso_time
-from snapshotd.urls import KEEP_ALL, BadRequest, IgnoredParams, hashbang, site_path_from_request
+from snapshotd.web.urls import KEEP_ALL, BadRequest, IgnoredParams, hashbang, site_path_from_request
 
 MAX_BODY = 10 * 1024 * 1024
 

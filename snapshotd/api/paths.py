@@ -5,7 +5,7 @@ Invariants:
   not at all: :func:`queue` asks admission about every path first (no writes), then queues
   them in one ``enqueue_many`` transaction (or one per chunk of a long, already checked list);
 - a path is admitted exactly as the proxy and the crawler admit one
-  (:mod:`snapshotd.admission`);
+  (:mod:`snapshotd.sites.admission`);
 - a snapshot is served so that, opened in a browser, it cannot run or reach this origin.
 """
 
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.admission import StoreFacts, admit, decide
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import (
     check_bool,
@@ -42,10 +41,11 @@ from snapshotd.api.openapi import (
     operation,
     param,
 )
-from snapshotd.config import SiteSettings
-from snapshotd.proxy import accepts_gzip
+from snapshotd.config.settings import SiteSettings
+from snapshotd.proxy.handler import accepts_gzip
+from snapshotd.sites.admission import StoreFacts, admit, decide
 from snapshotd.store.base import PRIORITY_API, STATES, iso_time
-from snapshotd.urls import BadRequest
+from snapshotd.web.urls import BadRequest
 
 if TYPE_CHECKING:
     from snapshotd.services import Services

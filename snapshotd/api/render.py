@@ -23,9 +23,9 @@ from starlette.types import Receive, Scope, Send
 from snapshotd.api.base import PREFIX, ApiError, context, send_error
 from snapshotd.api.inputs import URL_SAFE, no_dot_segments
 from snapshotd.api.openapi import operation, param
-from snapshotd.bots import is_static_asset
-from snapshotd.proxy import header_map
-from snapshotd.urls import BadRequest, hashbang, site_path_from_request
+from snapshotd.proxy.handler import header_map
+from snapshotd.web.bots import is_static_asset
+from snapshotd.web.urls import BadRequest, hashbang, site_path_from_request
 
 if TYPE_CHECKING:
     from snapshotd.services import Services

@@ -29,7 +29,7 @@ from snapshotd.api.openapi import SITE, WRITE_ERRORS, operation, param
 from snapshotd.api.paths import queue, site_or_404
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
 from snapshotd.store.base import PRIORITY_API
-from snapshotd.urls import BadRequest, site_path_from_url
+from snapshotd.web.urls import BadRequest, site_path_from_url
 
 log = logging.getLogger("snapshotd.api")
 

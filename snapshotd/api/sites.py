@@ -1,6 +1,6 @@
 """Sites as runtime objects (SPEC 7): create, read, replace, pause, resume, restart and remove
 a site. A change is stored first and seen by this process at once, by every other process
-within a second (:mod:`snapshotd.sites`).
+within a second (:mod:`snapshotd.sites.registry`).
 
 A site's rules come in the request (``rules_text``) or from a file of ``[server] rules_dir``;
 the file a site already has (the config file's) is kept as it is. What is wrong with a file
@@ -19,17 +19,14 @@ from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
-from snapshotd.config import (
-    SITE_NAME,
-    ConfigError,
-    SiteSettings,
-    site_from_mapping,
-    site_to_mapping,
-)
-from snapshotd.jobs import PROGRESS, describe_job, job_state, start_round
+from snapshotd.config.loading import site_from_mapping, site_to_mapping
+from snapshotd.config.settings import SITE_NAME, SiteSettings
+from snapshotd.config.values import ConfigError, check_type
+from snapshotd.crawl.job_json import PROGRESS, describe_job
+from snapshotd.crawl.rounds import start_round
 from snapshotd.rewrite import RulesError, rules_file_in
-from snapshotd.setting_values import check_type
 from snapshotd.store.base import STATES, iso_time
+from snapshotd.store.job_state import job_state
 
 _FIELD = re.compile(r"^site\.(\w+)")
 _SETTINGS_BODY = {
@@ -191,7 +188,7 @@ async def restart_site(request: Request) -> Response:
 
 
 async def new_round(ctx: Any, name: str) -> int:
-    """A new round of the site's job now (:func:`snapshotd.jobs.start_round`); how many
+    """A new round of the site's job now (:func:`snapshotd.crawl.rounds.start_round`); how many
     pages were queued again."""
     state = await job_state(ctx.store, name, ctx.sites.created.get(name, 0.0))
     n = await start_round(ctx.store, ctx.sites.site(name), state)

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, Response
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import AUTH_ERRORS, operation, param
-from snapshotd.proxy import WORKER_HEADER
-from snapshotd.stats import RENDER_BUCKETS
+from snapshotd.observe.minute_counts import RENDER_BUCKETS
+from snapshotd.proxy.handler import WORKER_HEADER
 from snapshotd.store.base import STATES
 
 RATE_WINDOW = 60.0

@@ -6,6 +6,6 @@
 - :mod:`~snapshotd.crawl.follow`: what a stored capture points to is sent to the frontier;
 - :mod:`~snapshotd.crawl.engine`: the :class:`~snapshotd.crawl.engine.Crawler`, its lifecycle,
   workers and maintenance;
-- :mod:`~snapshotd.crawl.commands`: ``snapshotd crawl`` and ``snapshotd worker``, on the
+- :mod:`~snapshotd.cli.crawl`: ``snapshotd crawl`` and ``snapshotd worker``, on the
   process wiring of :mod:`snapshotd.services`.
 """

@@ -20,8 +20,8 @@ Invariants:
   until its limit is raised or its paths removed, nor is a paused site (SPEC 2.2) until it is
   resumed: its paths stay pending. Which sites' queues are claimed from is scheduling, decided
   here alone (:meth:`Crawler._eligible`); what becomes of a path asked for, a bot's of a
-  paused site too, is admission's (:mod:`snapshotd.admission`);
-- each maintenance moves every job's rounds on (:func:`snapshotd.jobs.advance`): a round
+  paused site too, is admission's (:mod:`snapshotd.sites.admission`);
+- each maintenance moves every job's rounds on (:func:`snapshotd.crawl.rounds.advance`): a round
   that is over is recorded, the next starts when ``repeat`` says so;
 - ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
   pending or being captured, but for sites that reached ``max_to_process``.
@@ -40,16 +40,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshotd import logs
-from snapshotd.capture import STOP_GRACE, CaptureService, retry_delay, wind_down
-from snapshotd.config import MAINTENANCE_EVERY, SiteSettings
+from snapshotd.capture.service import STOP_GRACE, CaptureService, retry_delay, wind_down
+from snapshotd.config.settings import MAINTENANCE_EVERY, SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
-from snapshotd.fetch import Fetcher
-from snapshotd.jobs import advance
-from snapshotd.metrics import Metrics
-from snapshotd.notify import Notifier
-from snapshotd.sites import SiteRegistry
+from snapshotd.crawl.notify import Notifier
+from snapshotd.crawl.rounds import advance
+from snapshotd.net.fetch import Fetcher
+from snapshotd.observe import logs
+from snapshotd.observe.metrics import Metrics
+from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]

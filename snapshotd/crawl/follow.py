@@ -1,7 +1,7 @@
 """Following a stored capture: its redirect, its canonical link, its links, all sent to the
 frontier's admission (:meth:`~snapshotd.crawl.frontier.Frontier.admit`).
 
-Which captures are followed, and by whom (see :mod:`snapshotd.capture`): the crawler follows
+Which captures are followed, and by whom (see :mod:`snapshotd.capture.service`): the crawler follows
 the captures it runs itself from their outcome (:meth:`Follower.follow_outcome`), and the
 captures the capture service hands over (proxy misses of this process) from the store
 (:meth:`Follower.follow_stored`), like those left marked by a worker that stopped or died
@@ -20,7 +20,7 @@ Invariants:
   admission: a failure or a stop in between leaves it for the next start;
 - a link to the page itself with only a query added, each of whose values is the id of one
   of the page's elements, only scrolls the page: it is not queued, and it is evidence that
-  those parameters do not change a page (:mod:`snapshotd.params`).
+  those parameters do not change a page (:mod:`snapshotd.sites.param_learner`).
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ import logging
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
-from snapshotd.capture import Outcome
-from snapshotd.config import SiteSettings
+from snapshotd.capture.service import Outcome
+from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.frontier import PRIORITY_VARIANT, Frontier
-from snapshotd.links import extract_links, normalize_url
-from snapshotd.params import ParamLearner, scroll_targets
-from snapshotd.patterns import regex_budget
 from snapshotd.render.base import CaptureResult
+from snapshotd.sites.param_learner import ParamLearner, scroll_targets
 from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
-from snapshotd.urls import split_site_path
+from snapshotd.web.links import extract_links, normalize_url
+from snapshotd.web.patterns import regex_budget
+from snapshotd.web.urls import split_site_path
 
 log = logging.getLogger("snapshotd.crawler")
 
@@ -148,7 +148,7 @@ class Follower:
     ) -> None:
         """Follow what a stored capture points to: its redirect, canonical, links; what a
         page only a bot's request named points to is not found by the crawler. The site's
-        crawl regex gets one budget of matching time for them all (:mod:`snapshotd.patterns`)."""
+        crawl regex gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of)
 
@@ -202,7 +202,7 @@ class Follower:
         targets: set[str] | None = None
         for url in links:
             # Before the page's own paths are skipped: a parameter the site learned to ignore
-            # gathers evidence still (its decision is checked, snapshotd.params).
+            # gathers evidence still (its decision is checked, snapshotd.sites.param_learner).
             scroll = _scroll_params(url, page_url) if site.learn_params else []
             if scroll:
                 targets = scroll_targets(result.html) if targets is None else targets
@@ -217,6 +217,6 @@ class Follower:
             if path is None or path in own:
                 continue
             # A link with a query waits behind those without one: until its page is known, a
-            # variant of it is more often the same page (snapshotd.params learns which).
+            # variant of it is more often the same page (snapshotd.sites.param_learner learns which).
             priority = PRIORITY_VARIANT if "?" in path.partition("#!")[0] else PRIORITY_LINK
             await admit(site, url, hops=hops, priority=priority, source="link")

@@ -7,22 +7,22 @@ count of pages, the crawl's counters.
 
 Invariants:
 - every path set pending by the crawler first went through the site's rewrite rules, the
-  ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order (:mod:`snapshotd.admission`
+  ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order (:mod:`snapshotd.sites.admission`
   decides, ``admit`` applies);
 - a path admitted from a page the crawler found (or from a seed or a sitemap) is marked found,
   new or known; one admitted from a page only a bot's request named is not (its links are
   that stranger's choice as much as the site's), and a known one keeps its mark;
 - a link carrying a parameter the site learned to ignore is also admitted as it is when the
-  learner checks that decision there (:meth:`~snapshotd.params.ParamLearner.check_of`), at
+  learner checks that decision there (:meth:`~snapshotd.sites.param_learner.ParamLearner.check_of`), at
   the priority of a variant;
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
-  matching time (:mod:`snapshotd.patterns`);
+  matching time (:mod:`snapshotd.web.patterns`);
 - a site's sitemaps are read again only when they are due (``sitemaps:<site>`` in the store's
   meta): ``expire_after`` after a good read, at most ``SITEMAP_RETRY`` seconds after a failed
   one;
-- robots.txt and sitemaps are fetched through one :class:`~snapshotd.fetch.Fetcher`, under the
+- robots.txt and sitemaps are fetched through one :class:`~snapshotd.net.fetch.Fetcher`, under the
   address policy of each site; a Fetcher made here is closed by :meth:`Frontier.close`.
 """
 
@@ -34,16 +34,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from snapshotd.admission import Source, StoreFacts, admit, decide
-from snapshotd.config import SiteSettings
+from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
-from snapshotd.fetch import Fetcher
-from snapshotd.links import normalize_url
-from snapshotd.params import ParamLearner
-from snapshotd.patterns import regex_budget
+from snapshotd.net.fetch import Fetcher
 from snapshotd.rewrite import RuleSet
+from snapshotd.sites.admission import Source, StoreFacts, admit, decide
+from snapshotd.sites.param_learner import ParamLearner
 from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
+from snapshotd.web.links import normalize_url
+from snapshotd.web.patterns import regex_budget
 
 log = logging.getLogger("snapshotd.crawler")
 
@@ -209,7 +209,7 @@ class Frontier:
         lastmod: float | None = None,
         found: bool = True,
     ) -> str:
-        """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.admission`).
+        """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.sites.admission`).
         Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external.
         ``found``: the page it is on was found by the crawler (see the module's rules)."""
         path = site.path_of(url)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import httpx
 from protego import Protego
 
-from snapshotd.config import SiteSettings
-from snapshotd.fetch import Fetcher, describe
-from snapshotd.urls import split_site_path
+from snapshotd.config.settings import SiteSettings
+from snapshotd.net.fetch import Fetcher, describe
+from snapshotd.web.urls import split_site_path
 
 __all__ = ["ROBOTS_USER_AGENT", "RobotsCache"]
 

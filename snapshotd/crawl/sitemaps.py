@@ -1,7 +1,7 @@
 """Sitemaps: XML ``urlset`` and ``sitemapindex`` files, gzip or not, and plain-text lists.
 
 Parsing is pure (:func:`parse_sitemap`); fetching (:func:`fetch_sitemap`) takes the
-:class:`~snapshotd.fetch.Fetcher` in and judges every file, child sitemaps included, with the
+:class:`~snapshotd.net.fetch.Fetcher` in and judges every file, child sitemaps included, with the
 site's origin. Bounds, as the sitemap protocol sets them: a file is at most 50 MB once
 uncompressed and lists at most 50,000 URLs; entries past that are dropped with a note.
 XML goes through defusedxml, so entity expansion and external entities are refused.
@@ -20,8 +20,8 @@ import httpx
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from snapshotd.fetch import Fetcher, describe
-from snapshotd.links import normalize_url
+from snapshotd.net.fetch import Fetcher, describe
+from snapshotd.web.links import normalize_url
 
 __all__ = [
     "MAX_SITEMAP_BYTES",

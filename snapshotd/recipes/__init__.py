@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 from urllib.parse import urlsplit
 
-from snapshotd.config import Settings, SiteSettings
+from snapshotd.config.settings import Settings, SiteSettings
 
 __all__ = ["RECIPES", "fill_recipe", "recipe_text"]
 

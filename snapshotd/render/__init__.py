@@ -2,7 +2,6 @@
 
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.render.chromium import ChromiumNotFound, find_chromium
-from snapshotd.render.command import capture_command, site_for_url
 from snapshotd.render.pool import BrowserPool, PoolStats
 
 __all__ = [
@@ -11,7 +10,5 @@ __all__ = [
     "ChromiumNotFound",
     "PoolStats",
     "Renderer",
-    "capture_command",
     "find_chromium",
-    "site_for_url",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from snapshotd.config import SiteSettings
+from snapshotd.config.settings import SiteSettings
 
 
 @dataclass(frozen=True)

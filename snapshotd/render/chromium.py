@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from snapshotd.config import BrowserSettings
+from snapshotd.config.settings import BrowserSettings
 
 __all__ = [
     "LAUNCH_ARGS",

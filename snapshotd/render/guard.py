@@ -4,7 +4,7 @@ reaches the network.
 Chromium's request interception never sees the hops of an HTTP redirect, and a name can
 resolve to a private address; judging URLs is therefore not enough. Every TCP connection the
 context opens (documents, subresources, redirect hops, workers, WebSockets) goes through this
-proxy, which resolves the name and judges each address (:func:`snapshotd.egress.judge`), and
+proxy, which resolves the name and judges each address (:func:`snapshotd.net.egress.judge`), and
 connects to the address it judged, so a name cannot be re-resolved elsewhere in between.
 """
 
@@ -16,7 +16,7 @@ import logging
 import os
 import struct
 
-from snapshotd.egress import Resolver, judge, resolve_host
+from snapshotd.net.egress import Resolver, judge, resolve_host
 
 __all__ = ["EgressGuard", "Resolver"]
 

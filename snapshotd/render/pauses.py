@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from snapshotd.policy import is_origin_url
+from snapshotd.net.address_policy import is_origin_url
 
 __all__ = ["NEVER_CACHED", "REMEMBERED", "Pauses"]
 

@@ -32,8 +32,8 @@ from typing import Any
 from playwright.async_api import Browser, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from snapshotd.config import BrowserSettings, SiteSettings
-from snapshotd.policy import check_url
+from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.net.address_policy import check_url
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.chromium import (
     LAUNCH_ARGS,

@@ -26,7 +26,7 @@ Invariants:
   (``readiness_limit``).
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
-  (:mod:`snapshotd.urls`), and a path it would read otherwise is refused unloaded.
+  (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
@@ -55,8 +55,8 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
-from snapshotd.config import BrowserSettings, SiteSettings
-from snapshotd.policy import is_origin_url
+from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
 from snapshotd.render.base import CaptureResult
 from snapshotd.render.guard import EgressGuard, Resolver

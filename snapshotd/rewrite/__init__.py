@@ -1,8 +1,15 @@
 """Rewrite rules in two dialects (SEO4Ajax's and Apache mod_rewrite's); see SPEC section 6."""
 
-from .decision import Decision
-from .errors import RulesError
-from .ruleset import RuleSet, load_rules, load_site_rules, parse_rules, rules_file_in, site_rules
+from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.errors import RulesError
+from snapshotd.rewrite.ruleset import (
+    RuleSet,
+    load_rules,
+    load_site_rules,
+    parse_rules,
+    rules_file_in,
+    site_rules,
+)
 
 __all__ = [
     "Decision",

@@ -10,8 +10,6 @@ import regex
 MAX_URL_LENGTH = 8190
 # A rewritten path may grow to twice that, as in mod_rewrite, before the rule set is stopped.
 MAX_RESULT_LENGTH = 2 * MAX_URL_LENGTH
-# A rules file, or rules given as text, holds at most this many bytes (UTF-8).
-MAX_RULES_BYTES = 1024 * 1024
 # Wall time all the patterns of one evaluation may take together.
 TIME_BUDGET = 0.1
 

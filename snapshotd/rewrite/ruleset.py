@@ -13,13 +13,13 @@ import stat
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING
 
-from . import apache, seo4ajax
-from .common import MAX_RULES_BYTES, MAX_URL_LENGTH
-from .decision import Decision
-from .errors import RulesError
+from snapshotd.rewrite import apache, seo4ajax
+from snapshotd.rewrite.common import MAX_RULES_BYTES, MAX_URL_LENGTH
+from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.errors import RulesError
 
 if TYPE_CHECKING:
-    from snapshotd.config import Settings, SiteSettings
+    from snapshotd.config.settings import Settings, SiteSettings
 
 _APACHE_LINE = re.compile(r"rewrite[a-z]*(\s|$)", re.IGNORECASE)
 

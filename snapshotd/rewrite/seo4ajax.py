@@ -16,10 +16,10 @@ from urllib.parse import unquote
 
 import regex
 
-from .common import MAX_RESULT_LENGTH, Budget, Stop
-from .decision import Decision
-from .errors import RulesError
-from .regexes import PatternError, compile_pattern
+from snapshotd.rewrite.common import MAX_RESULT_LENGTH, Budget, Stop
+from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.errors import RulesError
+from snapshotd.web.regexes import PatternError, compile_pattern
 
 _FLAG_GROUP = re.compile(r"\[([^\]]*)\]")
 

@@ -25,8 +25,8 @@ from email.utils import formatdate
 from functools import cached_property
 from typing import Any, Protocol
 
-from snapshotd.content import Print
-from snapshotd.http1 import BAD_HEADER_NAME, BAD_HEADER_VALUE
+from snapshotd.web.fingerprints import Print
+from snapshotd.web.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
 
 # ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
 # patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.

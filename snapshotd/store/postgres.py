@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     EXPIRING,
@@ -41,7 +40,6 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters
-from snapshotd.store.params import PostgresParams
 from snapshotd.store.path_counts import (
     COUNTS,
     FOLD,
@@ -52,7 +50,9 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
 )
 from snapshotd.store.postgres_schema import MIGRATIONS
+from snapshotd.store.query_params import PostgresParams
 from snapshotd.store.sites import PostgresSites
+from snapshotd.web.fingerprints import Print
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 

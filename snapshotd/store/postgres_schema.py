@@ -7,8 +7,8 @@ from __future__ import annotations
 from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
-from snapshotd.store.params import PRINTS_AND_PARAMS
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
+from snapshotd.store.query_params import PRINTS_AND_PARAMS
 from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SITES_TABLE
 
 __all__ = ["MIGRATIONS"]

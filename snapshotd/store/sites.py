@@ -1,5 +1,5 @@
 """Sites in the store: each site's settings as JSON (the keys of a ``[[site]]`` table), and
-whether its crawl is paused. Every process reads them (:mod:`snapshotd.sites`), so a site
+whether its crawl is paused. Every process reads them (:mod:`snapshotd.sites.registry`), so a site
 created, changed or removed through the API or the command line is seen by all of them
 without a restart.
 
@@ -36,7 +36,7 @@ _PUT = (
     "WHERE sites.settings <> excluded.settings"
 )
 # The round whose end was notified, once a flag of the job's row (``"notified": true``), is a
-# row of its own (snapshotd.jobs): the start of that round, as the job's row writes it (its
+# row of its own (snapshotd.store.job_state): the start of that round, as the job's row writes it (its
 # first key, ``{"started": 1764085934.25, ...``), so no notification is sent again.
 _NOTIFIED_ROUNDS = (
     "INSERT INTO meta (key, value) "
@@ -54,7 +54,7 @@ _CLEAR = (
     "DELETE FROM paths WHERE site = {0}",
     "DELETE FROM counters WHERE site = {0}",
     "DELETE FROM recent_requests WHERE site = {0}",
-    "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.jobs)
+    "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.store.job_state)
     "DELETE FROM meta WHERE key = 'job-notified:' || {0}",  # the round last notified
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",

@@ -18,7 +18,6 @@ from typing import Any
 
 import aiosqlite
 
-from snapshotd.content import Print
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
@@ -37,7 +36,6 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
-from snapshotd.store.params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.path_counts import (
     COUNTS,
     PROCESSED,
@@ -46,7 +44,9 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
     SQLITE_PATH_COUNTS,
 )
+from snapshotd.store.query_params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.sites import SITES_TABLE, SQLITE_NOTIFIED_ROUNDS, SQLiteSites
+from snapshotd.web.fingerprints import Print
 
 __all__ = ["SQLiteStore", "content_hash"]
 

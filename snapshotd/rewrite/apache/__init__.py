@@ -4,9 +4,9 @@
 `uri` holds the decoding and escaping both rely on; each module states its invariants.
 """
 
-from .evaluate import run
-from .rules import MAX_ROUNDS, Cond, Program, Rule, Template, parse
-from .uri import absolute_scheme, escape_uri
+from snapshotd.rewrite.apache.evaluate import run
+from snapshotd.rewrite.apache.rules import MAX_ROUNDS, Cond, Program, Rule, Template, parse
+from snapshotd.rewrite.apache.uri import absolute_scheme, escape_uri
 
 __all__ = [
     "MAX_ROUNDS", "Cond", "Program", "Rule", "Template",

@@ -19,10 +19,16 @@ from collections.abc import Mapping
 
 import regex
 
-from ..common import MAX_RESULT_LENGTH, Budget, Stop, split_url
-from ..decision import Decision
-from .rules import Cond, Program, Rule, Template
-from .uri import absolute_scheme, decode_path, escape_absolute, escape_backref, escape_uri
+from snapshotd.rewrite.apache.rules import Cond, Program, Rule, Template
+from snapshotd.rewrite.apache.uri import (
+    absolute_scheme,
+    decode_path,
+    escape_absolute,
+    escape_backref,
+    escape_uri,
+)
+from snapshotd.rewrite.common import MAX_RESULT_LENGTH, Budget, Stop, split_url
+from snapshotd.rewrite.decision import Decision
 
 
 class _Ctx:

@@ -1,0 +1,1 @@
+"""One capture of one claimed path: render, judge, store."""

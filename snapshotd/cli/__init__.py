@@ -1,0 +1,1 @@
+"""The ``snapshotd`` command: one module per command, and ``main`` that dispatches them."""

@@ -1,0 +1,1 @@
+"""Settings: frozen values, their ranges and their loading from TOML."""

@@ -1,0 +1,361 @@
+"""Loading settings: TOML file, then ``SNAPSHOTD_*`` environment, then command-line flags.
+
+Nothing here does I/O except reading the config file in :func:`load_settings`. Every value
+is checked as :mod:`snapshotd.config.values` says, a site's numbers within
+:data:`~snapshotd.config.settings.SITE_RANGES`, whichever source gave it (a site from the
+API, Crawlbot or the store is read by :func:`site_from_mapping`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from snapshotd.config.settings import (
+    MAINTENANCE_EVERY,
+    READINESS,
+    SITE_NAME,
+    SITE_RANGES,
+    BrowserSettings,
+    Settings,
+    SiteSettings,
+)
+from snapshotd.config.values import (
+    MAX_RULES_BYTES,
+    ConfigError,
+    check_type,
+    coerce_env,
+    kind_of,
+    parse_bool,
+    parse_duration,
+    parse_header,
+    ranged,
+)
+from snapshotd.web.bots import BOT_CATEGORIES
+from snapshotd.web.patterns import PatternError, compile_regex
+from snapshotd.web.urls import (
+    origin_parts,
+    redact,
+    valid_host,
+)
+
+__all__ = [
+    "ConfigError",
+    "load_settings",
+    "parse_bool",
+    "parse_duration",
+    "site_from_mapping",
+    "site_to_mapping",
+]
+
+_SERVER_KINDS = {
+    "host": "str",
+    "port": "int",
+    "db": "str",
+    "api_tokens": "list",
+    "miss_wait": "float",
+    "maintenance_every": "float",
+    "workers": "int",
+    "notify_private": "bool",
+    "smtp": "str",
+    "smtp_from": "str",
+    "rules_dir": "str",
+    "worker_header": "bool",
+}
+_SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
+    "learned_params",
+    "bots_add",
+    "bots_remove",
+    "bots_categories",
+} | {"bots"}
+
+
+_BROWSER_KINDS = {f.name: kind_of(f.type) for f in fields(BrowserSettings)}
+
+
+def _section(
+    where: str, name: str, raw: Mapping[str, Any], kinds: Mapping[str, str], env: Mapping[str, str]
+) -> dict[str, Any]:
+    """One table's values, checked against ``kinds``, with ``SNAPSHOTD_<KEY>`` over them."""
+    unknown = set(raw) - set(kinds)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {name}.{sorted(unknown)[0]}")
+    values: dict[str, Any] = {}
+    for key, kind in kinds.items():
+        if key in raw:
+            values[key] = check_type(f"{where}: {name}.{key}", raw[key], kind)
+        env_key = f"SNAPSHOTD_{key.upper()}"
+        if env_key in env:
+            raw_env = env[env_key] if kind == "list" else coerce_env(key, env[env_key], kind)
+            values[key] = check_type(env_key, raw_env, kind)
+    return values
+
+
+def _hosts(value: str | None) -> list[str] | None:
+    """``--hosts`` / ``SNAPSHOTD_HOSTS``: host names separated by commas or spaces."""
+    if value is None:
+        return None
+    hosts = [h for h in re.split(r"[\s,]+", value.strip()) if h]
+    for host in hosts:
+        if not valid_host(host):
+            raise ConfigError(f"--hosts: {host!r} is not a host name (like shop.example.com)")
+    return hosts
+
+
+def _origin(key: str, value: str) -> str:
+    if re.match(r"[^/?#]*//[^/?#]*@", value):  # said without the value: it holds a password
+        raise ConfigError(f"{key}: an origin holds no user name or password (user@host)")
+    try:  # the Host header the pass-through writes for it must be a valid one
+        parts = urlsplit(value)
+        authority = origin_parts(value)[3].decode("ascii")
+    except ValueError:  # as for a bracketed host that is no IPv6 address
+        parts, authority = urlsplit(""), ""
+    if (
+        parts.scheme not in ("http", "https")
+        or not valid_host(authority)
+        or parts.port == 0  # read once the authority held a valid port
+    ):
+        raise ConfigError(
+            f"{key}: expected an http(s) URL like http://127.0.0.1:3000, got {value!r}"
+        )
+    return f"{parts.scheme}://{parts.netloc}".rstrip("/")
+
+
+def _http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # as for a bracketed host that is no IPv6 address
+        return False
+
+
+def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
+    unknown = set(raw) - _SITE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    values: dict[str, Any] = {}
+    types = {f.name: f.type for f in fields(SiteSettings)}
+    for key, value in raw.items():
+        name = f"{where}.{key}"
+        if key == "bots":
+            if not isinstance(value, Mapping) or set(value) - {"add", "remove", "categories"}:
+                raise ConfigError(
+                    f"{name}: expected {{ add = [...], remove = [...], categories = [...] }}"
+                )
+            values["bots_add"] = check_type(f"{name}.add", value.get("add", []), "list")
+            values["bots_remove"] = check_type(f"{name}.remove", value.get("remove", []), "list")
+            if "categories" in value:
+                categories = check_type(f"{name}.categories", value["categories"], "list")
+                for category in categories:
+                    if category not in BOT_CATEGORIES:
+                        raise ConfigError(
+                            f"{name}.categories: unknown category {category!r} "
+                            f"(one of {', '.join(BOT_CATEGORIES)})"
+                        )
+                values["bots_categories"] = categories
+        elif key == "expire_after":
+            values[key] = ranged(name, parse_duration(value, key=name), "float",
+                                  *SITE_RANGES[key])
+        elif key in SITE_RANGES:
+            values[key] = ranged(name, value, kind_of(types[key]), *SITE_RANGES[key])
+        elif key == "origin":
+            values[key] = _origin(name, check_type(name, value, "str"))
+        elif key == "rules_text":
+            values[key] = check_type(name, value, "lines")
+            if len(values[key].encode()) > MAX_RULES_BYTES:
+                raise ConfigError(f"{name}: larger than 1 MiB")
+        else:
+            values[key] = check_type(name, value, kind_of(types[key]))
+    if "origin" not in values:
+        raise ConfigError(f"{where}: 'origin' is required")
+    if "hosts" in values:
+        values["hosts"] = tuple(h.lower().removesuffix(".") for h in values["hosts"])
+        for host in values["hosts"]:
+            if not valid_host(host):
+                raise ConfigError(f"{where}.hosts: {host!r} is not a host name")
+    if values.get("rules") and values.get("rules_text"):
+        raise ConfigError(f"{where}.rules_text: give rules or rules_text, not both")
+    if values.get("rules"):
+        rules = Path(values["rules"])
+        if not rules.is_absolute():
+            rules = base_dir / rules
+        values["rules"] = str(rules)
+    for key in ("seeds", "sitemaps"):
+        for p in values.get(key, ()):
+            if not (p.startswith("/") or p.startswith("http://") or p.startswith("https://")):
+                raise ConfigError(f"{where}.{key}: {redact(p)!r} must start with '/' or be a URL")
+    hook = values.get("notify_webhook")
+    if hook and not _http_url(hook):
+        raise ConfigError(
+            f"{where}.notify_webhook: expected an http(s) URL, got {redact(hook)!r}"
+        )
+    mail = values.get("notify_email")
+    if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
+        raise ConfigError(f"{where}.notify_email: expected one e-mail address, got {mail!r}")
+    for key in ("url_crawl_regex", "url_process_regex"):
+        if values.get(key):
+            try:
+                compile_regex(values[key])
+            except PatternError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
+    for header in values.get("custom_headers", ()):
+        try:
+            parse_header(header)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.custom_headers: {exc}") from None
+    if values.get("dedup", "content") not in ("content", "exact"):
+        raise ConfigError(f"{where}.dedup: expected content or exact, got {values['dedup']!r}")
+    if values.get("readiness", "adaptive") not in READINESS:
+        raise ConfigError(
+            f"{where}.readiness: expected one of {', '.join(READINESS)}, "
+            f"got {values['readiness']!r}"
+        )
+    for name in values.get("ignore_params", ()):
+        if not name or "&" in name or "=" in name:
+            raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")
+    name = values.get("name", "default")
+    if not re.fullmatch(SITE_NAME, name):
+        raise ConfigError(f"{where}: site name {name!r} may hold only letters, digits, . _ -")
+    return SiteSettings(**values)
+
+
+def site_from_mapping(raw: Mapping[str, Any], where: str = "site") -> SiteSettings:
+    """A site from the keys of a ``[[site]]`` table (the API's JSON, the store's), checked as
+    the config file's are; a relative ``rules`` path is taken from the working directory."""
+    return _site(where, raw, Path.cwd())
+
+
+def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
+    """The keys of a ``[[site]]`` table that :func:`site_from_mapping` reads back as ``site``
+    (JSON-ready: lists, numbers, strings; unset timeouts and no rules_text left out)."""
+    out: dict[str, Any] = {}
+    for f in fields(SiteSettings):
+        value = getattr(site, f.name)
+        if f.name.startswith("bots_") or f.name == "learned_params" or (
+            f.name.endswith("_timeout") and value < 0
+        ) or (f.name == "rules_text" and not value):
+            continue
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    out["bots"] = {
+        "add": list(site.bots_add),
+        "remove": list(site.bots_remove),
+        "categories": list(site.bots_categories),
+    }
+    return out
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge the TOML file, ``SNAPSHOTD_*`` variables and flag ``overrides`` (highest wins).
+
+    ``overrides`` keys are server keys (``host``, ``port``, ``db``, ``miss_wait``,
+    ``workers``, ``api_tokens``) plus ``origin``, which replaces the sites with one named
+    ``default``, and ``hosts`` (comma-separated), that site's ``hosts``.
+    ``None`` values are ignored.
+    """
+    env = os.environ if env is None else env
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config = config or env.get("SNAPSHOTD_CONFIG") or None
+    data: dict[str, Any] = {}
+    base_dir = Path.cwd()
+    where = "config"
+    if config:
+        path = Path(config)
+        where = str(path)
+        base_dir = path.resolve().parent
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: {exc.strerror}") from None
+
+    unknown = set(data) - {"server", "browser", "site"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown section [{sorted(unknown)[0]}]")
+    server = data.get("server", {})
+    browser = data.get("browser", {})
+    sites = data.get("site", [])
+    if not isinstance(server, Mapping) or not isinstance(browser, Mapping):
+        raise ConfigError(f"{where}: [server] and [browser] must be tables")
+    if not isinstance(sites, list):
+        raise ConfigError(f"{where}: sites are written [[site]]")
+
+    # Each section: file < env < flags.
+    server_values = _section(where, "server", server, _SERVER_KINDS, env)
+    for key in _SERVER_KINDS:
+        if key in overrides:
+            value = overrides[key]
+            server_values[key] = tuple(value) if key == "api_tokens" else value
+    if "SNAPSHOTD_API_TOKEN" in env and "api_tokens" not in overrides:
+        server_values["api_tokens"] = tuple(
+            t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
+        )
+    if server_values.get("rules_dir"):
+        server_values["rules_dir"] = str(base_dir / server_values["rules_dir"])
+    port = server_values.get("port", 8080)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{where}: server.port {port} is out of range")
+    smtp = server_values.get("smtp")
+    if smtp and (urlsplit(smtp).scheme not in ("smtp", "smtps") or not urlsplit(smtp).hostname):
+        raise ConfigError(f"{where}: server.smtp: expected smtp://host:port, got {smtp!r}")
+    if not 0.5 <= server_values.get("maintenance_every", MAINTENANCE_EVERY) <= 3600:
+        raise ConfigError(f"{where}: server.maintenance_every must be 0.5 to 3600 seconds")
+    if not 1 <= server_values.get("workers", 1) <= 256:
+        raise ConfigError(f"{where}: server.workers must be between 1 and 256")
+
+    browser_values = _section(where, "browser", browser, _BROWSER_KINDS, env)
+    if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):
+        browser_values["executable"] = env["SNAPSHOTD_CHROMIUM"]
+    if browser_values.get("concurrency", 1) < 1:
+        raise ConfigError(f"{where}: browser.concurrency must be at least 1")
+    if browser_values.get("recycle_after", 1) < 1:
+        raise ConfigError(f"{where}: browser.recycle_after must be at least 1")
+    if browser_values.get("miss_queue", 0) < 0:
+        raise ConfigError(f"{where}: browser.miss_queue must not be negative")
+    if browser_values.get("render_timeout", 1.0) <= 0:
+        raise ConfigError(f"{where}: browser.render_timeout must be positive")
+
+    site_list: list[SiteSettings] = []
+    origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")
+    hosts = _hosts(overrides.get("hosts") or env.get("SNAPSHOTD_HOSTS"))
+    if hosts is not None and not origin and len(sites) != 1:
+        raise ConfigError("--hosts names the hosts of one site: give --origin URL with it")
+    if origin:
+        base = dict(sites[0]) if len(sites) == 1 and isinstance(sites[0], Mapping) else {}
+        base["origin"] = origin
+        base.setdefault("name", "default")
+        if hosts is not None:
+            base["hosts"] = hosts
+        site_list.append(_site(f"{where}: site[0]" if base else "--origin", base, base_dir))
+    else:
+        for i, raw in enumerate(sites):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"{where}: site[{i}] must be a table")
+            if hosts is not None:
+                raw = {**raw, "hosts": hosts}
+            site_list.append(_site(f"{where}: site[{i}]", raw, base_dir))
+    names = [s.name for s in site_list]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"{where}: two sites are named {name!r}")
+
+    return Settings(
+        **server_values,
+        browser=BrowserSettings(**browser_values),
+        sites=tuple(site_list),
+        config_path=str(config or ""),
+    )

@@ -1,0 +1,285 @@
+"""Settings: the frozen values of the server, the browser and each site, and what a site's
+values say about a path (whether it is crawled, processed, ignored; the site path of a URL).
+
+Built once at the edge (:mod:`snapshotd.config.loading`), frozen, and passed down. Nothing
+here does I/O. ``SITE_RANGES`` bounds a site's numbers, whichever source gave them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import urlsplit
+
+from snapshotd.config.values import (
+    ConfigError,
+    parse_header,
+)
+from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
+from snapshotd.web.links import normalize_url
+from snapshotd.web.patterns import UrlRegex, url_matches
+from snapshotd.web.urls import (
+    TRACKING_WORD,
+    BadRequest,
+    IgnoredParams,
+    site_path_from_url,
+)
+
+__all__ = [
+    "BrowserSettings",
+    "ConfigError",
+    "Settings",
+    "SiteSettings",
+]
+
+
+READINESS = ("adaptive", "quiet")
+SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
+
+
+@dataclass(frozen=True)
+class BrowserSettings:
+    concurrency: int = 2
+    executable: str = ""
+    javascript_timeout: float = 3.0
+    render_timeout: float = 30.0
+    block_resources: tuple[str, ...] = ("image", "media", "font")
+    recycle_after: int = 500
+    # Proxy misses that may wait for a render slot; -1 (unset) is 4 x concurrency.
+    miss_queue: int = -1
+
+    def __post_init__(self) -> None:
+        if self.miss_queue < 0:
+            object.__setattr__(self, "miss_queue", 4 * self.concurrency)
+
+    def timeouts(self, site: SiteSettings) -> tuple[float, float]:
+        """A site's ``javascript_timeout`` and ``render_timeout``: its own, else these."""
+        return (
+            site.javascript_timeout if site.javascript_timeout >= 0 else self.javascript_timeout,
+            site.render_timeout if site.render_timeout > 0 else self.render_timeout,
+        )
+
+    @property
+    def miss_slots(self) -> int:
+        """Render slots proxy misses may hold at once: one is always left to the crawler."""
+        return max(self.concurrency - 1, 1)
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    name: str = "default"
+    origin: str = "http://127.0.0.1:3000"
+    hosts: tuple[str, ...] = ()
+    rules: str = ""  # a rules file (section 6), or:
+    rules_text: str = ""  # the rules themselves
+    seeds: tuple[str, ...] = ("/",)
+    sitemaps: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    expire_after: float = 7 * 86400.0
+    capture_new: bool = True
+    capture_expired: bool = True
+    crawl_links: bool = True
+    obey_robots: bool = True
+    use_canonical: bool = True
+    strip_scripts: bool = True
+    max_hops: int = -1
+    max_pages: int = 100000
+    new_paths_per_minute: int = 60
+    ignore_params: tuple[str, ...] = (TRACKING_WORD,)
+    crawl_delay: float = 0.0
+    wait_for_capture_ready: bool = False
+    readiness: str = "adaptive"  # or "quiet" (section 4 of docs/SPEC.md)
+    bots_add: tuple[str, ...] = ()
+    bots_remove: tuple[str, ...] = ()
+    bots_categories: tuple[str, ...] = DEFAULT_BOT_CATEGORIES
+    # Which discovered URLs are crawled (Crawlbot's urlCrawlPattern / urlCrawlRegEx).
+    url_crawl_pattern: str = ""
+    url_crawl_regex: str = ""
+    # Which crawled pages are processed, their snapshot kept to serve (Crawlbot's
+    # urlProcessPattern / urlProcessRegEx on the URL, pageProcessPattern on the HTML).
+    url_process_pattern: str = ""
+    url_process_regex: str = ""
+    page_process_pattern: str = ""
+    # -1: no limit (Crawlbot's maxToProcess).
+    max_to_process: int = -1
+    # "Name: value" headers the browser sends on the site's own requests (customHeaders).
+    custom_headers: tuple[str, ...] = ()
+    # Rounds (Crawlbot's repeat and seedRecrawlFrequency, in days; 0: none; maxRounds, 0: no
+    # limit; onlyProcessIfNew: a new round renders only what no earlier round processed).
+    repeat: float = 0.0
+    max_rounds: int = 0
+    seed_recrawl_frequency: float = 0.0
+    only_process_if_new: bool = True
+    # Called with the job's JSON when its crawl ends (Crawlbot's notifyWebhook).
+    notify_webhook: str = ""
+    # Mailed when its crawl ends, through [server] smtp (Crawlbot's notifyEmail).
+    notify_email: str = ""
+    # -1 (unset): the [browser] value (BrowserSettings.timeouts).
+    javascript_timeout: float = -1.0
+    render_timeout: float = -1.0
+    # How a duplicate is known: by its HTML ("exact") or by what a reader sees ("content").
+    dedup: str = "content"
+    # Learn which query parameters do not change a page, and leave links that only scroll
+    # their page uncrawled (snapshotd.sites.param_learner).
+    learn_params: bool = True
+    # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
+    learned_params: tuple[tuple[str, str], ...] = ()
+
+    def url_for(self, path: str) -> str:
+        """The absolute origin URL of a site path (``/a?b#!c``)."""
+        return self.origin.rstrip("/") + path
+
+    def crawls(self, path: str) -> bool:
+        """Whether a discovered path is one to crawl (``url_crawl_pattern`` and ``_regex``,
+        matched against its whole URL)."""
+        if not (self.url_crawl_pattern or self.url_crawl_regex):
+            return True
+        return url_matches(self.url_for(path), self.url_crawl_pattern, self._regexes[0])
+
+    def full(self, processed: int) -> bool:
+        """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
+        return 0 <= self.max_to_process <= processed
+
+    def processes(self, path: str) -> bool:
+        """Whether a crawled page's URL lets it be processed (its snapshot kept): under
+        ``url_process_pattern`` / ``_regex``; its HTML must pass :meth:`processes_html`."""
+        if not (self.url_process_pattern or self.url_process_regex):
+            return True
+        return url_matches(self.url_for(path), self.url_process_pattern, self._regexes[1])
+
+    def processes_html(self, html: str) -> bool:
+        """Whether a crawled page's HTML lets it be processed: under ``page_process_pattern``
+        (any of its ``||``-separated strings)."""
+        if not self.page_process_pattern:
+            return True
+        return any(t in html for t in self.page_process_pattern.split("||") if t.strip())
+
+    @cached_property
+    def _regexes(self) -> tuple[UrlRegex | None, ...]:
+        """``url_crawl_regex`` and ``url_process_regex`` compiled, once per site."""
+        return tuple(
+            UrlRegex(s) if s else None for s in (self.url_crawl_regex, self.url_process_regex)
+        )
+
+    @cached_property
+    def headers(self) -> dict[str, str]:
+        """``custom_headers`` by name."""
+        return dict(parse_header(h) for h in self.custom_headers)
+
+    def is_ignored(self, path: str) -> bool:
+        return bool(self.ignore) and any(f and f in path for f in self.ignore)
+
+    @property
+    def request_host(self) -> str:
+        """The Host its pages are asked for with: the first of ``hosts``, else the origin's."""
+        return self.hosts[0] if self.hosts else urlsplit(self.origin).netloc
+
+    def path_of(self, url: str) -> str | None:
+        """The site path of a URL or path of this site; None when it is on another site or
+        cannot name a page (a link, a canonical, a redirect's location, a sitemap entry)."""
+        absolute = normalize_url(url, self.origin.rstrip("/") + "/")
+        if absolute is None:
+            return None
+        parts = urlsplit(absolute)
+        origin = urlsplit(normalize_url(self.origin) or self.origin)
+        same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
+            (parts.hostname or "") in self.hosts
+        )
+        if not same:
+            return None
+        try:
+            # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops
+            # the parameters the site ignores.
+            return site_path_from_url(absolute, self.ignored_params)
+        except BadRequest:
+            return None
+
+    @cached_property
+    def ignored_params(self) -> IgnoredParams:
+        """The query parameters that are not part of a page's identity (``ignore_params``)."""
+        return IgnoredParams(self.ignore_params, self.learned_params)
+
+
+DAY = 86400.0
+# Each number of a site, wherever it comes from (the config file, the API, Crawlbot's
+# arguments, ``snapshotd site``, the store), is within its range, ends included: never NaN,
+# never infinite. -1 is "unlimited" or "unset" where its range starts there.
+SITE_RANGES: dict[str, tuple[float, float]] = {
+    "expire_after": (0, 3650 * DAY), "crawl_delay": (0, 3600),
+    "javascript_timeout": (0, 600), "render_timeout": (0.1, 600),
+    "repeat": (0, 3650), "seed_recrawl_frequency": (0, 3650),  # days
+    "max_hops": (-1, 1_000_000), "max_pages": (1, 1_000_000_000),
+    "max_to_process": (-1, 1_000_000_000), "max_rounds": (0, 1_000_000),
+    "new_paths_per_minute": (1, 1_000_000),
+}
+
+MAX_DEFAULT_WORKERS = 4
+
+
+def default_workers() -> int:
+    """``serve``'s worker processes when none are configured: one per core, up to 4."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
+
+
+MAINTENANCE_EVERY = 10.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    db: str = "snapshotd.db"
+    workers: int = field(default_factory=default_workers)
+    api_tokens: tuple[str, ...] = ()
+    miss_wait: float = 10.0
+    # Seconds between two of the crawler's maintenances (section 5).
+    maintenance_every: float = MAINTENANCE_EVERY
+    # Lets webhooks reach private and loopback addresses (the operator's own network).
+    notify_private: bool = False
+    # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
+    smtp: str = ""
+    smtp_from: str = "snapshotd@localhost"
+    # Where the API may name rules files (a site's ``rules``); none: the API names none.
+    rules_dir: str = ""
+    # Snapshot answers and healthz tell the pid of the worker that answered (for debugging).
+    worker_header: bool = False
+    browser: BrowserSettings = field(default_factory=BrowserSettings)
+    sites: tuple[SiteSettings, ...] = ()
+    config_path: str = ""
+
+    def site(self, name: str) -> SiteSettings | None:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        return None
+
+    def site_for_host(self, host: str) -> SiteSettings | None:
+        """The site serving a Host header (port ignored, and a name's trailing dot: it names
+        the same host); a site with no hosts serves any."""
+        host = host.lower().rsplit(":", 1)[0] if not host.startswith("[") else host.lower()
+        host = host.removesuffix(".")
+        fallback = None
+        for s in self.sites:
+            if not s.hosts:
+                fallback = fallback or s
+            elif host in s.hosts:
+                return s
+        return fallback
+
+    def site_for_url_host(self, host: str) -> SiteSettings | None:
+        """The site whose ``hosts`` (or origin host) names ``host`` explicitly."""
+        host = host.lower()
+        for s in self.sites:
+            if host in s.hosts or host == (urlsplit(s.origin).netloc or "").lower():
+                return s
+        return None
+
+    def site_for_url(self, url: str) -> SiteSettings | None:
+        """The site an absolute URL's host belongs to (:meth:`site_for_url_host`): its
+        ``host:port`` first, then its bare host name; any user info is ignored."""
+        netloc = urlsplit(url).netloc.lower().rsplit("@", 1)[-1]
+        site = self.site_for_url_host(netloc)
+        if site is None and not netloc.startswith("["):
+            site = self.site_for_url_host(netloc.rsplit(":", 1)[0])
+        return site

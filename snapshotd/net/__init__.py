@@ -1,0 +1,1 @@
+"""The process's own network: connections to origins, its fetches, the address policy they pass."""

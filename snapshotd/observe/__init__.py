@@ -1,0 +1,1 @@
+"""What operators see: log lines, Prometheus metrics, the per-minute counts."""

@@ -1,0 +1,101 @@
+"""Prometheus metrics, one registry per application so several apps can live in a process;
+beside them, the per-minute counters kept in the store (:mod:`snapshotd.observe.minute_counts`).
+
+The worker processes of one ``serve`` count in one directory (prometheus-client's
+multiprocess mode, :func:`share_between_processes`), so each of them reports the sums of
+all; the gauges, read from the store, report the latest value set by any of them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from snapshotd.observe.minute_counts import RENDER_BUCKETS, MinuteCounters
+
+__all__ = ["Metrics", "share_between_processes"]
+
+_SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def share_between_processes(directory: str) -> None:
+    """Count every metric made from now on in this process, and in the processes it forks,
+    in ``directory``, which they all share."""
+    os.environ[_SHARED_DIR] = directory
+    values.ValueClass = values.MultiProcessValue()
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.minutes = MinuteCounters()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "snapshotd_requests",
+            "Proxy requests by cache result (HIT, STALE, MISS, BYPASS, PASS, ERROR)",
+            ["result"],
+            registry=self.registry,
+        )
+        self._requests: dict[str, Counter] = {}
+        self.captures = Counter(
+            "snapshotd_captures",
+            "Captures by outcome (ok, error, duplicate)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.readiness_limits = Counter(
+            "snapshotd_readiness_limits",
+            "Captures stored although a readiness limit, not the page, ended the wait",
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "snapshotd_queue_depth",
+            "Pending paths by priority",
+            ["priority"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.render_seconds = Histogram(
+            "snapshotd_render_seconds",
+            "Time to render one capture",
+            buckets=RENDER_BUCKETS,
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            "snapshotd_refused",
+            "Proxy misses answered BYPASS at once, by reason (max_pages, rate, miss_queue)",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.paths = Gauge(
+            "snapshotd_paths",
+            "Paths by site and state (read from the store when scraped)",
+            ["site", "state"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
+
+    def request(self, result: str) -> None:
+        """Count a proxy request by its cache result (on the way of every request: the
+        labelled counter is looked up once)."""
+        if (counter := self._requests.get(result)) is None:
+            counter = self._requests[result] = self.requests.labels(result)
+        counter.inc()
+
+    def captures_by_outcome(self) -> dict[str, int]:
+        """Captures made by this process so far, by outcome."""
+        out: dict[str, int] = {}
+        for metric in self.captures.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    out[sample.labels["outcome"]] = int(sample.value)
+        return out
+
+    def render(self) -> bytes:
+        """The exposition text: of every process sharing the directory, else of this one."""
+        if os.environ.get(_SHARED_DIR):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry)
+        return generate_latest(self.registry)

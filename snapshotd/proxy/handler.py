@@ -1,0 +1,655 @@
+"""The request path for every URL outside ``/_snapshotd/`` (SPEC section 3).
+
+A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD, not a
+static asset, not ignored, not one of our own renders) answered from the store, or it is
+passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
+be had in time, the origin's own response goes out, marked ``BYPASS``.
+
+Floods are bounded: a miss for a path the store does not know adds it only within the site's
+``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
+is free (``CaptureService.start_miss``); otherwise the bot gets ``BYPASS`` at once and
+nothing is queued or stored. Every refusal is counted; the log gets a line now and then.
+
+Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
+share one store read and one ``Snapshot`` object, the in-process cache holds at most
+``max_bytes`` of ``Snapshot.footprint``, and a body goes out in pieces of ``CHUNK`` bytes
+(decompressed piece by piece when large), so the server's flow control holds back each slow
+client after a piece rather than after the whole body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+import os
+import time
+import weakref
+import zlib
+from collections import OrderedDict, deque
+from collections.abc import Callable, Generator, Iterator, MutableMapping
+from typing import Any, NamedTuple
+
+from starlette.types import Receive, Scope, Send
+
+from snapshotd.capture.service import CaptureService
+from snapshotd.config.settings import SiteSettings
+from snapshotd.observe import logs
+from snapshotd.observe.metrics import Metrics
+from snapshotd.proxy.passthrough import Upstream, relay_target
+from snapshotd.proxy.passthrough import send_text as _send_simple
+from snapshotd.proxy.relay import AtOnce, Relay
+from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
+from snapshotd.sites.registry import SiteRegistry
+from snapshotd.store import unavailable
+from snapshotd.store.base import (
+    PRIORITY_EXPIRED,
+    Snapshot,
+    Store,
+)
+from snapshotd.store.count_cache import CountCache
+from snapshotd.store.shared_read import SharedRead
+from snapshotd.web.bots import is_static_asset
+from snapshotd.web.urls import (
+    BadRequest,
+    check_origin_form,
+    has_escaped_fragment,
+    site_path_from_request,
+    valid_host,
+)
+
+log = logging.getLogger("snapshotd.proxy.handler")
+# One line per snapshot request (bots and _escaped_fragment_, the render endpoint's too).
+access_log = logging.getLogger("snapshotd.access")
+
+_STATUS_TEXT = {
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    410: "Gone",
+    414: "URI Too Long",
+    421: "Misdirected Request",
+}
+
+# The scope key of a request's headers and route, decided by Proxy.answer_at_once.
+ROUTED = "snapshotd.route"
+# The largest body message sent for a snapshot.
+CHUNK = 64 * 2**10
+# On snapshot answers and health checks, with the ``worker_header`` setting: the pid of the
+# worker process that answered.
+WORKER_HEADER = "x-snapshotd-worker"
+# The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
+ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
+
+@functools.lru_cache(maxsize=256)  # clients send a few values, on every request
+def accepts_gzip(value: str) -> bool:
+    """Whether an ``Accept-Encoding`` value allows gzip: an explicit ``gzip`` entry decides,
+    else ``*``; a ``q`` of 0 refuses and an entry with an unreadable ``q`` is ignored."""
+    found: dict[str, float] = {}
+    for part in value.split(","):
+        name, *params = (p.strip() for p in part.split(";"))
+        name = name.lower()
+        if name not in ("gzip", "x-gzip", "*"):
+            continue
+        q = 1.0
+        for param in params:
+            key, _, number = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(number.strip())
+                except ValueError:
+                    q = 0.0
+        found.setdefault("gzip" if name == "x-gzip" else name, q)
+    q = found.get("gzip", found.get("*", 0.0))
+    return q > 0
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    if if_none_match.strip() == "*":
+        return True
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return etag in tags
+
+
+class SnapshotCache:
+    """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
+
+    Writes made here evict their key at once; writes by other processes (a separate worker,
+    another replica) show within ``ttl``. Bounded by entries and by ``max_bytes`` of
+    ``Snapshot.footprint``. A snapshot over an eighth of that is held only weakly: it is
+    shared within ``ttl`` while some response is still sending it, and costs nothing more.
+    """
+
+    def __init__(
+        self, ttl: float = 1.0, max_entries: int = 4096, max_bytes: int = 64 * 2**20
+    ) -> None:
+        self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
+        self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
+        self._large: dict[tuple[str, str], tuple[float, weakref.ref[Snapshot]]] = {}
+        self._bytes = 0
+
+    def get(self, key: tuple[str, str]) -> Snapshot | None:
+        snapshot: Snapshot | None
+        if (item := self._items.get(key)) is not None:
+            stamp, snapshot = item
+        elif (large := self._large.get(key)) is not None:
+            stamp, snapshot = large[0], large[1]()
+        else:
+            return None
+        if snapshot is None or time.monotonic() - stamp > self.ttl:
+            self.evict(key)
+            return None
+        return snapshot
+
+    def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
+        self.evict(key)
+        size = snapshot.footprint
+        if size > self.max_bytes // 8:
+            self._large[key] = (time.monotonic(), weakref.ref(snapshot, self._forget(key)))
+            return
+        self._items[key] = (time.monotonic(), snapshot)
+        self._bytes += size
+        while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
+            _, (_, old) = self._items.popitem(last=False)
+            self._bytes -= old.footprint
+
+    def _forget(self, key: tuple[str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
+        """Drops a weak entry once no response holds its snapshot any more."""
+
+        def gone(ref: weakref.ref[Snapshot]) -> None:
+            if (entry := self._large.get(key)) is not None and entry[1] is ref:
+                del self._large[key]
+
+        return gone
+
+    def evict(self, key: tuple[str, str]) -> None:
+        self._large.pop(key, None)
+        item = self._items.pop(key, None)
+        if item is not None:
+            self._bytes -= item[1].footprint
+
+
+class NewPaths:
+    """What admission needs to bound a site's new paths: how many it has (a :class:`CountCache`
+    of the store's count, read again ``count_ttl`` seconds or more after the last time, plus
+    the ones added here since) and how many bots added in the last 60 s. That one is
+    counted in this process, one of ``processes`` sharing the budget evenly (the workers of
+    one ``serve``), so each path added here counts ``processes`` times."""
+
+    def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
+        self.processes = processes
+        self._sizes = CountCache(store.site_size, every=count_ttl)
+        self._added: dict[str, deque[float]] = {}
+
+    async def size(self, site: str) -> int:
+        return await self._sizes.get(site)
+
+    def lately(self, site: str) -> int:
+        added = self._added.setdefault(site, deque())
+        while added and added[0] <= time.monotonic() - 60.0:
+            added.popleft()
+        return len(added) * self.processes
+
+    def add(self, site: str) -> None:
+        """Count a path just added."""
+        self._added.setdefault(site, deque()).append(time.monotonic())
+        self._sizes.add(site)
+
+
+class _BotFacts(StoreFacts):
+    """Admission's facts for a bot: snapshots through the cache, pages and new paths as
+    :class:`NewPaths` counts them."""
+
+    def __init__(self, proxy: Proxy, site: SiteSettings) -> None:
+        super().__init__(proxy.store, site.name)
+        self.proxy = proxy
+
+    async def snapshot(self, path: str) -> Snapshot | None:
+        return await self.proxy._snapshot(self.site, path)
+
+    async def size(self) -> int:
+        return await self.proxy.new_paths.size(self.site)
+
+    async def new_lately(self) -> int:
+        return self.proxy.new_paths.lately(self.site)
+
+
+class RefusalLog:
+    """One log line for a site's refusals of one reason at most every ``every`` seconds,
+    telling how many were not logged in between."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def __call__(self, site: str, reason: str, path: str) -> None:
+        now = time.monotonic()
+        at, unlogged = self._last.get((site, reason), (-math.inf, 0))
+        if now - at < self.every:
+            self._last[(site, reason)] = (at, unlogged + 1)
+            return
+        self._last[(site, reason)] = (now, 0)
+        log.warning(
+            "refused new capture, passing through site=%s reason=%s path=%.200s unlogged=%d",
+            site, reason, path, unlogged,
+        )
+
+
+class Proxy:
+    """ASGI app: snapshot requests from the store, everything else to the origin."""
+
+    def __init__(
+        self,
+        sites: SiteRegistry,
+        store: Store,
+        capture: CaptureService,
+        upstream: Upstream,
+        *,
+        metrics: Metrics | None = None,
+        processes: int = 1,
+    ) -> None:
+        self.sites = sites
+        self.miss_wait = sites.settings.miss_wait
+        self.store = store
+        self.capture = capture
+        self.upstream = upstream
+        self.rules = sites.rules
+        self.metrics = metrics or capture.metrics
+        self.bots = sites.bots
+        self.cache = SnapshotCache()
+        self._worker = (
+            [(WORKER_HEADER.encode(), str(os.getpid()).encode())]
+            if sites.settings.worker_header
+            else []
+        )
+        self.new_paths = NewPaths(store, processes=processes)
+        self.refusal_log = RefusalLog()
+        self._read_snapshot: SharedRead[tuple[str, str], Snapshot | None] = SharedRead(self._read)
+
+    async def _snapshot(self, site: str, path: str) -> Snapshot | None:
+        """The snapshot from the cache, else from the store: one read for concurrent asks."""
+        key = (site, path)
+        snapshot = self.cache.get(key)
+        if snapshot is not None:
+            return snapshot
+        return await self._read_snapshot(key)
+
+    async def _read(self, key: tuple[str, str]) -> Snapshot | None:
+        snapshot = await self.store.get_snapshot(*key)
+        if snapshot is not None:
+            self.cache.put(key, snapshot)
+        return snapshot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        noted = scope.pop(ROUTED, None)  # by answer_at_once, which did not answer it
+        if noted is not None:
+            headers, route = noted
+        else:
+            raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            query = scope.get("query_string", b"").decode("latin-1")
+            headers = header_map(scope["headers"])
+            route = self.route(scope["method"], raw_path, query, headers)
+        if route.kind == "bot":
+            assert route.site is not None
+            await self.snapshot_request(route.site, route.path, headers, scope, receive, send)
+        elif route.kind == "pass":
+            assert route.site is not None
+            await self._pass(route.site, scope, receive, send)
+        elif route.kind == "options":
+            headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            self.metrics.request("ERROR")
+            await _send_simple(send, route.status, route.text)
+
+    def route(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> Route:
+        """Where a request for a path outside ``/_snapshotd/`` goes: the target's form, the
+        Host and the site, then pass-through or a bot's site path, decided here, once."""
+        try:
+            check_origin_form(raw_path)
+        except BadRequest as exc:
+            if method == "OPTIONS" and raw_path == "*" and not query:
+                return Route("options")
+            return Route("error", status=400, text=f"Bad Request: {exc}\n")
+        host = headers.get("host", "")
+        if host and not valid_host(host):
+            what = "more than one Host header" if ", " in host else "malformed Host header"
+            return Route("error", status=400, text=f"Bad Request: {what}\n")
+        site = self.sites.site_for_host(host)
+        if site is None:
+            return Route("error", status=421, text=f"No site is configured for host {host!r}\n")
+        if (
+            method not in ("GET", "HEAD")
+            or "x-snapshotd" in headers
+            or is_static_asset(raw_path.split("?", 1)[0])
+        ):
+            return Route("pass", site)
+        is_bot = self.bots[site.name](headers.get("user-agent", ""))
+        if not is_bot and not has_escaped_fragment(query):
+            return Route("pass", site)
+        try:
+            # The target's bytes, read as latin-1 above, are written as escapes of those bytes.
+            path, _escaped = site_path_from_request(
+                raw_path, query, site.ignored_params, encoding="latin-1"
+            )
+        except BadRequest as exc:
+            text = f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n"
+            return Route("error", status=exc.status, text=text)
+        return Route("bot", site, path)
+
+    def answer_at_once(
+        self,
+        method: str,
+        raw_path: str,
+        query: str,
+        raw_headers: list[tuple[bytes, bytes]],
+        scope: dict[str, Any],
+    ) -> AtOnce:
+        """A GET or HEAD answered without an ASGI call, when nothing needs awaiting: for a
+        bot's request for a fresh snapshot this process has at hand, the whole answer (its
+        status, headers and body, the same as :meth:`__call__` sends, the request counted
+        and logged); for a request without a body passed through, the :class:`Relay` that
+        passes it. None for any other request: it goes the ASGI way then, with its
+        ``scope`` holding the route decided here, so :meth:`__call__` does not decide it
+        again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
+        becomes an ASGI call."""
+        headers = header_map(raw_headers)
+        route = self.route(method, raw_path, query, headers)
+        scope[ROUTED] = (headers, route)
+        site = route.site
+        if route.kind == "pass":
+            assert site is not None
+            target = relay_target(
+                method, raw_path.encode("latin-1"), query.encode("latin-1"), raw_headers
+            )
+            if target is None:
+                return None  # a body, or a target the ASGI way refuses (and says why)
+            self.metrics.request("PASS")
+            return Relay(self.upstream.pool, site.origin, method, target, scope)
+        if route.kind != "bot":
+            return None
+        assert site is not None
+        decision = decide_now(
+            self._decide(site, route.path, headers), lambda p: self.cache.get((site.name, p))
+        )
+        if decision is None or decision.kind != "serve" or not decision.fresh:
+            return None
+        assert decision.snapshot is not None
+        status, out, pieces = self._snapshot_answer(decision.snapshot, "HIT", headers, method)
+        try:
+            body = next(pieces, b"")
+            if next(pieces, None) is not None:
+                return None  # larger than one piece: sent piece by piece, the ASGI way
+        except (zlib.error, EOFError):
+            return None  # damaged: the ASGI way fails open to the origin
+        self.metrics.request("HIT")
+        self._log_access(site, headers, route.path, "HIT", status, 0)  # as asked, as ever
+        return status, out, body
+
+    async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:
+        self.metrics.request("PASS")
+        return await self.upstream.forward(site.origin, scope, receive, send)
+
+    async def snapshot_request(
+        self,
+        site: SiteSettings,
+        path: str,
+        headers: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer a bot's request for a site path (rules, then the store, then fail-open),
+        then log one access line: bot, site, path, result, status and milliseconds. A fault
+        before the answer starts (the store, a capture) fails open too: the bot gets the
+        origin's page, marked ``BYPASS``.
+
+        ``scope`` must name the same path, as pass-through forwards it."""
+        started = time.monotonic()
+        result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
+        try:
+            result, status = await self._answer(site, path, headers, scope, receive, send)
+        except Exception as exc:
+            if unavailable(exc):  # every bot's request says it while the store is away
+                logs.throttled(
+                    log, logging.WARNING, "store unavailable, bots get the origin's page: %s", exc
+                )
+            else:
+                log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
+            self.metrics.request("BYPASS")
+            status = await self.upstream.forward(
+                site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
+            )
+        finally:
+            ms = round((time.monotonic() - started) * 1000)
+            self._log_access(site, headers, path, result, status, ms)
+
+    def _log_access(
+        self,
+        site: SiteSettings,
+        headers: dict[str, str],
+        path: str,
+        result: str,
+        status: int,
+        ms: int,
+    ) -> None:
+        """The access line of a bot's request, and its count in the minute counters."""
+        bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
+        self.metrics.minutes.request(site.name, bot, path, result, status, ms)
+        logs.info(
+            access_log,
+            f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms",
+            {
+                "bot": bot, "site": site.name, "path": path, "result": result,
+                "status": status or None, "ms": ms,
+            },
+        )
+
+    async def _answer(
+        self,
+        site: SiteSettings,
+        path: str,
+        headers: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> tuple[str, int]:
+        """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
+        ``BYPASS``, ``RULE`` or ``PASS``) and status. What raises here has sent nothing."""
+        decision = await admit(self._decide(site, path, headers), _BotFacts(self, site))
+        path = decision.path
+        if decision.kind == "redirect":
+            self.metrics.request("RULE")
+            location = decision.location or path
+            status = decision.status or 302
+            await _send_simple(
+                send,
+                status,
+                f"Redirecting to {location}\n",
+                [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
+            )
+            return "RULE", status
+        if decision.kind == "status":
+            self.metrics.request("RULE")
+            status = decision.status or 404
+            await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
+            return "RULE", status
+        if decision.kind == "ignored":
+            return "PASS", await self._pass(site, scope, receive, send)
+        if decision.kind == "serve":
+            assert decision.snapshot is not None
+            if decision.requeue:
+                await self.store.enqueue(site.name, path, PRIORITY_EXPIRED, found=False)
+                self.cache.evict((site.name, path))
+            result = "HIT" if decision.fresh else "STALE"
+            status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
+            return result, status
+        refusal = decision.reason if decision.kind == "refused" else None
+        if decision.kind == "capture":
+            # From admission's last question to the miss's start nothing awaits, so the
+            # limits hold under a flood.
+            started = self.capture.start_miss(site, path, decision.priority)
+            if started is None:
+                refusal = "miss_queue"
+            else:
+                future, new = started
+                if new and decision.new:
+                    self.new_paths.add(site.name)
+                snapshot = await self._wait_for_capture(site, path, future)
+                if snapshot is not None:
+                    return "MISS", await self._send_snapshot(snapshot, "MISS", headers, scope, send)
+        if refusal is not None:
+            self.metrics.refused.labels(refusal).inc()
+            self.refusal_log(site.name, refusal, path)
+        self.metrics.request("BYPASS")
+        status = await self.upstream.forward(
+            site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
+        )
+        return "BYPASS", status
+
+    def _decide(
+        self, site: SiteSettings, path: str, headers: dict[str, str]
+    ) -> Generator[Question, Any, Decision]:
+        """Admission of a bot's request for ``path`` of ``site``, to be answered."""
+        return decide(
+            site,
+            self.rules.get(site.name),
+            path,
+            source="bot",
+            now=time.time(),
+            host=headers.get("host", ""),
+            headers=headers,
+            paused=self.sites.is_paused(site.name),
+        )
+
+    async def _wait_for_capture(
+        self, site: SiteSettings, path: str, task: asyncio.Future[Any]
+    ) -> Snapshot | None:
+        """The snapshot of a path being captured, within ``miss_wait``; None on failure, and
+        at once when the process stops taking captures (shutdown), so the bot gets the
+        origin's page before the server stops."""
+        stopping = self.capture.stopping
+        if stopping.is_set():
+            return None
+        deadline = time.monotonic() + self.miss_wait
+        # The capture goes on after a timeout: the next bot gets it from the cache.
+        stopped = asyncio.ensure_future(stopping.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, stopped}, timeout=self.miss_wait, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            stopped.cancel()
+        if task not in done:
+            task.add_done_callback(lambda t: _log_late_failure(t, path))
+            return None
+        if task.cancelled() or task.exception() is not None:
+            log.warning(
+                "capture failed path=%s error=%r",
+                path,
+                "cancelled" if task.cancelled() else task.exception(),
+            )
+            return None
+        outcome = task.result()
+        if outcome is not None:
+            return await self.store.get_snapshot(site.name, path) if outcome.stored else None
+        # Another process holds the lease: watch the store until it lands or time is up.
+        while time.monotonic() < deadline and not stopping.is_set():
+            record = await self.store.get_path(site.name, path)
+            if record is None or record.state in ("error", "ignored"):
+                return None
+            if record.state == "processed":
+                return await self.store.get_snapshot(site.name, path)
+            await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+        return None
+
+    async def _send_snapshot(
+        self,
+        snapshot: Snapshot,
+        result: str,
+        headers: dict[str, str],
+        scope: Scope,
+        send: Send,
+    ) -> int:
+        """Send ``snapshot`` (:meth:`_snapshot_answer`); the status sent. A body damaged past
+        its first piece is cut off, and logged."""
+        self.metrics.request(result)
+        status, out, pieces = self._snapshot_answer(snapshot, result, headers, scope["method"])
+        # A damaged body fails here, before the answer starts, so it still fails open.
+        last = next(pieces, b"")
+        await send({"type": "http.response.start", "status": status, "headers": out})
+        try:
+            # One message per piece: each waits while the client is slow.
+            for piece in pieces:
+                await send({"type": "http.response.body", "body": last, "more_body": True})
+                last = piece
+        except (zlib.error, EOFError) as exc:
+            # The answer is left unfinished, so the server drops the connection.
+            log.warning(
+                "snapshot body damaged, answer cut off site=%s path=%s error=%s",
+                snapshot.site, snapshot.path, exc,
+            )
+            return status
+        await send({"type": "http.response.body", "body": last})
+        return status
+
+    def _snapshot_answer(
+        self, snapshot: Snapshot, result: str, headers: dict[str, str], method: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], Iterator[bytes]]:
+        """The status, headers and body pieces of an answer with ``snapshot``: 304 when the
+        client has it, gzipped when it accepts that, no body for HEAD."""
+        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), *self._worker]
+        inm = headers.get("if-none-match")
+        if inm and _etag_matches(inm, snapshot.etag):
+            return 304, out, iter(())
+        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
+        if gzipped:
+            out.append((b"content-encoding", b"gzip"))
+        length = len(snapshot.body_gz) if gzipped else snapshot.size
+        out.append((b"content-length", b"%d" % length))
+        pieces = () if method == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped)
+        return snapshot.status, out, iter(pieces)
+
+
+class Route(NamedTuple):
+    """Where a request goes (:meth:`Proxy.route`): ``bot`` (``site``, its ``path``),
+    ``pass`` (``site``), ``options`` (``OPTIONS *``) or ``error`` (``status``, ``text``)."""
+
+    kind: str
+    site: SiteSettings | None = None
+    path: str = ""
+    status: int = 0
+    text: str = ""
+
+
+def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """A request's headers by lower-case name, as text (latin-1: every byte kept); the
+    values of a header sent more than once joined by ``", "``, as one list (so two Host
+    headers are one malformed Host)."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    if len(headers) < len(raw):
+        joined: dict[str, list[str]] = {}
+        for k, v in raw:
+            joined.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        headers = {k: ", ".join(values) for k, values in joined.items()}
+    return headers
+
+
+def _log_late_failure(task: asyncio.Future[Any], path: str) -> None:
+    """One line for a capture no request waits on any more that ended in an exception."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("capture failed path=%s error=%r", path, task.exception())
+
+
+def _with_header(send: Send, name: bytes, value: bytes) -> Send:
+    async def wrapped(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (name, value)]}
+        await send(message)
+
+    return wrapped

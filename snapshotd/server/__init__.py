@@ -1,0 +1,1 @@
+"""Running ``serve``: the ASGI application, the HTTP protocol and its limits, the worker processes."""

@@ -1,0 +1,1 @@
+"""What each site is and decides: the registry of sites, admission, the query parameters it ignores."""

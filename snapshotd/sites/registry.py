@@ -1,0 +1,243 @@
+"""The sites one process serves and crawls, as the store holds them.
+
+Sites are runtime objects: the API and ``snapshotd site`` create, change, pause and remove
+them in the store, and every process (``serve`` workers, ``worker``, other hosts on one
+PostgreSQL) sees the change within ``refresh_every`` seconds, without a restart. The sites
+of the config file are written to the store when the process starts (created, or their
+settings replaced), so the file stays the place to declare them when that suits.
+
+Invariants:
+- one :class:`SiteRegistry` a process; proxy, crawler and API look sites up only here;
+- ``rules`` and ``bots`` are dicts shared with their readers and changed in place, so a
+  reader holding them sees every change; a site whose stored settings or rules file cannot
+  be read is logged once and keeps its last good version (or is left out if it has none);
+- listeners hear of every site added or changed (restarted too) and every site removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from snapshotd.config.loading import site_from_mapping, site_to_mapping
+from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.config.values import ConfigError
+from snapshotd.observe import logs
+from snapshotd.rewrite import RulesError, RuleSet, site_rules
+from snapshotd.store.base import SiteRow, Store
+from snapshotd.store.job_state import restart_job
+from snapshotd.web.bots import BotMatcher
+
+__all__ = ["SiteRegistry", "site_json"]
+
+log = logging.getLogger("snapshotd.sites.registry")
+
+REFRESH_SECONDS = 1.0
+# Called with the names of the sites added or changed, then of those removed.
+Listener = Callable[[set[str], set[str]], None]
+
+
+def site_json(site: SiteSettings) -> str:
+    """A site's settings as the store keeps them."""
+    return json.dumps(site_to_mapping(site), sort_keys=True, separators=(",", ":"))
+
+
+class SiteRegistry:
+    """The current sites, read from the store every ``refresh_every`` seconds."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        rules: dict[str, RuleSet] | None = None,
+        refresh_every: float = REFRESH_SECONDS,
+    ) -> None:
+        self.configured = settings.sites
+        self.settings = settings  # its ``sites`` replaced by the store's on every change
+        self.store = store
+        self.refresh_every = refresh_every
+        # Given rules stand for the configured sites' rules, while a site has those.
+        given = rules or {}
+        self._given_rules = {
+            s.name: ((s.rules, s.rules_text), given[s.name])
+            for s in settings.sites if s.name in given
+        }
+        self.rules: dict[str, RuleSet] = {}
+        self.bots: dict[str, BotMatcher] = {}
+        self.paused: set[str] = set()
+        self.created: dict[str, float] = {}
+        self._rows: dict[str, SiteRow] = {}
+        self._listeners: list[Listener] = []
+        self._poll: asyncio.Task[None] | None = None
+        self._bad: set[tuple[str, float]] = set()
+        self._removed: set[str] = set()
+        # The query parameters each site ignores by what it learned (snapshotd.sites.param_learner).
+        self._learned: dict[str, tuple[tuple[str, str], ...]] = {}
+        for site in self.configured:  # a broken rules file stops start-up (RulesError)
+            self._load(site)
+
+    # ------------------------------------------------------------------ lookups
+
+    @property
+    def sites(self) -> tuple[SiteSettings, ...]:
+        return self.settings.sites
+
+    def site(self, name: str) -> SiteSettings | None:
+        return self.settings.site(name)
+
+    def site_for_host(self, host: str) -> SiteSettings | None:
+        return self.settings.site_for_host(host)
+
+    def site_for_url(self, url: str) -> SiteSettings | None:
+        return self.settings.site_for_url(url)
+
+    def is_paused(self, name: str) -> bool:
+        return name in self.paused
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        """Write the configured sites to the store, read every site, and keep reading."""
+        for site in self.configured:
+            await self.store.put_site(site.name, site_json(site))
+        await self.refresh()
+        self._poll = asyncio.create_task(self._keep_reading(), name="sites")
+
+    async def close(self) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll
+            self._poll = None
+
+    async def _keep_reading(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_every)
+            try:
+                await self.refresh()
+            except Exception as exc:  # the store is down: keep the sites known, try again
+                logs.throttled(log, logging.WARNING, "could not read sites: %s", exc)
+
+    # ------------------------------------------------------------------ changes
+
+    async def put(self, site: SiteSettings) -> None:
+        """Create or replace a site, seen by this process at once."""
+        self._load(site)  # a broken rules file is refused before anything is stored
+        await self.store.put_site(site.name, site_json(site))
+        await self.refresh()
+
+    async def set_paused(self, name: str, paused: bool) -> bool:
+        found = await self.store.set_site_paused(name, paused)
+        await self.refresh()
+        return found
+
+    async def restart(self, name: str) -> int:
+        """Remove every path and snapshot of the site; its settings stay, and the crawler
+        starts it again from its seeds. How many paths went."""
+        n = await restart_job(self.store, name)
+        await self.refresh()
+        return n
+
+    async def delete(self, name: str) -> int:
+        """Remove the site and everything of it. How many paths went."""
+        n = await self.store.clear_site(name, remove=True)
+        await self.refresh()
+        return n
+
+    async def refresh(self) -> None:
+        rows = {row.name: row for row in await self.store.list_sites()}
+        learned: dict[str, tuple[tuple[str, str], ...]] = {}
+        for param in await self.store.list_params():
+            if param.state == "ignored":
+                learned[param.site] = (*learned.get(param.site, ()), (param.name, param.scope))
+        changed = {
+            name for name, row in rows.items()
+            if (old := self._rows.get(name)) is None or old.updated_at != row.updated_at
+            or old.settings != row.settings or learned.get(name, ()) != self._learned.get(name, ())
+        }
+        removed = set(self._rows) - set(rows)
+        self._removed |= removed
+        paused = {name for name, row in rows.items() if row.paused}
+        if not changed and not removed and paused == self.paused:
+            return
+        current = {s.name: s for s in self.settings.sites}
+        for name in removed:
+            current.pop(name, None)
+            self.rules.pop(name, None)
+            self.bots.pop(name, None)
+        for name in sorted(changed):
+            row = rows[name]
+            old = self._rows.get(name)
+            if old is None or old.settings != row.settings or name not in current:
+                site = self._parse(row)
+                if site is None:
+                    continue
+                current[name] = site
+            current[name] = replace(current[name], learned_params=learned.get(name, ()))
+        self._rows = rows
+        self._learned = learned
+        self.paused = paused
+        self.created = {name: row.created_at for name, row in rows.items()}
+        # The configured sites first, in the file's order (the first with no hosts is the
+        # one serving any Host), then the others by name.
+        first = [s.name for s in self.configured if s.name in current]
+        order = first + sorted(set(current) - set(first))
+        self.settings = replace(self.settings, sites=tuple(current[n] for n in order))
+        changed &= set(current)
+        if (changed or removed) and self._poll is not None:  # not the first read, at start
+            log.info(
+                "sites changed=%s removed=%s",
+                ",".join(sorted(changed)) or "-", ",".join(sorted(removed)) or "-",
+            )
+        for listener in self._listeners:
+            listener(changed, removed)
+
+    def _parse(self, row: SiteRow) -> SiteSettings | None:
+        """The site a row holds, with its rules and bots loaded; None (logged once a version)
+        when it cannot be read."""
+        try:
+            raw = json.loads(row.settings)
+            if not isinstance(raw, dict):
+                raise ConfigError("not a JSON object")
+            site = site_from_mapping(raw, f"site {row.name!r} in the store")
+            self._load(site)
+            return site
+        except (ValueError, ConfigError, RulesError) as exc:
+            if (row.name, row.updated_at) not in self._bad:
+                self._bad.add((row.name, row.updated_at))
+                log.error("site %s kept as it was: %s", row.name, exc)
+            return None
+
+    def _load(self, site: SiteSettings) -> None:
+        """Parse the site's rules and make its bot matcher (RulesError for broken rules)."""
+        source, given = self._given_rules.get(site.name, (None, None))
+        if given is not None and (site.rules, site.rules_text) == source:
+            rules = given
+        else:
+            rules = site_rules(site)
+        self.rules[site.name] = rules
+        self.bots[site.name] = _matcher(site)
+
+    def orphans(self, names: Iterable[str]) -> set[str]:
+        """Of ``names`` (sites that have paths), those this process saw removed from the
+        store and not created again (paths of sites it never knew are left alone)."""
+        return (set(names) & self._removed) - set(self._rows)
+
+
+_MATCHERS: dict[tuple[tuple[str, ...], ...], BotMatcher] = {}
+
+
+def _matcher(site: SiteSettings) -> BotMatcher:
+    """One matcher for each bot setting (compiling the data set's patterns costs)."""
+    key = (site.bots_add, site.bots_remove, site.bots_categories)
+    if key not in _MATCHERS:
+        _MATCHERS[key] = BotMatcher(site.bots_add, site.bots_remove, site.bots_categories)
+    return _MATCHERS[key]
