@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench" / "docs_spa"))
 
 import app as docsify  # noqa: E402
 
-from snapshotd.config.settings import BrowserSettings, Settings
+from snapshotd.config.settings import BrowserSettings, Settings  # noqa: E402
 from snapshotd.render import find_chromium  # noqa: E402
 from snapshotd.server.app import create_app  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402

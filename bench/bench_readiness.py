@@ -48,7 +48,7 @@ import uvicorn  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
-from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
 from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise, visible_text  # noqa: E402

@@ -1,3 +1,3 @@
-from snapshotd.cli.main import main
+from snapshotd.cli import main
 
 raise SystemExit(main())

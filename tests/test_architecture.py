@@ -171,7 +171,7 @@ def test_the_layer_check_finds_an_import_up_or_sideways() -> None:
     graph = {
         "snapshotd.web.urls": {"snapshotd.config.settings"},
         "snapshotd.proxy.handler": {"snapshotd.crawl.engine", "snapshotd.web.urls"},
-        "snapshotd.cli.main": {"snapshotd.server.run"},
+        "snapshotd.cli.serve": {"snapshotd.server.run"},
     }
     assert _against_the_layers(graph) == [
         "snapshotd.proxy.handler -> snapshotd.crawl.engine",
@@ -191,7 +191,8 @@ def test_the_circle_finder_finds_circles() -> None:
 def test_function_level_imports_count(tmp_path) -> None:
     (tmp_path / "m.py").write_text("def f():\n    from snapshotd.server import app\n")
     (tmp_path / "t.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from snapshotd.server import app\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from snapshotd.server import app\n"
     )
     modules = {"snapshotd.server.app": tmp_path / "app.py"}
     assert _imports("snapshotd.m", tmp_path / "m.py", modules) == {"snapshotd.server.app"}

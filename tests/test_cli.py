@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from snapshotd.cli.main import main
+from snapshotd.cli import main
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

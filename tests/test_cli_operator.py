@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from snapshotd.cli.main import build_parser
+from snapshotd.cli.parser import build_parser
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.test_cli import one_line_error, run

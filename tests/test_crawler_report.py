@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from snapshotd.cli.main import main
+from snapshotd.cli import main
 from snapshotd.store.sqlite import SQLiteStore
 
 

@@ -120,7 +120,7 @@ def test_a_uvicorn_lacking_a_part_serves_bots_and_people_the_plain_way(
 NEWER_UVICORN = (
     "import sys, uvicorn\n"
     "uvicorn.__version__ = '0.99.0'\n"
-    "from snapshotd.cli.main import main\n"
+    "from snapshotd.cli import main\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import sys
 from dataclasses import replace
 from urllib.parse import urlsplit
 
+from snapshotd.cli.common import check_chromium, settings_of
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.pool import BrowserPool
 
@@ -71,3 +74,9 @@ async def capture_command(url: str, settings: Settings, output: str | None) -> i
         file=sys.stderr,
     )
     return 0
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    check_chromium(settings)
+    return asyncio.run(capture_command(args.url, settings, args.output))

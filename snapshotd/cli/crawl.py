@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -23,7 +24,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
+from snapshotd.cli.common import UserError, check_chromium, check_rules, settings_of
+from snapshotd.cli.site import SiteCommandError, assign
+from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import Settings
+from snapshotd.config.values import ConfigError
 from snapshotd.crawl.engine import Crawler
 from snapshotd.crawl.frontier import CrawlStats
 from snapshotd.observe.logs import iso_utc
@@ -302,3 +307,51 @@ async def run_crawl(
         store=store,
         body=body,
     )
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    check_rules(settings)
+    check_chromium(settings)
+    return asyncio.run(run_worker(settings))
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    if args.max_pages is not None and args.max_pages < 1:
+        raise UserError("--max-pages must be at least 1")
+    settings = _with_settings(settings_of(args, need_site=True), args.set or ())
+    _check_seeds(settings, args.seed or ())
+    check_rules(settings)
+    check_chromium(settings)
+    return asyncio.run(run_crawl(settings, seeds=args.seed or None, max_pages=args.max_pages))
+
+
+def _check_seeds(settings: Settings, seeds: Sequence[str]) -> None:
+    """Each ``--seed`` is a path (for every site) or a URL of a configured site."""
+    from urllib.parse import urlsplit
+
+    for seed in seeds:
+        if seed.startswith("/"):
+            continue
+        parts = urlsplit(seed)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise UserError(
+                f"--seed {seed}: a seed is a path starting with '/' (did you mean "
+                f"/{seed.lstrip('/')}?) or a URL of a configured site"
+            )
+        if settings.site_for_url(seed) is None:
+            raise UserError(f"--seed {seed}: belongs to no configured site")
+
+
+def _with_settings(settings: Settings, assignments: Sequence[str]) -> Settings:
+    """``--set KEY=VALUE``: the settings with those site keys changed on every site."""
+    if not assignments:
+        return settings
+    try:
+        sites = tuple(
+            site_from_mapping(assign(site_to_mapping(s), assignments), "--set")
+            for s in settings.sites
+        )
+    except (ConfigError, SiteCommandError) as exc:
+        raise UserError(str(exc)) from None
+    return replace(settings, sites=sites)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
@@ -9,6 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from snapshotd.cli.common import UserError
+from snapshotd.config.loading import load_settings
+from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite.errors import RulesError
 from snapshotd.rewrite.ruleset import load_rules
 from snapshotd.store.base import StoreError
@@ -138,3 +142,28 @@ def eval_command(
     finally:
         close()
     return 0
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    if args.rules_command == "check":
+        return check_command(args.file)
+    return eval_command(args.rules, args.header or [], args.url, args.db, _eval_site(args))
+
+
+def _eval_site(args: argparse.Namespace) -> SiteSettings | None:
+    """The site ``rules eval`` evaluates for (its ignored parameters, its paths for ``NF``):
+    ``--site`` of ``--config``, else the site whose rules file is the one evaluated, else the
+    first site; None without a config."""
+    if not args.config:
+        if args.site:
+            raise UserError("--site names a site of --config, and no --config was given")
+        return None
+    sites = load_settings(args.config).sites
+    if args.site:
+        site = next((s for s in sites if s.name == args.site), None)
+        if site is None:
+            raise UserError(f"{args.config}: no site is named {args.site!r}")
+        return site
+    rules = os.path.realpath(args.rules)
+    site = next((s for s in sites if s.rules and os.path.realpath(s.rules) == rules), None)
+    return site or (sites[0] if sites else None)

@@ -3,11 +3,15 @@ changed there directly; every running process sees a change within a second."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
+import sys
 import tomllib
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from snapshotd.cli.common import UserError, existing_db, settings_of
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.config.values import ConfigError
@@ -151,3 +155,13 @@ async def _run(
         n = await store.clear_site(name, remove=True)
         out.write(f"deleted site {name} and its {n} paths\n")
     return 0
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    db = settings_of(args).db
+    if args.action != "set":
+        db = existing_db(args)
+    try:
+        return asyncio.run(run_site_command(db, args.action, args.name, args.setting, sys.stdout))
+    except SiteCommandError as exc:
+        raise UserError(str(exc)) from None

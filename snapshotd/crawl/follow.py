@@ -148,7 +148,8 @@ class Follower:
     ) -> None:
         """Follow what a stored capture points to: its redirect, canonical, links; what a
         page only a bot's request named points to is not found by the crawler. The site's
-        crawl regex gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
+        crawl regex gets one budget of matching time for them all
+        (:mod:`snapshotd.web.patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of)
 
@@ -217,6 +218,7 @@ class Follower:
             if path is None or path in own:
                 continue
             # A link with a query waits behind those without one: until its page is known, a
-            # variant of it is more often the same page (snapshotd.sites.param_learner learns which).
+            # variant of it is more often the same page (snapshotd.sites.param_learner learns
+            # which).
             priority = PRIORITY_VARIANT if "?" in path.partition("#!")[0] else PRIORITY_LINK
             await admit(site, url, hops=hops, priority=priority, source="link")

@@ -7,14 +7,14 @@ count of pages, the crawl's counters.
 
 Invariants:
 - every path set pending by the crawler first went through the site's rewrite rules, the
-  ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order (:mod:`snapshotd.sites.admission`
-  decides, ``admit`` applies);
+  ignore list, robots.txt, ``max_hops`` and ``max_pages``, in that order
+  (:mod:`snapshotd.sites.admission` decides, ``admit`` applies);
 - a path admitted from a page the crawler found (or from a seed or a sitemap) is marked found,
   new or known; one admitted from a page only a bot's request named is not (its links are
   that stranger's choice as much as the site's), and a known one keeps its mark;
 - a link carrying a parameter the site learned to ignore is also admitted as it is when the
-  learner checks that decision there (:meth:`~snapshotd.sites.param_learner.ParamLearner.check_of`), at
-  the priority of a variant;
+  learner checks that decision there (:meth:`~snapshotd.sites.param_learner.ParamLearner.check_of`),
+  at the priority of a variant;
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
@@ -209,9 +209,10 @@ class Frontier:
         lastmod: float | None = None,
         found: bool = True,
     ) -> str:
-        """Set one URL of ``site`` pending if admission allows it (:mod:`snapshotd.sites.admission`).
-        Answers what happened: queued, requeued, pending, fresh, ignored, skipped, external.
-        ``found``: the page it is on was found by the crawler (see the module's rules)."""
+        """Set one URL of ``site`` pending if admission allows it
+        (:mod:`snapshotd.sites.admission`). Answers what happened: queued, requeued, pending, fresh,
+        ignored, skipped, external. ``found``: the page it is on was found by the crawler (see the
+        module's rules)."""
         path = site.path_of(url)
         if path is None:
             return "external"

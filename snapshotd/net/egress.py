@@ -6,8 +6,8 @@ egress guard (:mod:`snapshotd.render.guard`) and the process's own HTTP fetches
 
 - the host is judged by :func:`snapshotd.net.address_policy.check_host` with the site's origin;
 - a name is resolved here, once, and refused when any address it resolves to is refused by
-  :func:`snapshotd.net.address_policy.check_address`, unless ``host:port`` is the site's origin itself
-  (which may live at a private address);
+  :func:`snapshotd.net.address_policy.check_address`, unless ``host:port`` is the site's origin
+  itself (which may live at a private address);
 - the caller connects only to the addresses returned, so nothing resolves the name again
   between the judgment and the connection.
 """

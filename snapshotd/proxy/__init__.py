@@ -1,1 +1,2 @@
-"""The request path of every URL outside ``/_snapshotd/``: a snapshot, or the origin's answer passed through."""
+"""The request path of every URL outside ``/_snapshotd/``: a snapshot, or the origin's answer passed
+through."""

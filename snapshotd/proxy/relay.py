@@ -12,8 +12,8 @@ go the ASGI way.
 Invariants, the same as the ASGI way's (:mod:`snapshotd.proxy.passthrough`):
 - the request's head is the one :func:`~snapshotd.proxy.passthrough.request_head` builds, framed as
   a request without a body is (:func:`~snapshotd.proxy.passthrough.no_body_framing`), the answer's
-  headers the ones :func:`~snapshotd.proxy.passthrough.response_headers` keeps; which requests a relay
-  takes is :func:`~snapshotd.proxy.passthrough.relay_target`'s to say;
+  headers the ones :func:`~snapshotd.proxy.passthrough.response_headers` keeps; which requests a
+  relay takes is :func:`~snapshotd.proxy.passthrough.relay_target`'s to say;
 - an origin that cannot be reached, or closes or fails before the answer's head, is a 502
   page, except that a request is asked once more on a new connection when
   :func:`~snapshotd.proxy.passthrough.may_ask_again` says so; one that fails after it leaves the

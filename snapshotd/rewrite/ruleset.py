@@ -13,8 +13,9 @@ import stat
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING
 
+from snapshotd.config.values import MAX_RULES_BYTES
 from snapshotd.rewrite import apache, seo4ajax
-from snapshotd.rewrite.common import MAX_RULES_BYTES, MAX_URL_LENGTH
+from snapshotd.rewrite.common import MAX_URL_LENGTH
 from snapshotd.rewrite.decision import Decision
 from snapshotd.rewrite.errors import RulesError
 

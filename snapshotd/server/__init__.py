@@ -1,1 +1,2 @@
-"""Running ``serve``: the ASGI application, the HTTP protocol and its limits, the worker processes."""
+"""Running ``serve``: the ASGI application, the HTTP protocol and its limits, the worker
+processes."""

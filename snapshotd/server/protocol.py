@@ -1,7 +1,7 @@
 """serve's HTTP protocol: uvicorn's httptools protocol with two changes.
 
-- Its writes go through :class:`snapshotd.server.batched_writes.TurnWrites` (a connection's writes of one
-  turn of the event loop in one system call).
+- Its writes go through :class:`snapshotd.server.batched_writes.TurnWrites` (a connection's writes
+  of one turn of the event loop in one system call).
 - A request the application can answer at once is answered here, before it becomes an ASGI
   call: the protocol is handed the application's ``answer_at_once(method, path, query,
   headers, scope)`` (:func:`protocol_for`, which serve's :func:`snapshotd.server.run.uvicorn_config`

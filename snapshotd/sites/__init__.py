@@ -1,1 +1,2 @@
-"""What each site is and decides: the registry of sites, admission, the query parameters it ignores."""
+"""What each site is and decides: the registry of sites, admission, the query parameters it
+ignores."""

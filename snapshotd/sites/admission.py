@@ -27,7 +27,8 @@ The rules of admission, in order:
    A bot's path that would be captured is refused (``paused``) while the site is paused:
    no capture starts for it (SPEC 2.2). A pause does not stop paths being queued (the API,
    the crawler's sources): whether a queued path is claimed is the crawler's scheduling
-   (:mod:`snapshotd.crawl.engine`), and a paused job's rounds stand still (:mod:`snapshotd.crawl.rounds`).
+   (:mod:`snapshotd.crawl.engine`), and a paused job's rounds stand still
+   (:mod:`snapshotd.crawl.rounds`).
 7. A known path is queued again only when it is due (expired, or changed per its sitemap
    ``lastmod``); pending and processing paths keep their place.
 

@@ -1,6 +1,7 @@
 """What the stores keep for knowing a page by what it shows: the fingerprints of each
 snapshot (:mod:`snapshotd.web.fingerprints`), and the query parameters a site learned or was told to
-ignore, with the evidence behind them (:mod:`snapshotd.sites.param_learner`). Mixins of both engines.
+ignore, with the evidence behind them (:mod:`snapshotd.sites.param_learner`). Mixins of both
+engines.
 
 Invariants:
 - a parameter's evidence is one row per (site, name, base path): whether the variants of that

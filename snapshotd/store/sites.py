@@ -36,8 +36,8 @@ _PUT = (
     "WHERE sites.settings <> excluded.settings"
 )
 # The round whose end was notified, once a flag of the job's row (``"notified": true``), is a
-# row of its own (snapshotd.store.job_state): the start of that round, as the job's row writes it (its
-# first key, ``{"started": 1764085934.25, ...``), so no notification is sent again.
+# row of its own (snapshotd.store.job_state): the start of that round, as the job's row writes it
+# (its first key, ``{"started": 1764085934.25, ...``), so no notification is sent again.
 _NOTIFIED_ROUNDS = (
     "INSERT INTO meta (key, value) "
     "SELECT 'job-notified:' || substr(key, 5), substr(value, 13, {position} - 13) FROM meta "

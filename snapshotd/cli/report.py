@@ -1,0 +1,56 @@
+"""``snapshotd report``: one row per path of the store, CSV or JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+from typing import Any
+
+from snapshotd.cli.common import existing_db
+from snapshotd.store import PathRecord, open_store
+from snapshotd.store.base import iso_time
+
+REPORT_COLUMNS = (
+    "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",
+    "duplicate_of", "error",
+)
+
+
+def report_row(r: PathRecord) -> dict[str, Any]:
+    return {
+        "site": r.site,
+        "path": r.path,
+        "state": r.state,
+        "priority": r.priority,
+        "status": r.status,
+        "captured_at": iso_time(r.captured_at) or "",
+        "expires_at": iso_time(r.expires_at) or "",
+        "hops": r.hops,
+        "duplicate_of": r.duplicate_of,
+        "error": r.error,
+    }
+
+
+async def _report(db: str, fmt: str, out: Any) -> int:
+    store = open_store(db)
+    await store.open()
+    try:
+        writer = csv.DictWriter(out, fieldnames=REPORT_COLUMNS, lineterminator="\n")
+        if fmt == "csv":
+            writer.writeheader()
+        async for record in store.iter_paths():
+            row = report_row(record)
+            if fmt == "csv":
+                writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            else:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        await store.close()
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return asyncio.run(_report(existing_db(args), args.format, sys.stdout))
