@@ -1,4 +1,4 @@
-"""links.py: links out of captured HTML, table-driven."""
+"""web/links.py: links out of captured HTML, table-driven."""
 
 from __future__ import annotations
 

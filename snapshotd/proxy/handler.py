@@ -292,7 +292,7 @@ class Proxy:
             raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
             query = scope.get("query_string", b"").decode("latin-1")
             headers = header_map(scope["headers"])
-            route = self.route(scope["method"], raw_path, query, headers)
+            route = self.destination(scope["method"], raw_path, query, headers)
         if route.kind == "bot":
             assert route.site is not None
             await self.snapshot_request(route.site, route.path, headers, scope, receive, send)
@@ -307,31 +307,34 @@ class Proxy:
             self.metrics.request("ERROR")
             await _send_simple(send, route.status, route.text)
 
-    def route(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> Route:
+    def destination(
+        self, method: str, raw_path: str, query: str, headers: dict[str, str]
+    ) -> Destination:
         """Where a request for a path outside ``/_snapshotd/`` goes: the target's form, the
         Host and the site, then pass-through or a bot's site path, decided here, once."""
         try:
             check_origin_form(raw_path)
         except BadRequest as exc:
             if method == "OPTIONS" and raw_path == "*" and not query:
-                return Route("options")
-            return Route("error", status=400, text=f"Bad Request: {exc}\n")
+                return Destination("options")
+            return Destination("error", status=400, text=f"Bad Request: {exc}\n")
         host = headers.get("host", "")
         if host and not valid_host(host):
             what = "more than one Host header" if ", " in host else "malformed Host header"
-            return Route("error", status=400, text=f"Bad Request: {what}\n")
+            return Destination("error", status=400, text=f"Bad Request: {what}\n")
         site = self.sites.site_for_host(host)
         if site is None:
-            return Route("error", status=421, text=f"No site is configured for host {host!r}\n")
+            text = f"No site is configured for host {host!r}\n"
+            return Destination("error", status=421, text=text)
         if (
             method not in ("GET", "HEAD")
             or "x-snapshotd" in headers
             or is_static_asset(raw_path.split("?", 1)[0])
         ):
-            return Route("pass", site)
+            return Destination("pass", site)
         is_bot = self.bots[site.name](headers.get("user-agent", ""))
         if not is_bot and not has_escaped_fragment(query):
-            return Route("pass", site)
+            return Destination("pass", site)
         try:
             # The target's bytes, read as latin-1 above, are written as escapes of those bytes.
             path, _escaped = site_path_from_request(
@@ -339,8 +342,8 @@ class Proxy:
             )
         except BadRequest as exc:
             text = f"{_STATUS_TEXT.get(exc.status, '')}: {exc}\n"
-            return Route("error", status=exc.status, text=text)
-        return Route("bot", site, path)
+            return Destination("error", status=exc.status, text=text)
+        return Destination("bot", site, path)
 
     def answer_at_once(
         self,
@@ -359,7 +362,7 @@ class Proxy:
         again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
         becomes an ASGI call."""
         headers = header_map(raw_headers)
-        route = self.route(method, raw_path, query, headers)
+        route = self.destination(method, raw_path, query, headers)
         scope[ROUTED] = (headers, route)
         site = route.site
         if route.kind == "pass":
@@ -616,8 +619,8 @@ class Proxy:
         return snapshot.status, out, iter(pieces)
 
 
-class Route(NamedTuple):
-    """Where a request goes (:meth:`Proxy.route`): ``bot`` (``site``, its ``path``),
+class Destination(NamedTuple):
+    """Where a request goes (:meth:`Proxy.destination`): ``bot`` (``site``, its ``path``),
     ``pass`` (``site``), ``options`` (``OPTIONS *``) or ``error`` (``status``, ``text``)."""
 
     kind: str
