@@ -93,6 +93,11 @@ def _merged(rows: Sequence[CounterRow]) -> list[CounterRow]:
     return [(*key, value) for key, value in sorted(sums.items())]
 
 
+def row_count(status: str) -> int:
+    """The row count of a PostgreSQL command tag such as ``UPDATE 3`` or ``INSERT 0 1``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
 @contextlib.asynccontextmanager
 async def sqlite_transaction(store: Any) -> AsyncIterator[Any]:
     """The SQLite store's writer, under its lock, in one ``BEGIN IMMEDIATE`` transaction that

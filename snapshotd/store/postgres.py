@@ -39,7 +39,8 @@ from snapshotd.store.base import (
     snapshot_from_row,
 )
 from snapshotd.store.copies import PostgresCopies
-from snapshotd.store.counters import PostgresCounters
+from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.path_counts import (
     COUNTS,
     FOLD,
@@ -62,37 +63,12 @@ _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
 _RETRIES = 5
 # What opening a connection can raise for a bad URL, an unreachable server or a refusal.
 CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError)
-_NEXT_PENDING = (
-    "SELECT id FROM paths WHERE state = 'pending' "
-    "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-)
-# Each asked site's own head (its index: a constant cost per site), then the best of those.
-_HEADS_OF = (
-    "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
-    "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
-    "ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS head "
-    "ORDER BY head.priority DESC, head.queued_at, head.id LIMIT 1"
-)
-# Locking only the row taken (a lock is a write): the first 8 of each site's queue read
-# unlocked, then the best one no other claim holds; else ``_HEADS_OF``.
-CLAIM_CANDIDATES = 8
-_NEXT_PENDING_OF = (
-    "SELECT id FROM paths WHERE id = ANY(ARRAY("
-    "SELECT head.id FROM unnest($3::text[]) AS asked (site) CROSS JOIN LATERAL ("
-    "SELECT id, priority, queued_at FROM paths WHERE state = 'pending' AND site = asked.site "
-    f"ORDER BY priority DESC, queued_at, id LIMIT {CLAIM_CANDIDATES}) AS head "
-    f"ORDER BY head.priority DESC, head.queued_at, head.id LIMIT {CLAIM_CANDIDATES})) "
-    "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-)
 
 
 
-def _count(status: str) -> int:
-    """The row count of a command tag such as ``UPDATE 3`` or ``INSERT 0 1``."""
-    return int(status.rsplit(" ", 1)[-1])
-
-
-class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCopies):
+class PostgresStore(
+    PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases
+):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
     def __init__(
@@ -308,13 +284,6 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         )
         return [(row["id"], row["path"]) for row in rows]
 
-    async def lease_owners(self) -> list[str]:
-        """The owners of the leases held now."""
-        rows = await self._db.fetch(
-            "SELECT DISTINCT lease_owner FROM paths WHERE state = 'processing'"
-        )
-        return [row[0] for row in rows if row[0]]
-
     # ------------------------------------------------------------------ writes
 
     async def set_meta(self, key: str, value: str) -> None:
@@ -393,7 +362,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
                     hops,
                     pid,
                 )
-                if _count(changed):
+                if row_count(changed):
                     return "reprioritised" if priority > old_priority else "pending"
                 continue
             expired = expires_at is None or expires_at <= now
@@ -410,7 +379,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
                 state,
                 expires_at,
             )
-            if _count(changed):
+            if row_count(changed):
                 return "requeued"
         raise asyncpg.SerializationError(f"{path}: changed by others on every try")
 
@@ -475,51 +444,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
             now,
             reason or None,
         )
-        return _count(status) > 0
-
-    async def claim(
-        self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
-    ) -> PathRecord | None:
-        if sites is not None and not sites:
-            return None
-        now = self.clock()
-        params: list[Any] = [owner, now + lease_seconds]
-        queries = [_NEXT_PENDING]
-        if sites is not None:
-            params.append(list(dict.fromkeys(sites)))
-            queries = [_NEXT_PENDING_OF, _HEADS_OF]
-        for query in queries:
-            if row := await self._db.fetchrow(
-                "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-                f"attempts = attempts + 1 WHERE id = ({query}) RETURNING {PATH_COLUMNS}",
-                *params,
-            ):
-                return path_record(row)
-        return None
-
-    async def claim_path(
-        self, site: str, path: str, owner: str, lease_seconds: float
-    ) -> PathRecord | None:
-        row = await self._db.fetchrow(
-            "UPDATE paths SET state = 'processing', lease_owner = $1, lease_until = $2, "
-            "attempts = attempts + 1 WHERE site = $3 AND path = $4 AND state = 'pending' "
-            f"RETURNING {PATH_COLUMNS}",
-            owner,
-            self.clock() + lease_seconds,
-            site,
-            path,
-        )
-        return path_record(row) if row else None
-
-    async def release_expired_leases(self) -> int:
-        """Leases past their deadline (a dead worker's) go back to pending, same priority."""
-        return _count(
-            await self._db.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
-                "WHERE state = 'processing' AND lease_until < $1",
-                self.clock(),
-            )
-        )
+        return row_count(status) > 0
 
     async def complete(
         self,
@@ -608,7 +533,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
             path,
             owner,
         )
-        return _count(result) > 0
+        return row_count(result) > 0
 
     async def links_followed(self, site: str, path: str) -> None:
         await self._db.execute(
@@ -625,7 +550,7 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
         if not states:
             return 0
         now = self.clock()
-        return _count(
+        return row_count(
             await self._db.execute(
                 "UPDATE paths SET state = 'pending', priority = 0, queued_at = $1 "
                 "WHERE id IN (SELECT id FROM paths WHERE site = $2 "
@@ -638,33 +563,8 @@ class PostgresStore(PostgresCounters, PostgresSites, PostgresParams, PostgresCop
             )
         )
 
-    async def release_leases(self, owner: str) -> int:
-        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died),
-        its claim not counted as an attempt."""
-        return _count(
-            await self._db.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-                "attempts = GREATEST(attempts - 1, 0) "
-                "WHERE state = 'processing' AND lease_owner = $1",
-                owner,
-            )
-        )
-
-    async def release(self, site: str, path: str, owner: str) -> bool:
-        """A claimed path goes back to pending (its capture was cut short), its claim not
-        counted as an attempt. False if ``owner`` does not hold its lease."""
-        result = await self._db.execute(
-            "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-            "attempts = GREATEST(attempts - 1, 0) "
-            "WHERE site = $1 AND path = $2 AND state = 'processing' AND lease_owner = $3",
-            site,
-            path,
-            owner,
-        )
-        return _count(result) > 0
-
     async def delete_path(self, site: str, path: str) -> bool:
         status = await self._db.execute(
             "DELETE FROM paths WHERE site = $1 AND path = $2", site, path
         )
-        return _count(status) > 0
+        return row_count(status) > 0

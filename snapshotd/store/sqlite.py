@@ -36,6 +36,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
+from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.path_counts import (
     COUNTS,
     PROCESSED,
@@ -106,25 +107,6 @@ MIGRATIONS: list[str] = [
 ]
 
 
-_CLAIM_WINDOW = 256
-_NEXT_PENDING = (
-    "SELECT id FROM paths WHERE state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
-)
-_NEXT_PENDING_OF = (
-    "SELECT id FROM (SELECT id, site, priority, queued_at FROM paths WHERE state = 'pending' "
-    f"ORDER BY priority DESC, queued_at, id LIMIT {_CLAIM_WINDOW}) "
-    "WHERE site IN ({}) ORDER BY priority DESC, queued_at, id LIMIT 1"
-)
-_PENDING_WINDOW = (
-    f"SELECT COUNT(*) FROM (SELECT 1 FROM paths WHERE state = 'pending' LIMIT {_CLAIM_WINDOW})"
-)
-# The UNIQUE (site, path) index: every row of the asked sites, whatever the queue holds.
-_NEXT_PENDING_BY_SITE = (
-    "SELECT id FROM paths INDEXED BY sqlite_autoindex_paths_1 WHERE site IN ({}) "
-    "AND state = 'pending' ORDER BY priority DESC, queued_at, id LIMIT 1"
-)
-
-
 def _statements(script: str) -> Iterator[str]:
     """The statements of a migration, each whole (a trigger's body holds semicolons)."""
     statement = ""
@@ -134,7 +116,6 @@ def _statements(script: str) -> Iterator[str]:
             if statement.strip("; \n"):
                 yield statement
             statement = ""
-
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
@@ -151,7 +132,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
+class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -451,69 +432,6 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
             )
             return cur.rowcount > 0
 
-    async def claim(
-        self, owner: str, lease_seconds: float, *, sites: Sequence[str] | None = None
-    ) -> PathRecord | None:
-        now = self.clock()
-        update = (
-            "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
-            "attempts = attempts + 1 WHERE id = ({}) "
-            f"RETURNING {PATH_COLUMNS}"
-        )
-        if sites is None:
-            async with self._lock:
-                async with self._writer.execute(
-                    update.format(_NEXT_PENDING), (owner, now + lease_seconds)
-                ) as c:
-                    row = await c.fetchone()
-            return path_record(row) if row else None
-        if not sites:
-            return None
-        marks = ",".join("?" * len(sites))
-        params = (owner, now + lease_seconds, *sites)
-        async with self._lock:
-            wr = self._writer
-            # Usually the next pending paths overall belong to the sites asked for: look
-            # among the first few in queue order (the pending index), a constant cost.
-            async with wr.execute(update.format(_NEXT_PENDING_OF.format(marks)), params) as c:
-                row = await c.fetchone()
-            if row is None:
-                async with wr.execute(_PENDING_WINDOW) as c:
-                    window_row = await c.fetchone()
-                window = window_row[0] if window_row else 0
-                if window >= _CLAIM_WINDOW:
-                    # Other sites fill the head of the queue (one waiting on crawl_delay):
-                    # walk the asked sites' own rows instead of the whole queue.
-                    async with wr.execute(
-                        update.format(_NEXT_PENDING_BY_SITE.format(marks)), params
-                    ) as c:
-                        row = await c.fetchone()
-        return path_record(row) if row else None
-
-    async def claim_path(
-        self, site: str, path: str, owner: str, lease_seconds: float
-    ) -> PathRecord | None:
-        now = self.clock()
-        async with self._lock:
-            async with self._writer.execute(
-                "UPDATE paths SET state = 'processing', lease_owner = ?, lease_until = ?, "
-                "attempts = attempts + 1 WHERE site = ? AND path = ? AND state = 'pending' "
-                f"RETURNING {PATH_COLUMNS}",
-                (owner, now + lease_seconds, site, path),
-            ) as c:
-                row = await c.fetchone()
-        return path_record(row) if row else None
-
-    async def release_expired_leases(self) -> int:
-        """Leases past their deadline (a dead worker's) go back to pending, same priority."""
-        async with self._lock:
-            cur = await self._writer.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
-                "WHERE state = 'processing' AND lease_until < ?",
-                (self.clock(),),
-            )
-            return cur.rowcount
-
     async def complete(
         self,
         site: str,
@@ -633,36 +551,6 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies):
                 (now, site, *states, now, limit),
             )
             return cur.rowcount
-
-    async def lease_owners(self) -> list[str]:
-        """The owners of the leases held now."""
-        async with self._reader.execute(
-            "SELECT DISTINCT lease_owner FROM paths WHERE state = 'processing'"
-        ) as c:
-            return [row[0] for row in await c.fetchall() if row[0]]
-
-    async def release_leases(self, owner: str) -> int:
-        """Every path leased by ``owner`` goes back to pending (a worker that stopped or died),
-        its claim not counted as an attempt."""
-        async with self._lock:
-            cur = await self._writer.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-                "attempts = MAX(attempts - 1, 0) WHERE state = 'processing' AND lease_owner = ?",
-                (owner,),
-            )
-            return cur.rowcount
-
-    async def release(self, site: str, path: str, owner: str) -> bool:
-        """A claimed path goes back to pending (its capture was cut short), its claim not
-        counted as an attempt. False if ``owner`` does not hold its lease."""
-        async with self._lock:
-            cur = await self._writer.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-                "attempts = MAX(attempts - 1, 0) "
-                "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ?",
-                (site, path, owner),
-            )
-            return cur.rowcount > 0
 
     async def delete_path(self, site: str, path: str) -> bool:
         async with self._lock:
