@@ -122,12 +122,12 @@ def test_an_origins_connection_token_does_not_remove_its_content_length(tmp_path
 
 def trickle(
     base: str, head: bytes, piece: bytes, *, most: int = 8 * 2**20, seconds: float = 15.0,
-    through_answers: bool = False,
+    through_answers: bool = False, pace: float = 0.0002,
 ) -> tuple[bytes, int, float]:
-    """``head``, then ``piece`` after ``piece`` in small writes (the server reads each
-    alone), until the server answers (or, ``through_answers``, closes), ``most`` bytes are
-    sent or ``seconds`` pass; what the server sent back until it closed, the bytes sent and
-    the seconds taken."""
+    """``head``, then ``piece`` after ``piece`` in small writes ``pace`` seconds apart (the
+    server reads each alone), until the server answers (or, ``through_answers``, closes),
+    ``most`` bytes are sent or ``seconds`` pass; what the server sent back until it closed,
+    the bytes sent and the seconds taken."""
     host, port = base.removeprefix("http://").split(":")
     started = time.monotonic()
     sent = 0
@@ -143,7 +143,7 @@ def trickle(
                     got += data
                 sock.sendall(piece)
                 sent += len(piece)
-                time.sleep(0.0002)
+                time.sleep(pace)
         except (BrokenPipeError, ConnectionResetError):
             pass
         try:
@@ -360,3 +360,27 @@ def test_the_worker_pid_is_told_only_when_the_setting_says_so(tmp_path, told: bo
                 assert b"x-snapshotd-cache: hit" in hit.lower()
                 for answer in (hit, health):
                     assert (b"\r\nx-snapshotd-worker: " in answer.lower()) is told, answer
+
+
+def test_a_head_trickled_past_its_time_is_refused_with_408_and_closed(
+    tmp_path, monkeypatch
+) -> None:
+    """A client sending a head within its bounds but a byte at a time, slowly, to hold the
+    connection (slowloris): 408 and the connection closed once the head's time is up, the
+    origin never asked; a head sent in time on another connection is answered."""
+    monkeypatch.setattr("snapshotd.server.protocol.HEAD_SECONDS", 1.0)
+    with raw_origin(answer_with_path) as (url, origin), servers(tmp_path, url) as (fast, _, _):
+        started = time.monotonic()
+        answer, sent, took = trickle(
+            fast, b"GET / HTTP/1.1\r\nHost: site.test\r\nX-Slow: ", b"a", seconds=6,
+            pace=0.1,
+        )
+        assert answer.startswith(b"HTTP/1.1 408 "), (answer[:100], sent, took)
+        assert b"\r\nconnection: close\r\n" in answer.lower()
+        assert 0.9 < time.monotonic() - started < 3
+        assert origin.requests == []
+        host, port = fast.removeprefix("http://").split(":")
+        client = http.client.HTTPConnection(host, int(port), timeout=5)
+        client.request("GET", "/_snapshotd/healthz")
+        assert client.getresponse().status == 200
+        client.close()

@@ -19,7 +19,16 @@ from collections.abc import MutableMapping
 from email.utils import formatdate
 from typing import Any
 
-__all__ = ["MAX_HEAD", "MAX_LINE", "TOO_LARGE", "Served", "http_date", "line_size"]
+__all__ = [
+    "HEAD_SECONDS",
+    "MAX_HEAD",
+    "MAX_LINE",
+    "TOO_LARGE",
+    "TOO_SLOW",
+    "Served",
+    "http_date",
+    "line_size",
+]
 
 # A request's target and each header line may have this many bytes (nginx's default, from
 # its large_client_header_buffers 4 8k), and its head, target and header lines, this many.
@@ -29,6 +38,12 @@ TOO_LARGE = {
     414: f"Request target longer than {MAX_LINE} bytes\n",
     431: f"Request header line over {MAX_LINE} bytes, or head over {MAX_HEAD}\n",
 }
+
+# A request's head, from its first byte to its blank line, is whole within this many
+# seconds (Apache's mod_reqtimeout gives 20 to 40; nginx's client_header_timeout 60), so a
+# client trickling a head within its bounds cannot hold a connection for ever.
+HEAD_SECONDS = 20.0
+TOO_SLOW = "Request head not whole within {:g} s\n"
 
 _DATE = [0, b""]  # the second, and the Date header's value for it
 

@@ -40,7 +40,9 @@ Invariants:
   they end a line (or more than :data:`MAX_LINE` of them, which is a refusal), so a line
   comes to the parser in two pieces at most: what the parser and uvicorn put together of a
   line costs time in proportion to its length however it is trickled, and a client sending
-  an endless head is refused within its bounds.
+  an endless head is refused within its bounds;
+- a request's head is whole within :data:`HEAD_SECONDS` of its first byte, else 408 and the
+  connection closed, so a head trickled within its bounds holds no connection for ever.
 """
 
 from __future__ import annotations
@@ -56,7 +58,15 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from snapshotd.proxy.relay import AtOnce, Relay
 from snapshotd.server.batched_writes import TurnWrites
-from snapshotd.server.exchange import MAX_HEAD, MAX_LINE, TOO_LARGE, http_date, line_size
+from snapshotd.server.exchange import (
+    HEAD_SECONDS,
+    MAX_HEAD,
+    MAX_LINE,
+    TOO_LARGE,
+    TOO_SLOW,
+    http_date,
+    line_size,
+)
 
 __all__ = ["HttpProtocol", "protocol_for"]
 
@@ -116,12 +126,15 @@ class HttpProtocol(HttpToolsProtocol):
         self._held = bytearray()
         self._head_size = 0
         self._stalled = 0
+        # Runs out HEAD_SECONDS after a head's first byte, unless the head is whole by then.
+        self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.transport = TurnWrites(transport, self.loop)  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._head_done()
         if self._relaying is not None:
             self._relaying.relay.abort()
         running = self._running
@@ -136,6 +149,8 @@ class HttpProtocol(HttpToolsProtocol):
         """uvicorn's, with the head's bounds (see the module)."""
         self._unset_keepalive_if_required()
         if self._in_head:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._too_slow)
             held = self._held
             if held or b"\n" not in data:
                 held += data
@@ -193,6 +208,25 @@ class HttpProtocol(HttpToolsProtocol):
         if self._in_head and (self.cycle is None or self.cycle.response_complete):
             self._refuse(status, TOO_LARGE[status])
         self.transport.close()
+
+    def _too_slow(self) -> None:
+        """Refuse a request whose head is not whole within its time, 408, and close the
+        connection."""
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        log.warning(
+            "request refused status=408 client=%s: head not whole within %g s",
+            (self.client or ("-",))[0], HEAD_SECONDS,
+        )
+        if self.cycle is None or self.cycle.response_complete:
+            self._refuse(408, TOO_SLOW.format(HEAD_SECONDS))
+        self.transport.close()
+
+    def _head_done(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
 
     # Parser callbacks: uvicorn's, counting the head's bytes and where it ends.
 
@@ -252,6 +286,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._head_done()
         if self.transport.is_closing():
             # Closed after an answer given at once earlier in this read (HTTP/1.0 with
             # keep-alive asked for): like uvicorn, take no request after it.
