@@ -126,7 +126,9 @@ class HttpProtocol(HttpToolsProtocol):
         self._held = bytearray()
         self._head_size = 0
         self._stalled = 0
-        # Runs out HEAD_SECONDS after a head's first byte, unless the head is whole by then.
+        # A head's first bytes were parsed, not yet its end; the timer that runs out
+        # HEAD_SECONDS after the read that left a head unfinished, unless it is whole by then.
+        self._head_begun = False
         self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -149,14 +151,14 @@ class HttpProtocol(HttpToolsProtocol):
         """uvicorn's, with the head's bounds (see the module)."""
         self._unset_keepalive_if_required()
         if self._in_head:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._too_slow)
             held = self._held
             if held or b"\n" not in data:
                 held += data
                 if b"\n" not in data:
                     if len(held) > MAX_LINE:
                         self._too_large(431 if self._line_fed else 414)
+                    else:
+                        self._time_head()
                     return
                 data = bytes(held)
                 held.clear()
@@ -180,6 +182,8 @@ class HttpProtocol(HttpToolsProtocol):
         else:
             if self._stalled > MAX_LINE:
                 self._too_large(431)
+            else:
+                self._time_head()
 
     def _invalid(self) -> None:
         """uvicorn's answer to what is not HTTP/1.1: a line in its log, 400, closed."""
@@ -223,6 +227,12 @@ class HttpProtocol(HttpToolsProtocol):
             self._refuse(408, TOO_SLOW.format(HEAD_SECONDS))
         self.transport.close()
 
+    def _time_head(self) -> None:
+        """Start the head's time when what was read leaves a head unfinished: a head read
+        whole in one piece, the usual case, costs no timer."""
+        if self._head_timer is None and (self._held or self._head_begun):
+            self._head_timer = self.loop.call_later(HEAD_SECONDS, self._too_slow)
+
     def _head_done(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -233,6 +243,7 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_size = 0
+        self._head_begun = True
 
     def on_url(self, url: bytes) -> None:
         self._head_size += len(url)
@@ -286,6 +297,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._head_begun = False
         self._head_done()
         if self.transport.is_closing():
             # Closed after an answer given at once earlier in this read (HTTP/1.0 with
