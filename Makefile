@@ -64,6 +64,12 @@ tests/prerender_node/node_modules/.package-lock.json: tests/prerender_node/packa
 		npm ci --prefix tests/prerender_node --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the prerender-node test will be skipped"; fi
 
+# SEO4Ajax's connect-s4a middleware in front of Express, for the SEO4Ajax face's test.
+tests/connect_s4a/node_modules/.package-lock.json: tests/connect_s4a/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/connect_s4a --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the connect-s4a test will be skipped"; fi
+
 # Real browsers' User-Agent strings for the bot detection test (npm's user-agents data).
 tests/browser_agents/node_modules/.package-lock.json: tests/browser_agents/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -83,6 +89,7 @@ bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.js
 	else echo "npm not found: bench_readiness.py will leave prerender out"; fi
 
 test: chromium tests/prerender_node/node_modules/.package-lock.json \
+		tests/connect_s4a/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
 		tests/corpus/apps/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh

@@ -666,7 +666,7 @@ async def test_metrics_and_health(env: Env) -> None:
 
 
 def _routes(app: SnapshotdApp) -> set[tuple[str, str]]:
-    starlette = app.api.app  # type: ignore[attr-defined]
+    starlette = app.api.app.app  # type: ignore[attr-defined]  # TokenAuth, then FreshSites
     out = set()
     for route in starlette.routes:
         path = route.path.replace(":path}", "}")

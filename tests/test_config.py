@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
-from snapshotd.config.loading import load_settings, site_from_mapping
+from snapshotd.config.loading import load_settings, site_from_mapping, site_to_mapping
 from snapshotd.config.values import ConfigError, parse_duration
 
 
@@ -261,11 +262,27 @@ def test_every_number_is_finite_and_within_its_range_or_the_file_is_refused_nami
             load_settings(write(tmp_path, f"{site}{key} = {value}\n"), env={})
 
 
+def test_never_is_how_a_snapshot_that_never_expires_is_spelled_and_zero_is_refused(tmp_path):
+    site = "[[site]]\norigin = 'http://127.0.0.1:3000'\n"
+    never = load_settings(write(tmp_path, site + "expire_after = 'never'\n"), env={}).sites[0]
+    assert never.expire_after == math.inf
+    assert never.refresh_after == 7 * 86400  # its sitemaps and failures still come round
+    assert site_to_mapping(never)["expire_after"] == "never"  # JSON, and read back the same
+    assert site_from_mapping(site_to_mapping(never)) == never
+    assert load_settings(write(tmp_path, site + "expire_after = '1m'\n"), env={})
+    for value in ("0", "'0'", "'0s'", "59", "'59s'", "0.5"):
+        with pytest.raises(ConfigError, match=r"site\[0\]\.expire_after: must be from 60 to "):
+            load_settings(write(tmp_path, f"{site}expire_after = {value}\n"), env={})
+    for value in ("'Never'", "'forever'", "'-1'", "true"):
+        with pytest.raises(ConfigError, match=r"expire_after: expected a duration like .*'never'"):
+            load_settings(write(tmp_path, f"{site}expire_after = {value}\n"), env={})
+
+
 def test_a_duration_too_long_to_be_a_date_is_refused_however_it_is_written(tmp_path):
     site = "[[site]]\norigin = 'http://127.0.0.1:3000'\n"
     assert load_settings(write(tmp_path, site + "expire_after = '3650d'\n"), env={})
     for value in ("'3651d'", "'" + "9" * 400 + "'", "9" * 400, "inf", "nan", "1e300"):
-        with pytest.raises(ConfigError, match=r"site\[0\]\.expire_after: must be from 0 to "):
+        with pytest.raises(ConfigError, match=r"site\[0\]\.expire_after: must be from 60 to "):
             load_settings(write(tmp_path, f"{site}expire_after = {value}\n"), env={})
     # A number past what a float holds, as a JSON body may carry one.
     with pytest.raises(ConfigError, match=r"site\.expire_after: "):
@@ -336,3 +353,18 @@ def test_hosts_of_a_site_are_host_names_wherever_they_come_from(tmp_path):
     for bad in ("a b", "a/b", "", "user@shop.test"):
         with pytest.raises(ConfigError, match=r"site\.hosts: .* is not a host name"):
             site_from_mapping({"origin": "http://a.test", "hosts": [bad]})
+
+
+def test_the_seo4ajax_face_takes_host_names_and_a_port_other_than_serves(tmp_path):
+    face = "[server]\nport = 8080\nseo4ajax_hosts = ['s4a.internal']\nseo4ajax_port = 8081\n"
+    settings = load_settings(write(tmp_path, face), env={})
+    assert settings.seo4ajax_hosts == ("s4a.internal",) and settings.seo4ajax_port == 8081
+    for bad, says in (
+        ("seo4ajax_hosts = ['s4a.internal:80']", "seo4ajax_hosts"),
+        ("seo4ajax_hosts = ['http://x']", "seo4ajax_hosts"),
+        ("seo4ajax_port = 8080", "seo4ajax_port"),
+        ("seo4ajax_port = 70000", "seo4ajax_port"),
+        ("seo4ajax_port = -1", "seo4ajax_port"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            load_settings(write(tmp_path, f"[server]\nport = 8080\n{bad}\n"), env={})

@@ -72,9 +72,17 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
             await expect(counters).to_contain_text("Pages processed (snapshots kept)")
             await expect(page.locator("#job-done")).to_contain_text(
                 re.compile(r"^(\d+) of \1 pages$"))
+            # This round's end could not be told (as the notifier records a refused webhook).
+            notify_error = page.locator("#job-notify-error")
+            await expect(notify_error).to_be_hidden()
+            await _record_failure(settings.db, "spa", "webhook not called: refused: loopback")
+            await expect(notify_error).to_have_text(
+                "Not notified: webhook not called: refused: loopback", timeout=WAIT_MS)
+            assert api_get(env, "/sites/spa").json()["job"]["sentJobDoneNotification"] == 0
             await page.click("#site-round")
             await expect(page.locator("#message")).to_contain_text("Started a new round of spa")
             await expect(page.locator("#job-code")).to_have_text("9", timeout=WAIT_MS)
+            await expect(notify_error).to_be_hidden()  # a new round starts with none
 
             await page.click("#site-pause")
             await expect(page.locator("#site-state")).to_have_text("paused")
@@ -90,6 +98,18 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
             assert api_get(env, "/sites/spa").status_code == 404
             await browser.close()
             assert errors == []
+
+
+async def _record_failure(db: str, name: str, error: str) -> None:
+    from snapshotd.crawl.jobs import record_notification_failure
+
+    from snapshotd.store.job_state import job_state
+    from snapshotd.store.sqlite import SQLiteStore
+
+    async with SQLiteStore(db) as store:
+        created = {row.name: row.created_at for row in await store.list_sites()}[name]
+        state = await job_state(store, name, created)  # the round the job is in
+        await record_notification_failure(store, name, state, error)
 
 
 async def test_a_refresh_under_way_when_a_site_is_deleted_does_not_report_it_missing(

@@ -458,7 +458,7 @@ async def test_a_round_begun_while_the_notifier_describes_the_last_is_notified_a
         notifier = Notifier(settings, store, registry, minutes=minutes)
         calls: list[str] = []
 
-        async def call(site, job):  # type: ignore[no-untyped-def]
+        async def call(site, job, state=None):  # type: ignore[no-untyped-def]
             calls.append(job["roundStartTime"])
 
         notifier._call = call  # type: ignore[method-assign]
@@ -496,7 +496,7 @@ async def test_two_hosts_notify_the_end_of_a_round_once(store) -> None:  # type:
         await advance(store, registries[0], site)  # the round ends
         calls: list[str] = []
 
-        async def call(site, job):  # type: ignore[no-untyped-def]
+        async def call(site, job, state=None):  # type: ignore[no-untyped-def]
             calls.append(job["roundStartTime"])
 
         notifiers = [

@@ -97,14 +97,20 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
     with serve_asgi(shop.app) as origin, serve_asgi(create_app(settings)) as base, httpx.Client(
         base_url=base, timeout=30, trust_env=False
     ) as client:
-        # Refusals first: the token, and arguments snapshotd does not carry out.
+        # Refusals first: the token, arguments that would mislead, and unknown ones.
         assert client.get("/_snapshotd/v3/crawl").status_code == 401
         wrong = client.post("/_snapshotd/v3/crawl", data={"token": "nope", "name": "x"})
         assert wrong.status_code == 401
-        api_url = client.post("/_snapshotd/v3/crawl", data={
-            "token": TOKEN, "name": "x", "seeds": origin + "/", "apiUrl": "http://x/v3/article",
+        other_hosts = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "restrictDomain": "0",
         })
-        assert api_url.status_code == 400 and "not applicable" in api_url.json()["error"]
+        assert other_hosts.status_code == 400
+        assert other_hosts.json()["field"] == "restrictDomain"
+        typo = client.post("/_snapshotd/v3/crawl", data={
+            "token": TOKEN, "name": "x", "seeds": origin + "/", "maxToCrawll": "5",
+        })
+        assert typo.status_code == 400 and typo.json()["field"] == "maxToCrawll"
+        assert "not an argument snapshotd knows" in typo.json()["error"]
         email = client.post("/_snapshotd/v3/crawl", data={
             "token": TOKEN, "name": "x", "seeds": origin + "/", "notifyEmail": "a@b.test",
         })
@@ -119,13 +125,19 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         assert null.status_code == 400 and null.json()["field"] == "maxToCrawl"
         assert client.get("/_snapshotd/v3/crawl", params={"token": TOKEN}).json() == {"jobs": []}
 
-        # A job from a form, as Crawlbot's own examples send it; /deep/ is never crawled.
+        # A job from a form, as Crawlbot's own examples send it (apiUrl and useProxies
+        # too: taken, and the answer says what snapshotd does instead); /deep/ is never
+        # crawled.
         created = client.post("/_snapshotd/v3/crawl", data={
             "token": TOKEN, "name": "shop", "seeds": origin + "/",
             "urlCrawlPattern": "!/deep/", "obeyRobots": "0", "maxHops": "5",
+            "apiUrl": "https://api.diffbot.com/v3/product", "useProxies": "1",
         })
         assert created.status_code == 200, created.text
         assert created.json()["response"] == "Successfully added urls for spidering."
+        warnings = created.json()["warnings"]
+        assert [w.split(":")[0] for w in warnings] == ["apiUrl", "useProxies"]
+        assert "extracts nothing" in warnings[0] and "no proxy" in warnings[1]
         seen: list[int] = [created.json()["jobs"][0]["jobStatus"]["status"]]
         done = wait_status(client, "shop", 9, seen)
         assert seen[0] in (0, 7) and seen[-2:] == [7, 9], seen
@@ -143,17 +155,33 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
         client.get("/_snapshotd/v3/crawl", params={"token": TOKEN, "name": "shop", "pause": "0"})
         assert job(client, "shop")["jobStatus"]["status"] == 9
 
-        # The data: processed pages as JSON, the URL report as CSV, with a Bearer token.
+        # The data: processed pages as JSON, the URL report as CSV, fetched as given (their
+        # download token opens this job's data alone), or with a Bearer token.
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        pages = client.get(done["downloadJson"].replace(base, ""), headers=auth).json()
+        assert TOKEN not in done["downloadJson"] and TOKEN not in done["downloadUrls"]
+        given = client.get(done["downloadJson"])
+        assert given.status_code == 200, given.text
+        pages = given.json()
         assert len(pages) == done["objectsFound"]
+        download = done["downloadJson"].split("downloadToken=")[1].split("&")[0]
+        for elsewhere in (
+            f"/_snapshotd/v3/crawl/data?name=small&downloadToken={download}",
+            f"/_snapshotd/v3/crawl?name=shop&delete=1&token={download}",
+            f"/_snapshotd/v3/crawl/data?name=shop&downloadToken=1.{download.split('.')[1]}",
+        ):
+            assert client.get(elsewhere).status_code == 401, elsewhere
+        assert client.get(f"/_snapshotd/api/v1/sites/shop?token={download}").status_code == 401
         home = next(p for p in pages if p["path"] == "/")
         assert home["pageUrl"] == origin + "/" and home["status"] == 200 and home["title"]
         newest = client.get("/_snapshotd/v3/crawl/data",
                             params={"name": "shop", "num": "2", "html": "1"}, headers=auth)
         assert len(newest.json()) == 2 and "<html" in newest.json()[0]["html"].lower()
-        urls = client.get(done["downloadUrls"].replace(base, ""), headers=auth)
+        urls = client.get(done["downloadUrls"])
         assert urls.headers["content-type"].startswith("text/csv")
+        # type=urls without format: Crawlbot's CSV report too.
+        plain = client.get("/_snapshotd/v3/crawl/data",
+                           params={"name": "shop", "type": "urls"}, headers=auth)
+        assert plain.headers["content-type"].startswith("text/csv") and plain.text == urls.text
         header = urls.text.splitlines()[0].split(",")
         assert "duplicate_of" in header and "url" in header
         assert len(urls.text.splitlines()) == done["urlsHarvested"] + 1
@@ -277,19 +305,82 @@ def test_the_webhook_and_the_mail_tell_the_job_has_ended_once_a_round(tmp_path) 
     assert body["sentJobDoneNotification"] == 1 and body["urlsHarvested"] == 4
 
 
-@pytest.mark.browser
-def test_a_webhook_to_a_loopback_address_is_refused_unless_the_operator_allows_it(
-    tmp_path, caplog
-) -> None:
+def test_a_webhook_the_policy_will_never_allow_is_refused_when_it_is_set(tmp_path) -> None:
     sentinel = Receiver()
-    with caplog.at_level(logging.WARNING, logger="snapshotd.crawl.notify"):
-        run_job_with_webhook(
-            tmp_path, allow_private=False, receiver=sentinel,
-            told=lambda: "webhook not called" in caplog.text,
-        )
+    for private in (False, True):
+        settings = Settings(db=str(tmp_path / f"set-{private}.db"), api_tokens=(TOKEN,),
+                            notify_private=private)
+        with serve_asgi(sentinel.app) as hook, serve_asgi(
+            create_app(settings, crawler=False)
+        ) as base, httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
+            crawlbot = client.post("/_snapshotd/v3/crawl", data={
+                "token": TOKEN, "name": "shop", "seeds": "http://127.0.0.1:9/",
+                "notifyWebhook": hook + "/hook",
+            })
+            api = client.put(
+                "/_snapshotd/api/v1/sites/other", headers={"Authorization": f"Bearer {TOKEN}"},
+                json={"origin": "http://127.0.0.1:9", "notify_webhook": "http://[::1]:9/hook"},
+            )
+            metadata = client.post("/_snapshotd/v3/crawl", data={
+                "token": TOKEN, "name": "meta", "seeds": "http://127.0.0.1:9/",
+                "notifyWebhook": "http://169.254.169.254/hook",
+            })
+            if private:  # the operator's own network: taken (no fetch is made here)
+                assert crawlbot.status_code == 200 and api.status_code == 201, api.text
+            else:
+                assert crawlbot.status_code == 400 and api.status_code == 400
+                assert crawlbot.json()["field"] == "notifyWebhook"
+                assert "will never let it be called: loopback" in crawlbot.json()["error"]
+                assert api.json()["field"] == "notify_webhook"
+            assert metadata.status_code == (200 if private else 400)
     assert sentinel.calls == []
-    assert "webhook not called site=shop" in caplog.text
-    assert "refused: loopback" in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize("private", [False, True], ids=["refused", "given-up"])
+async def test_a_webhook_refused_or_given_up_is_recorded_and_shown_by_the_job(
+    tmp_path, private
+) -> None:
+    from snapshotd.crawl.job_json import describe_job
+    from snapshotd.crawl.notify import Notifier
+    from snapshotd.net.fetch import Fetcher
+    from snapshotd.store.job_state import claim_notification, job_state
+    from snapshotd.store.sqlite import SQLiteStore
+
+    calls: list[str] = []
+
+    async def failing(request: Request) -> Response:
+        calls.append(request.url.path)
+        return Response("no", status_code=500)
+
+    receiver = Starlette(routes=[Route("/hook", failing, methods=["POST"])])
+
+    async def table(host: str, port: int) -> list[str]:  # hooks.test is this loopback host
+        assert host == "hooks.test"
+        return ["127.0.0.1"]
+
+    settings = Settings(db=str(tmp_path / "n.db"), notify_private=private)
+    with serve_asgi(receiver) as hook:
+        url = hook.replace("127.0.0.1", "hooks.test") + "/hook"
+        site = SiteSettings(name="shop", origin="http://127.0.0.1:9", notify_webhook=url)
+        async with SQLiteStore(settings.db) as store:
+            state = await job_state(store, "shop", 0.0)
+            assert await claim_notification(store, "shop", state)  # as check() does first
+            notifier = Notifier(settings, store, None, retries=(),  # type: ignore[arg-type]
+                                http=Fetcher(resolve=table))
+            try:
+                await notifier._call(site, {"jobStatus": {"message": "done"}}, state)
+            finally:
+                await notifier.aclose()
+            job = await describe_job(store, site, paused=False, created=0.0, base_url="")
+    if private:  # let through, answered 500, given up
+        assert calls == ["/hook"]
+        assert job["notificationError"] == "webhook failed: answered 500"
+    else:  # refused by the policy: nothing sent
+        assert calls == []
+        assert job["notificationError"] == (
+            "webhook not called: refused: hooks.test resolves to loopback address 127.0.0.1"
+        )
+    assert job["sentJobDoneNotification"] == 0
 
 
 async def test_a_refused_webhook_is_logged_without_its_user_name_or_password(

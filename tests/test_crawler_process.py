@@ -144,7 +144,7 @@ def test_kill_9_mid_crawl_then_restart_loses_nothing_and_doubles_nothing(tmp_pat
         before = processed(db)
         hits_before = site.counts()
         in_flight = {p for p, s in states(db).items() if s == "processing"}
-        assert 8 <= len(before) < 27
+        assert 8 <= len(before) < 28
 
         second = snapshotd("crawl", "--config", str(config))
         try:
@@ -156,9 +156,9 @@ def test_kill_9_mid_crawl_then_restart_loses_nothing_and_doubles_nothing(tmp_pat
 
     after = processed(db)
     final = states(db)
-    # The full crawl's 29 captures, less the two paths that test asks for first.
+    # The full crawl's 30 captures, less the two paths that test asks for first.
     unprocessed = {p: s for p, s in final.items() if s != "processed"}
-    assert len(final) - len(unprocessed) == 27, (unprocessed, err)
+    assert len(final) - len(unprocessed) == 28, (unprocessed, err)
     assert [p for p, s in final.items() if s not in ("processed", "error", "ignored")] == []
     # Nothing stored before the kill was captured again...
     assert {p: after[p] for p in before} == before

@@ -212,10 +212,33 @@ async def test_a_canonical_copy_cut_short_queues_its_canonical_at_start(store):
     await _stored(store, "/same", '<a href="/from-same">x</a>', duplicate_of="/copy")
     await crawler.follower.follow_due_links(site)
     assert (await store.get_path("s", "/main")).state == "pending"
-    assert await store.get_path("s", "/other") is None  # a copy's own links are not followed
+    # A copy by its canonical link has its own links followed too.
+    assert (await store.get_path("s", "/other")).state == "pending"
     assert await store.get_path("s", "/from-same") is None
     assert (await store.get_path("s", "/copy")).duplicate_of == "/main"
     assert await store.links_due("s", captured_before=9e9) == []
+
+
+async def test_a_page_whose_canonical_is_elsewhere_has_its_other_links_followed(store):
+    from snapshotd.render.base import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+
+    class Renderer:
+        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+            html = '<link rel="canonical" href="/main"><a href="/only-here">x</a>'
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    crawler = await _crawler(settings, store, Renderer())
+    await store.enqueue("s", "/copy", 1)
+    record = await store.claim_path("s", "/copy", crawler.capture.owner, 60)
+    await crawler._capture(site, record)
+    assert (await store.get_path("s", "/copy")).duplicate_of == "/main"
+    main = await store.get_path("s", "/main")
+    assert main.state == "pending" and main.hops == 0  # the same page: the same depth
+    only_here = await store.get_path("s", "/only-here")
+    assert only_here is not None and only_here.state == "pending" and only_here.hops == 1
 
 
 def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_path):

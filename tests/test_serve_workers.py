@@ -254,3 +254,77 @@ def test_the_crawler_follows_the_links_of_pages_another_worker_captured(tmp_path
             assert serve.stop() == 0
         err = serve.stderr
     assert "Traceback" not in err, err
+
+
+def test_a_write_through_the_api_is_seen_by_the_next_read_whichever_worker_answers(tmp_path):
+    """Each call on a new connection, so either worker may take it: a pause, a resume, a new
+    site or a rotated site token is what the very next read shows, every time."""
+    db = tmp_path / "ryw.db"
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            assert len(pids_answering(base)) == 2  # both take connections
+
+            def call(method: str, path: str, **kw: object) -> httpx.Response:
+                r = httpx.request(method, base + path, headers=AUTH, trust_env=False,
+                                  timeout=30, **kw)  # type: ignore[arg-type]
+                assert r.status_code < 300, r.text
+                return r
+
+            crawl = "/_snapshotd/v3/crawl"
+            for n in range(15):
+                call("GET", crawl, params={"name": "shop", "pause": "1"})
+                assert call("GET", crawl, params={"name": "shop"}).json()[
+                    "jobs"][0]["jobStatus"]["status"] == 6, n
+                call("POST", "/_snapshotd/api/v1/sites/shop/resume")
+                assert call("GET", "/_snapshotd/api/v1/sites/shop").json()["paused"] is False, n
+                call("PUT", f"/_snapshotd/api/v1/sites/new{n}", json={"origin": origin})
+                assert call("GET", f"/_snapshotd/api/v1/sites/new{n}/paths").json()[
+                    "paths"] == [], n
+                token = call("POST", "/_snapshotd/api/v1/sites/shop/site-token").json()[
+                    "site_token"]
+                assert call("GET", "/_snapshotd/api/v1/sites/shop").json()[
+                    "site_token"] == token, n
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
+
+
+def test_the_seo4ajax_face_has_its_own_port_on_every_worker(tmp_path):
+    """``[server] seo4ajax_port``: a second port every worker takes requests on, all of them
+    the face's whatever their Host (HAProxy's and Varnish's recipes keep the site's)."""
+    db = tmp_path / "face.db"
+    asyncio.run(put_snapshot(db, "/page", "<html><body><p>kept page</p></body></html>"))
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        face_port = free_port()
+        config.write_text(config.read_text().replace(
+            "[browser]", f"seo4ajax_port = {face_port}\n[browser]", 1))
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            token = httpx.get(f"{base}/_snapshotd/api/v1/sites/shop", headers=AUTH,
+                              trust_env=False).json()["site_token"]
+            face = f"http://127.0.0.1:{face_port}"
+            workers: set[str] = set()
+            for _ in range(60):
+                r = httpx.get(f"{face}/{token}/page", headers={"Host": "shop.example"},
+                              trust_env=False, timeout=30)
+                assert r.status_code == 200 and "kept page" in r.text, r.text
+                workers.add(r.headers[WORKER])
+                if len(workers) == 2:
+                    break
+            assert len(workers) == 2, workers
+            # On serve's own port the same target is the site's own path, not the face's.
+            own = httpx.get(f"{base}/{token}/page", headers={"User-Agent": BOT},
+                            trust_env=False, timeout=30)
+            assert "kept page" not in own.text
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

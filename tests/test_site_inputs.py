@@ -108,7 +108,10 @@ def test_a_bad_site_or_time_written_into_the_store_breaks_no_listing_and_no_repo
             ("garbled", '{"origin": '),
             ("surrogate", f'{{"origin": "{ORIGIN}", "seeds": ["/\\ud800"], "name": "surrogate"}}'),
         ):
-            conn.execute("INSERT INTO sites VALUES (?, ?, 0, ?, ?)", (name, text, now, now))
+            conn.execute(
+                "INSERT INTO sites (name, settings, paused, created_at, updated_at) "
+                "VALUES (?, ?, 0, ?, ?)", (name, text, now, now)
+            )
         # A time no date can name, as a site that expired after "forever" would have stored.
         conn.execute("UPDATE paths SET expires_at = 1e999, captured_at = 1e300")
     with caplog.at_level(logging.INFO, logger="snapshotd.sites.registry"), api(settings) as client:
@@ -119,7 +122,8 @@ def test_a_bad_site_or_time_written_into_the_store_breaks_no_listing_and_no_repo
         assert jobs.status_code == 200 and [j["name"] for j in jobs.json()["jobs"]] == ["good"]
         assert client.get(f"{API}/sites/nan").status_code == 404
         urls = client.get("/_snapshotd/v3/crawl/data",
-                          params={"token": TOKEN, "name": "good", "type": "urls"})
+                          params={"token": TOKEN, "name": "good", "type": "urls",
+                                  "format": "json"})
         assert urls.status_code == 200, urls.text[:300]
         [row] = urls.json()
         assert row["path"] == "/a" and row["expires_at"] is None
@@ -249,3 +253,17 @@ def test_rules_text_put_through_the_api_replaces_the_configured_sites_rules(tmp_
         assert changed.status_code == 200, changed.text
         then = client.post(f"{API}/sites/cfg/paths", json={"paths": ["/a"]}).json()
         assert then["results"][0]["location"] == "/c"
+
+
+def test_never_is_taken_and_answered_as_never_and_zero_is_refused_naming_the_field(tmp_path):
+    settings = Settings(db=str(tmp_path / "never.db"), api_tokens=(TOKEN,))
+    with api(settings) as client:
+        put = client.put(f"{API}/sites/kept", json={"origin": ORIGIN, "expire_after": "never"})
+        assert put.status_code == 201, put.text
+        assert put.json()["settings"]["expire_after"] == "never"
+        assert client.get(f"{API}/sites/kept").json()["settings"]["expire_after"] == "never"
+        for value in (0, "0", "30s"):
+            bad = client.put(f"{API}/sites/kept", json={"origin": ORIGIN, "expire_after": value})
+            assert bad.status_code == 400 and bad.json()["field"] == "expire_after", bad.text
+            assert "must be from 60" in bad.json()["error"]
+        assert client.get(f"{API}/sites/kept").json()["settings"]["expire_after"] == "never"

@@ -14,14 +14,14 @@ from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
     db = str(tmp_path / "s.db")
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == len(MIGRATIONS) == 11
+        assert await s.schema_version() == len(MIGRATIONS) == 13
         await s.enqueue("site", "/a", 1)
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 11
+        assert await s.schema_version() == 13
         assert (await s.get_path("site", "/a")).state == "pending"
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 11
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 13
 
 
 async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
@@ -37,7 +37,7 @@ async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
     conn.commit()
     conn.close()
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 11
+        assert await s.schema_version() == 13
         assert (await s.get_path("site", "/old")).state == "processed"
         # Stored before the crawler's findings were told from bots' requests: found.
         assert (await s.get_path("site", "/old")).found
@@ -281,3 +281,22 @@ async def test_replace_meta_sets_a_value_only_while_it_is_the_one_expected(store
     assert await store.get_meta("k") == "1"
     assert await store.replace_meta("k", "1", "2")
     assert await store.get_meta("k") == "2"
+
+
+async def test_a_capture_of_a_site_whose_snapshots_never_expire_is_never_queued_again(store):
+    import math
+
+    from snapshotd.config.settings import SiteSettings
+
+    site = SiteSettings(name="site", expire_after=math.inf)  # expire_after = "never"
+    await store.enqueue("site", "/kept", 1)
+    await store.claim_path("site", "/kept", "me", 60)
+    now = store.test_clock()
+    assert await store.complete(
+        "site", "/kept", "me", html="<p>kept</p>", status=200, headers={}, final_url="u",
+        expires_at=now + site.expire_after,
+    )
+    store.test_clock.now += 100 * 365 * 86400
+    assert await store.requeue_expired("site", limit=10) == 0
+    record = await store.get_path("site", "/kept")
+    assert record.state == "processed" and record.expires_at == math.inf

@@ -34,6 +34,7 @@ from snapshotd.api import console, crawlbot, paths, render, sitemap, sites, stat
 from snapshotd.api import query_params as params
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error, store_error
+from snapshotd.api.fresh import FreshSites
 from snapshotd.api.inputs import MAX_BODY
 from snapshotd.api.openapi import document, openapi_json
 from snapshotd.api.paths import MAX_PATHS_PER_CALL
@@ -66,6 +67,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(_SITE, sites.put_site, methods=["PUT"]),
     Route(_SITE, sites.delete_site, methods=["DELETE"]),
     Route(f"{_SITE}/pause", sites.pause_site, methods=["POST"]),
+    Route(f"{_SITE}/site-token", sites.rotate_site_token, methods=["POST"]),
     Route(f"{_SITE}/resume", sites.resume_site, methods=["POST"]),
     Route(f"{_SITE}/restart", sites.restart_site, methods=["POST"]),
     Route(f"{_SITE}/round", sites.round_site, methods=["POST"]),
@@ -109,4 +111,4 @@ def create_api(ctx: Services, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
     app.state.rate_samples = deque()
     app.state.console_files = console.read_console_files()
     tokens = ctx.settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
-    return TokenAuth(app, tokens)
+    return TokenAuth(FreshSites(app, ctx.sites), tokens)

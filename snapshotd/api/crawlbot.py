@@ -3,8 +3,9 @@ so scripts written for Diffbot's Crawlbot work with the host changed.
 
 ``/_snapshotd/v3/crawl`` takes its arguments from the query, a form or a JSON body (GET and
 POST alike, as Crawlbot does), the token as a ``token`` argument or a Bearer header; it
-checks the token itself, since it may be in the body. An argument snapshotd does not carry
-out is refused by name with 400, never ignored.
+checks the token itself, since it may be in the body. What becomes of each argument is one
+rule (:mod:`snapshotd.api.crawlbot_args`): carried out, done otherwise and said in the answer's
+``warnings``, or refused by name with 400; never ignored.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -22,6 +24,15 @@ from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
 from snapshotd.api.base import ApiError, context
+from snapshotd.api.crawlbot_args import (
+    CONTROLS,
+    DATA_ARGUMENTS,
+    DOWNLOAD_TOKEN,
+    allows_download,
+    api_tokens,
+    check_arguments,
+    warnings_for,
+)
 from snapshotd.api.inputs import is_number, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
@@ -101,9 +112,14 @@ async def _arguments(request: Request) -> dict[str, Any]:
     return args
 
 
-def _authorize(request: Request, args: dict[str, Any]) -> None:
-    ctx = context(request)
-    tokens = ctx.settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
+def _authorize(request: Request, args: dict[str, Any], *, download: bool = False) -> None:
+    """The API token (argument or Bearer); for the data endpoint, a job's download token
+    (:func:`~snapshotd.api.crawlbot_args.download_token`) opens that job's data too."""
+    tokens = api_tokens(context(request))
+    if download and DOWNLOAD_TOKEN in args:
+        if allows_download(tokens, str(args.get("name")), args[DOWNLOAD_TOKEN], time.time()):
+            return
+        raise ApiError(401, f"{DOWNLOAD_TOKEN}: not this job's, or expired", DOWNLOAD_TOKEN)
     given = token_from(request.scope, prerender=False) or args.get("token")
     if not isinstance(given, str) or not given or not token_matches(given, tokens):
         raise ApiError(401, "a valid token is required (token argument or Bearer)", "token")
@@ -180,11 +196,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
 async def crawl(request: Request) -> Response:
     args = await _arguments(request)
     _authorize(request, args)
-    if "apiUrl" in args:
-        raise ApiError(
-            400, "apiUrl: not applicable: snapshotd keeps each page's rendered HTML to serve "
-            "to bots, it does not extract pages with an API", "apiUrl"
-        )
+    check_arguments(args, CONTROLS | set(SETTINGS) | set(PER_SUBDOMAIN))
     if "restrictDomain" in args and not _yes(args["restrictDomain"]):
         raise ApiError(
             400, "restrictDomain: a snapshotd job serves the pages of its seeds' host, so it "
@@ -222,25 +234,31 @@ async def crawl(request: Request) -> Response:
         n = await new_round(ctx, name)
         response = f"Successfully started a new round: {n} pages queued again."
     job = await job_json(request, ctx.sites.site(name))  # type: ignore[arg-type]
-    return JSONResponse({"response": response, "jobs": [job]} if response else {"jobs": [job]})
+    answer: dict[str, Any] = {"response": response} if response else {}
+    if warnings := warnings_for(args):
+        answer["warnings"] = warnings
+    return JSONResponse({**answer, "jobs": [job]})
 
 
 @operation(
     "a job's processed pages (format=json|csv: url, path, status, capture time, title, "
-    "canonical; html=1 adds the HTML), or with type=urls its URL report; num=N: the N most "
-    "recently captured",
+    "canonical; html=1 adds the HTML), or with type=urls its URL report (CSV unless "
+    "format=json); num=N: the N most recently captured. The job's downloadJson and "
+    "downloadUrls carry a download token that opens them alone, for a day",
     responses={"200": "JSON or CSV", "400": "a bad argument", **AUTH_ERRORS},
 )
 async def crawl_data(request: Request) -> Response:
     args = await _arguments(request)
-    _authorize(request, args)
+    _authorize(request, args, download=True)
+    check_arguments(args, DATA_ARGUMENTS | {DOWNLOAD_TOKEN})
     ctx = context(request)
     if not args.get("name"):
         raise ApiError(400, "name: give the job's name", "name")
     site = ctx.sites.site(str(args["name"]))
     if site is None:
         raise ApiError(404, f"no job is named {args.get('name')!r}", "name")
-    fmt = str(args.get("format", "json"))
+    # Crawlbot's URL report is CSV unless asked otherwise; its pages are JSON.
+    fmt = str(args.get("format", "csv" if args.get("type") == "urls" else "json"))
     if fmt not in ("json", "csv"):
         raise ApiError(400, "format must be json or csv", "format")
     num = args.get("num")

@@ -10,12 +10,15 @@ is answered by its line alone, never with what the server's file holds.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.base import ApiError, context
+from snapshotd.api.crawlbot_args import api_tokens, download_token
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
@@ -24,6 +27,7 @@ from snapshotd.config.settings import SITE_NAME, SiteSettings
 from snapshotd.config.values import ConfigError, check_type
 from snapshotd.crawl.job_json import PROGRESS, describe_job
 from snapshotd.crawl.rounds import start_round
+from snapshotd.net.fetch import check_hop
 from snapshotd.rewrite import RulesError, rules_file_in
 from snapshotd.store.base import STATES, iso_time
 from snapshotd.store.job_state import job_state
@@ -56,10 +60,22 @@ def site_from_body(name: str, raw: dict[str, Any], ctx: Any) -> SiteSettings:
         if isinstance(rules, str) and rules and rules != (current.rules if current else None):
             raw = {**raw, "rules": _rules_file(check_type("site.rules", rules, "str"),
                                                ctx.settings.rules_dir)}
-        return site_from_mapping({**raw, "name": name}, "site")
+        site = site_from_mapping({**raw, "name": name}, "site")
     except ConfigError as exc:
         field = _FIELD.match(str(exc))
         raise ApiError(400, str(exc), field.group(1) if field else "body") from None
+    if site.notify_webhook and site.notify_webhook != (current.notify_webhook if current else ""):
+        # Refused now rather than at the round's end, when nothing could be told any more.
+        parts = urlsplit(site.notify_webhook)
+        own = f"{parts.scheme}://{parts.netloc}" if ctx.settings.notify_private else ""
+        if reason := check_hop(site.notify_webhook, own):
+            raise ApiError(
+                400, f"notify_webhook: the address policy will never let it be called: {reason}"
+                + ("" if ctx.settings.notify_private else
+                   " ([server] notify_private = true lets private and loopback addresses in)"),
+                "notify_webhook",
+            )
+    return site
 
 
 def _rules_file(name: str, rules_dir: str) -> str:
@@ -90,6 +106,7 @@ async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
         ctx.store, site, paused=ctx.sites.is_paused(site.name),
         created=ctx.sites.created.get(site.name, 0.0),
         base_url=str(request.base_url).rstrip("/"), minutes=ctx.metrics.minutes,
+        download=download_token(api_tokens(ctx), site.name, time.time()),
     )
 
 
@@ -105,6 +122,8 @@ async def site_answer(request: Request) -> dict[str, Any]:
         "paused": ctx.sites.is_paused(site.name),
         "created_at": iso_time(ctx.sites.created.get(site.name)),
         "counts": {state: counts.get(state, 0) for state in STATES},
+        # What SEO4Ajax's integrations put before a path (docs/SEO4AJAX.md): not the API token.
+        "site_token": ctx.sites.token_of(site.name),
         "job": {key: job[key] for key in PROGRESS},
         "settings": site_to_mapping(site),
     }
@@ -152,6 +171,20 @@ async def delete_site(request: Request) -> Response:
     ctx = context(request)
     name = site_or_404(request).name
     return JSONResponse({"deleted": name, "paths": await ctx.sites.delete(name)})
+
+
+@operation(
+    "give the site a new site token (the SEO4Ajax-compatible face's, docs/SEO4AJAX.md): "
+    "the old one is refused from then on, by every process within a second",
+    params=[SITE],
+    responses={"200": '{"site": name, "site_token": token}', **AUTH_ERRORS, **NOT_FOUND},
+)
+async def rotate_site_token(request: Request) -> Response:
+    name = site_or_404(request).name
+    token = await context(request).sites.rotate_token(name)
+    if token is None:  # removed meanwhile
+        raise ApiError(404, f"no site named {name!r}", "site")
+    return JSONResponse({"site": name, "site_token": token})
 
 
 @operation(

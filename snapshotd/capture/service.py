@@ -232,7 +232,7 @@ class CaptureService:
             # The renderer may be closing under it: nothing says the page is to blame.
             return await self._cut_short(site, record, url, result.error or "failed")
         if not result.ok:
-            delay = retry_delay(record.attempts, site.expire_after)
+            delay = retry_delay(record.attempts, site.refresh_after)
             await self.store.fail(
                 site.name,
                 record.path,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import replace
+from typing import Any
 
 from snapshotd.cli.common import UserError, check_chromium, check_rules, settings_of
 from snapshotd.config.settings import Settings
@@ -45,19 +47,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     rules = check_rules(settings)
     check_chromium(settings)
     asyncio.run(_check_store(settings.db))
-    try:
-        sock = bind_socket(settings.host, settings.port)
-    except OSError as exc:
-        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
-        host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        raise UserError(f"cannot listen on {host}:{settings.port}: {reason}") from None
-    with sock:
-        settings = replace(settings, port=sock.getsockname()[1])  # --port 0: the one drawn
+    sockets = [_listen(bind_socket, settings.host, settings.port)]
+    if settings.seo4ajax_port:  # the SEO4Ajax face's own port (snapshotd.proxy.seo4ajax_face)
+        try:
+            sockets.append(_listen(bind_socket, settings.host, settings.seo4ajax_port))
+        except UserError:
+            sockets[0].close()
+            raise
+    with contextlib.ExitStack() as stack:
+        for sock in sockets:
+            stack.enter_context(sock)
+        settings = replace(settings, port=sockets[0].getsockname()[1])  # --port 0: the one drawn
         if settings.workers > 1:
             asyncio.run(_check_browser(settings))
-            return serve_workers(settings, sock, crawler=not args.no_crawler, rules=rules)
+            return serve_workers(settings, sockets, crawler=not args.no_crawler, rules=rules)
         app = create_app(settings, crawler=not args.no_crawler, rules=rules)
-        started = serve_one(app, settings, [sock])
+        started = serve_one(app, settings, sockets)
     if app.startup_error is not None:
         raise UserError(str(app.startup_error).strip().splitlines()[0])
     return 0 if started else 2
+
+
+def _listen(bind: Any, host: str, port: int) -> Any:
+    """The listening socket on ``host:port``, or the user error that says why not."""
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+        shown = f"[{host}]" if ":" in host else host
+        raise UserError(f"cannot listen on {shown}:{port}: {reason}") from None

@@ -8,6 +8,7 @@ API, Crawlbot or the store is read by :func:`site_from_mapping`).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 from snapshotd.config.settings import (
     MAINTENANCE_EVERY,
+    NEVER,
     READINESS,
     SITE_NAME,
     SITE_RANGES,
@@ -67,6 +69,8 @@ _SERVER_KINDS = {
     "smtp_from": "str",
     "rules_dir": "str",
     "worker_header": "bool",
+    "seo4ajax_hosts": "list",
+    "seo4ajax_port": "int",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -160,8 +164,9 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
                         )
                 values["bots_categories"] = categories
         elif key == "expire_after":
-            values[key] = ranged(name, parse_duration(value, key=name), "float",
-                                  *SITE_RANGES[key])
+            values[key] = math.inf if value == NEVER else ranged(
+                name, parse_duration(value, key=name, never=True), "float", *SITE_RANGES[key]
+            )
         elif key in SITE_RANGES:
             values[key] = ranged(name, value, kind_of(types[key]), *SITE_RANGES[key])
         elif key == "origin":
@@ -242,6 +247,8 @@ def site_to_mapping(site: SiteSettings) -> dict[str, Any]:
         ) or (f.name == "rules_text" and not value):
             continue
         out[f.name] = list(value) if isinstance(value, tuple) else value
+    if math.isinf(site.expire_after):
+        out["expire_after"] = NEVER
     out["bots"] = {
         "add": list(site.bots_add),
         "remove": list(site.bots_remove),
@@ -314,6 +321,14 @@ def load_settings(
         raise ConfigError(f"{where}: server.smtp: expected smtp://host:port, got {smtp!r}")
     if not 0.5 <= server_values.get("maintenance_every", MAINTENANCE_EVERY) <= 3600:
         raise ConfigError(f"{where}: server.maintenance_every must be 0.5 to 3600 seconds")
+    for host in server_values.get("seo4ajax_hosts", ()):
+        if not valid_host(host) or ":" in host:
+            raise ConfigError(f"{where}: server.seo4ajax_hosts: {host!r} is not a host name")
+    face_port = server_values.get("seo4ajax_port", 0)
+    if not 0 <= face_port <= 65535 or (face_port and face_port == port):
+        raise ConfigError(
+            f"{where}: server.seo4ajax_port must be 1 to 65535 and not server.port, or 0 (none)"
+        )
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")
 

@@ -7,6 +7,7 @@ here does I/O. ``SITE_RANGES`` bounds a site's numbers, whichever source gave th
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -126,6 +127,12 @@ class SiteSettings:
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def refresh_after(self) -> float:
+        """How long until what the site reads again on its own is due (its sitemaps, a path
+        that failed five times): ``expire_after``, or 7 days when snapshots never expire."""
+        return self.expire_after if math.isfinite(self.expire_after) else 7 * DAY
+
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
         return self.origin.rstrip("/") + path
@@ -202,11 +209,18 @@ class SiteSettings:
 
 
 DAY = 86400.0
+# The shortest ``expire_after``: a snapshot fresh for less is recaptured about as soon as it
+# is stored (the crawler looks for expired paths every ``maintenance_every``, a capture takes
+# seconds), so bots get STALE answers from a crawler that never rests.
+MIN_EXPIRE_AFTER = 60.0
+# ``expire_after = "never"``: a snapshot is fresh until it is recaptured by hand (the API's
+# force, a crawl job's new round, a restart).
+NEVER = "never"
 # Each number of a site, wherever it comes from (the config file, the API, Crawlbot's
 # arguments, ``snapshotd site``, the store), is within its range, ends included: never NaN,
 # never infinite. -1 is "unlimited" or "unset" where its range starts there.
 SITE_RANGES: dict[str, tuple[float, float]] = {
-    "expire_after": (0, 3650 * DAY), "crawl_delay": (0, 3600),
+    "expire_after": (MIN_EXPIRE_AFTER, 3650 * DAY), "crawl_delay": (0, 3600),
     "javascript_timeout": (0, 600), "render_timeout": (0.1, 600),
     "repeat": (0, 3650), "seed_recrawl_frequency": (0, 3650),  # days
     "max_hops": (-1, 1_000_000), "max_pages": (1, 1_000_000_000),
@@ -244,6 +258,10 @@ class Settings:
     rules_dir: str = ""
     # Snapshot answers and healthz tell the pid of the worker that answered (for debugging).
     worker_header: bool = False
+    # The SEO4Ajax-compatible face (snapshotd.proxy.seo4ajax_face): requests whose Host names one
+    # of these, or taken on this port (0: none), are answered as SEO4Ajax's API answers.
+    seo4ajax_hosts: tuple[str, ...] = ()
+    seo4ajax_port: int = 0
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""

@@ -46,11 +46,13 @@ _NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _NOT_LINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
-def parse_duration(value: Any, *, key: str = "duration") -> float:
+def parse_duration(value: Any, *, key: str = "duration", never: bool = False) -> float:
     """``"7d"`` -> seconds. Numbers are seconds; one past what a float holds is infinite
-    (for :func:`ranged` to refuse)."""
+    (for :func:`ranged` to refuse). ``never``: the key also takes ``"never"`` (said in
+    the error), which the caller reads itself."""
+    spellings = "'30s', '15m', '12h' or '7d'" + (", or 'never'" if never else "")
     if isinstance(value, bool):
-        raise ConfigError(f"{key}: expected a duration like '7d', got {value!r}")
+        raise ConfigError(f"{key}: expected a duration like {spellings}, got {value!r}")
     if isinstance(value, int | float):
         if value < 0:
             raise ConfigError(f"{key}: must not be negative")
@@ -59,9 +61,7 @@ def parse_duration(value: Any, *, key: str = "duration") -> float:
         m = _DURATION.match(value)
         if m:
             return float(m.group(1)) * _UNITS[m.group(2)]
-    raise ConfigError(
-        f"{key}: expected a duration like '30s', '15m', '12h' or '7d', got {value!r:.60}"
-    )
+    raise ConfigError(f"{key}: expected a duration like {spellings}, got {value!r:.60}")
 
 
 def check_type(key: str, value: Any, kind: str) -> Any:

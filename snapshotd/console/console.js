@@ -289,6 +289,10 @@
     $("job-code").className = `badge ${code === 7 || code === 0 ? "s3xx"
       : code === 9 || code === 4 ? "s2xx" : code === 6 ? "snone" : "s4xx"}`;
     $("job-message").textContent = job.jobStatus.message;
+    // Why this round's end could not be told (a refused webhook, a mail given up).
+    $("job-notify-error").textContent = job.notificationError
+      ? `Not notified: ${job.notificationError}` : "";
+    $("job-notify-error").hidden = !job.notificationError;
     const counts = site.counts;
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
     const left = counts.pending + counts.processing;

@@ -468,7 +468,7 @@ class Crawler:
                     record.path,
                     self.capture.owner,
                     error=f"internal error: {type(exc).__name__}",
-                    retry_at=self.clock() + retry_delay(record.attempts, site.expire_after),
+                    retry_at=self.clock() + retry_delay(record.attempts, site.refresh_after),
                 )
             return
         if outcome.cut_short:

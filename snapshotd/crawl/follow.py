@@ -8,13 +8,14 @@ captures the capture service hands over (proxy misses of this process) from the 
 (:meth:`Follower.follow_due_links`, one pass at start).
 
 Invariants:
-- links are followed only from a stored 2xx capture that is not a duplicate, those with a
-  query at priority 0, behind those without; a stored 3xx
+- links are followed only from a stored 2xx capture that is not a copy by content, those
+  with a query at priority 0, behind those without; a stored 3xx
   queues its target instead, at the same hops (it stands for the same page);
 - a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
   ``crawl_links``, queues nothing;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
-  copy of it and queues the canonical, not its own links;
+  copy of it and queues the canonical as one more link, its own links as well (a page
+  reachable only through it is still found);
 - all the crawl regex searches of one capture's links share one budget of matching time;
 - a capture's mark (``links_due``) is cleared only once all it points to went through
   admission: a failure or a stop in between leaves it for the next start;
@@ -130,8 +131,8 @@ class Follower:
             )
             duplicate_of = record.duplicate_of
             if duplicate_of is not None:
-                # A copy by its canonical link is followed again, which queues the canonical;
-                # only a copy by content has nothing to follow.
+                # A copy by its canonical link is followed again, which queues the canonical
+                # and its links; only a copy by content has nothing to follow.
                 canonical = extract_links(result.html, result.final_url).canonical
                 if canonical and site.path_of(canonical) == duplicate_of:
                     duplicate_of = None
@@ -196,8 +197,8 @@ class Follower:
                             priority=PRIORITY_LINK,
                             source="canonical",
                         )
-                    return
-                links.append(page.canonical)
+                else:
+                    links.append(page.canonical)
         if nofollow or not site.crawl_links:
             return
         targets: set[str] | None = None

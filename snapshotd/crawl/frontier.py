@@ -193,7 +193,7 @@ class Frontier:
                 fetched.urls,
                 queued,
             )
-        wait = min(SITEMAP_RETRY, site.expire_after) if errors else site.expire_after
+        wait = min(SITEMAP_RETRY, site.refresh_after) if errors else site.refresh_after
         await self.store.set_meta(key, json.dumps({"fetched_at": now, "next_fetch": now + wait}))
 
     # ------------------------------------------------------------------ admission

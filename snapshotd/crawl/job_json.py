@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.rounds import FOLLOWING, ROUND_OVER, job_status, round_counts
 from snapshotd.store.base import Store
-from snapshotd.store.job_state import is_notified, job_state
+from snapshotd.store.job_state import is_notified, job_state, notification_failure
 
 if TYPE_CHECKING:
     from snapshotd.observe.minute_counts import MinuteCounters
@@ -30,7 +30,7 @@ PROGRESS = (
     "jobStatus", "objectsFound", "urlsHarvested", "pageCrawlAttempts", "pageCrawlSuccesses",
     "pageCrawlSuccessesThisRound", "pageProcessAttempts", "pageProcessSuccesses",
     "pageProcessSuccessesThisRound", "roundsCompleted", "roundStartTime",
-    "jobCompletionTimeUTC", "sentJobDoneNotification",
+    "jobCompletionTimeUTC", "sentJobDoneNotification", "notificationError",
 )
 
 async def describe_job(
@@ -41,9 +41,11 @@ async def describe_job(
     created: float,
     base_url: str,
     minutes: MinuteCounters | None = None,
+    download: str = "",
 ) -> dict[str, Any]:
     """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
-    snapshotd is reached (for ``downloadJson`` and ``downloadUrls``). ``minutes``, this
+    snapshotd is reached, ``download`` a download token of the job (for ``downloadJson`` and
+    ``downloadUrls``, usable as they are). ``minutes``, this
     process's counters, are added to the store after its paths are read: a capture is
     counted before the store shows it, so every page the paths show captured is counted.
     The job's state is read before its paths, so a round begun meanwhile is not described
@@ -65,7 +67,10 @@ async def describe_job(
             this_round[kind] = this_round.get(kind, 0) + value
     status, message = job_status(paused, site, counts, state, now)
     over = status in ROUND_OVER
-    base = f"{base_url}{DATA_PATH}?name={site.name}"
+    failed = await notification_failure(store, site.name, state)
+    base = f"{base_url}{DATA_PATH}?name={site.name}" + (
+        f"&downloadToken={download}" if download else ""
+    )
 
     def crawled(c: dict[str, int]) -> int:
         return c.get("ok", 0) + c.get("duplicate", 0) + c.get("crawled", 0)
@@ -80,7 +85,9 @@ async def describe_job(
         "jobCreationTimeUTC": int(created),
         "jobCompletionTimeUTC": int(state.ended or now) if over else 0,
         "jobStatus": {"status": status, "message": message},
-        "sentJobDoneNotification": int(await is_notified(store, site.name, state)),
+        "sentJobDoneNotification": int(await is_notified(store, site.name, state) and not failed),
+        # Why this round's end could not be told ("" when it was, or is not over yet).
+        "notificationError": failed,
         "objectsFound": counts.get("processed", 0),
         "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
         "pageCrawlAttempts": attempts,

@@ -12,7 +12,10 @@ Invariants:
   or loopback addresses through;
 - the SMTP server is the operator's own (``[server] smtp``), reached as configured;
 - a failed call or mail (an error status, no answer) is tried again after 1, 4 and 16 s,
-  then given up with one log line; a refused webhook is not tried again.
+  then given up with one log line; a refused webhook is not tried again;
+- a notification refused or given up is recorded for its round (``notificationError`` of the
+  job, which then says ``sentJobDoneNotification`` 0); a webhook the policy will never let
+  through is refused when it is set (:func:`snapshotd.api.sites.site_from_body`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ from snapshotd.net.fetch import Fetcher, Refused, describe
 from snapshotd.observe.minute_counts import MinuteCounters
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import Store
-from snapshotd.store.job_state import claim_notification, is_notified, job_state
+from snapshotd.store.job_state import (
+    JobState,
+    claim_notification,
+    is_notified,
+    job_state,
+    record_notification_failure,
+)
 from snapshotd.web.urls import redact
 
 __all__ = ["Notifier"]
@@ -56,13 +65,14 @@ class Notifier:
         *,
         retries: Sequence[float] = RETRIES,
         minutes: MinuteCounters | None = None,
+        http: Fetcher | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.sites = sites
         self.minutes = minutes  # this process's capture counts, added to a job when told
         self.retries = tuple(retries)
-        self.http = Fetcher()
+        self.http = http or Fetcher()  # the tests' may resolve names from a table
         self._sending: set[asyncio.Task[None]] = set()
         host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
         self.base_url = f"http://{host}:{settings.port}"
@@ -86,17 +96,20 @@ class Notifier:
             if not await claim_notification(self.store, site.name, state):
                 continue  # notified by another process or host
             job["sentJobDoneNotification"] = 1
-            sends = [self._call(site, job)] if site.notify_webhook else []
+            sends = [self._call(site, job, state)] if site.notify_webhook else []
             if site.notify_email:
-                sends.append(self._mail(site, job))
+                sends.append(self._mail(site, job, state))
             for send in sends:
                 task = asyncio.create_task(send, name="notify")
                 self._sending.add(task)
                 task.add_done_callback(self._sending.discard)
 
-    async def _retried(self, what: str, site: SiteSettings, attempt: Any) -> None:
+    async def _retried(
+        self, what: str, site: SiteSettings, attempt: Any, state: JobState | None
+    ) -> None:
         """``attempt()`` until it answers None (done), with the retry delays; it answers
-        why it failed otherwise. Refused raises out: no retry."""
+        why it failed otherwise, and the last reason is recorded for the round's job. Refused
+        raises out: no retry."""
         why = ""
         for delay in (0.0, *self.retries):
             await asyncio.sleep(delay)
@@ -104,8 +117,20 @@ class Notifier:
             if why is None:
                 return
         log.warning("%s failed site=%s: %s", what, site.name, why)
+        await self._failed(site, state, f"{what} failed: {why}")
 
-    async def _call(self, site: SiteSettings, job: dict[str, Any]) -> None:
+    async def _failed(self, site: SiteSettings, state: JobState | None, error: str) -> None:
+        """The job's record of why its round's end could not be told."""
+        if state is None or self.store is None:
+            return
+        try:
+            await record_notification_failure(self.store, site.name, state, error)
+        except Exception as exc:  # the store away: the log line above says it already
+            log.warning("could not record the failure site=%s: %s", site.name, exc)
+
+    async def _call(
+        self, site: SiteSettings, job: dict[str, Any], state: JobState | None = None
+    ) -> None:
         headers = {"X-Crawl-Name": site.name, "X-Crawl-Status": job["jobStatus"]["message"]}
         url = site.notify_webhook
         parts = urlsplit(url)
@@ -122,13 +147,16 @@ class Notifier:
             return None if answer.is_success else f"answered {answer.status_code}"
 
         try:
-            await self._retried("webhook", site, attempt)
+            await self._retried("webhook", site, attempt, state)
         except Refused as exc:
             log.warning("webhook not called site=%s url=%s: %s", site.name, redact(url), exc)
+            await self._failed(site, state, f"webhook not called: {exc}")
             return
         log.debug("webhook done site=%s", site.name)
 
-    async def _mail(self, site: SiteSettings, job: dict[str, Any]) -> None:
+    async def _mail(
+        self, site: SiteSettings, job: dict[str, Any], state: JobState | None = None
+    ) -> None:
         smtp = urlsplit(self.settings.smtp)
         if not smtp.hostname:
             log.warning("no mail sent site=%s: no [server] smtp in the config", site.name)
@@ -155,7 +183,7 @@ class Notifier:
                 return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             return None
 
-        await self._retried("mail", site, attempt)
+        await self._retried("mail", site, attempt, state)
 
     async def aclose(self) -> None:
         for task in list(self._sending):

@@ -3,7 +3,9 @@
 A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD, not a
 static asset, not ignored, not one of our own renders) answered from the store, or it is
 passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
-be had in time, the origin's own response goes out, marked ``BYPASS``.
+be had in time, the origin's own response goes out, marked ``BYPASS``. Requests of the
+SEO4Ajax face (:mod:`snapshotd.proxy.seo4ajax_face`) take the same way, found by their token, and
+get its 503 instead of the origin's page.
 
 Floods are bounded: a miss for a path the store does not know adds it only within the site's
 ``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
@@ -40,9 +42,10 @@ from snapshotd.observe.metrics import Metrics
 from snapshotd.proxy.passthrough import Upstream, relay_target
 from snapshotd.proxy.passthrough import send_text as _send_simple
 from snapshotd.proxy.relay import AtOnce, Relay
+from snapshotd.proxy.seo4ajax_face import Face, origin_scope, unavailable
 from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store import unavailable
+from snapshotd.store import unavailable as store_unavailable
 from snapshotd.store.base import (
     PRIORITY_EXPIRED,
     Snapshot,
@@ -264,6 +267,8 @@ class Proxy:
             if sites.settings.worker_header
             else []
         )
+        settings = sites.settings
+        self.face = Face(settings.seo4ajax_hosts, settings.seo4ajax_port, sites.site_for_token)
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
         self._read_snapshot: SharedRead[tuple[str, str], Snapshot | None] = SharedRead(self._read)
@@ -292,10 +297,15 @@ class Proxy:
             raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
             query = scope.get("query_string", b"").decode("latin-1")
             headers = header_map(scope["headers"])
-            route = self.destination(scope["method"], raw_path, query, headers)
-        if route.kind == "bot":
+            route = self.destination(scope["method"], raw_path, query, headers, _port(scope))
+        if route.target:  # the SEO4Ajax face's: what the origin sees has no token
+            scope = origin_scope(scope, route.target)
+        if route.kind in ("bot", "face"):
             assert route.site is not None
-            await self.snapshot_request(route.site, route.path, headers, scope, receive, send)
+            await self.snapshot_request(
+                route.site, route.path, headers, scope, receive, send,
+                fail_open=route.kind == "bot",
+            )
         elif route.kind == "pass":
             assert route.site is not None
             await self._pass(route.site, scope, receive, send)
@@ -308,10 +318,11 @@ class Proxy:
             await _send_simple(send, route.status, route.text)
 
     def destination(
-        self, method: str, raw_path: str, query: str, headers: dict[str, str]
+        self, method: str, raw_path: str, query: str, headers: dict[str, str], port: int = 0
     ) -> Destination:
         """Where a request for a path outside ``/_snapshotd/`` goes: the target's form, the
-        Host and the site, then pass-through or a bot's site path, decided here, once."""
+        Host and the site (or the SEO4Ajax face's token, taken on ``port``), then
+        pass-through or a bot's site path, decided here, once."""
         try:
             check_origin_form(raw_path)
         except BadRequest as exc:
@@ -322,6 +333,10 @@ class Proxy:
         if host and not valid_host(host):
             what = "more than one Host header" if ", " in host else "malformed Host header"
             return Destination("error", status=400, text=f"Bad Request: {what}\n")
+        if self.face.claims(host, port):
+            face = self.face.destination(method, raw_path, query, headers)
+            kind = "face" if face.kind == "bot" else face.kind
+            return Destination(kind, face.site, face.path, face.status, face.text, face.target)
         site = self.sites.site_for_host(host)
         if site is None:
             text = f"No site is configured for host {host!r}\n"
@@ -362,9 +377,11 @@ class Proxy:
         again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
         becomes an ASGI call."""
         headers = header_map(raw_headers)
-        route = self.destination(method, raw_path, query, headers)
+        route = self.destination(method, raw_path, query, headers, _port(scope))
         scope[ROUTED] = (headers, route)
         site = route.site
+        if route.target:
+            return None  # the SEO4Ajax face's: the ASGI way, its target without the token
         if route.kind == "pass":
             assert site is not None
             target = relay_target(
@@ -406,28 +423,29 @@ class Proxy:
         scope: Scope,
         receive: Receive,
         send: Send,
+        *,
+        fail_open: bool = True,
     ) -> None:
         """Answer a bot's request for a site path (rules, then the store, then fail-open),
         then log one access line: bot, site, path, result, status and milliseconds. A fault
         before the answer starts (the store, a capture) fails open too: the bot gets the
-        origin's page, marked ``BYPASS``.
+        origin's page, marked ``BYPASS`` (without ``fail_open``, the SEO4Ajax face's 503).
 
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
         try:
-            result, status = await self._answer(site, path, headers, scope, receive, send)
+            result, status = await self._answer(
+                site, path, headers, scope, receive, send, fail_open
+            )
         except Exception as exc:
-            if unavailable(exc):  # every bot's request says it while the store is away
+            if store_unavailable(exc):  # every bot's request says it while the store is away
                 logs.throttled(
                     log, logging.WARNING, "store unavailable, bots get the origin's page: %s", exc
                 )
             else:
                 log.warning("snapshot request failed, passing through path=%s error=%r", path, exc)
-            self.metrics.request("BYPASS")
-            status = await self.upstream.forward(
-                site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
-            )
+            result, status = await self._no_snapshot(site, scope, receive, send, fail_open)
         finally:
             ms = round((time.monotonic() - started) * 1000)
             self._log_access(site, headers, path, result, status, ms)
@@ -461,9 +479,11 @@ class Proxy:
         scope: Scope,
         receive: Receive,
         send: Send,
+        fail_open: bool = True,
     ) -> tuple[str, int]:
         """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
-        ``BYPASS``, ``RULE`` or ``PASS``) and status. What raises here has sent nothing."""
+        ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``) and status. What raises here has
+        sent nothing."""
         decision = await admit(self._decide(site, path, headers), _BotFacts(self, site))
         path = decision.path
         if decision.kind == "redirect":
@@ -509,6 +529,16 @@ class Proxy:
         if refusal is not None:
             self.metrics.refused.labels(refusal).inc()
             self.refusal_log(site.name, refusal, path)
+        return await self._no_snapshot(site, scope, receive, send, fail_open)
+
+    async def _no_snapshot(
+        self, site: SiteSettings, scope: Scope, receive: Receive, send: Send, fail_open: bool
+    ) -> tuple[str, int]:
+        """A bot's answer when no snapshot can be had in time: the origin's page (``BYPASS``),
+        or without ``fail_open`` (the SEO4Ajax face) 503 (``UNAVAILABLE``)."""
+        if not fail_open:
+            self.metrics.request("UNAVAILABLE")
+            return "UNAVAILABLE", await unavailable(send)
         self.metrics.request("BYPASS")
         status = await self.upstream.forward(
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
@@ -621,13 +651,22 @@ class Proxy:
 
 class Destination(NamedTuple):
     """Where a request goes (:meth:`Proxy.destination`): ``bot`` (``site``, its ``path``),
-    ``pass`` (``site``), ``options`` (``OPTIONS *``) or ``error`` (``status``, ``text``)."""
+    ``face`` (the same, on the SEO4Ajax face), ``pass`` (``site``), ``options``
+    (``OPTIONS *``) or ``error`` (``status``, ``text``). ``target``: the SEO4Ajax face's
+    target without its token, as the origin gets it."""
 
     kind: str
     site: SiteSettings | None = None
     path: str = ""
     status: int = 0
     text: str = ""
+    target: str = ""
+
+
+def _port(scope: dict[str, Any] | Scope) -> int:
+    """The local port a request came in on (0 when unknown)."""
+    server = scope.get("server")
+    return int(server[1]) if server and server[1] is not None else 0
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -179,8 +179,8 @@ class Supervisor:
         self.children: set[int] = set()  # the workers' pids
         self.stopping = False
 
-    def run(self, shared: str, sock: socket.socket) -> int:
-        """Workers on ``sock`` (bound by the caller, who closes it) until stopped."""
+    def run(self, shared: str, sock: list[socket.socket]) -> int:
+        """Workers on ``sock`` (bound by the caller, who closes them) until stopped."""
         settings = self.settings
         _plain_because()  # said here once, not by every worker
         token = None if settings.api_tokens else draw_token()
@@ -207,7 +207,7 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    def _watch(self, sock: socket.socket, token: str | None, lock: str) -> int:
+    def _watch(self, sock: list[socket.socket], token: str | None, lock: str) -> int:
         code = 0
         while self.children:
             try:
@@ -230,7 +230,7 @@ class Supervisor:
             self._spawn(sock, token, lock)
         return code
 
-    def _spawn(self, sock: socket.socket, token: str | None, lock: str) -> None:
+    def _spawn(self, sock: list[socket.socket], token: str | None, lock: str) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid:
@@ -248,7 +248,7 @@ class Supervisor:
                 crawler_lock=HostLock(lock) if self.crawler else None,
                 processes=self.settings.workers,
             )
-            code = 0 if serve_one(app, self.settings, [sock]) else START_FAILED
+            code = 0 if serve_one(app, self.settings, sock) else START_FAILED
         except Exception as exc:
             log.error("worker pid=%d failed: %s", os.getpid(), exc)
         finally:
@@ -259,12 +259,13 @@ class Supervisor:
 
 def serve_workers(
     settings: Settings,
-    sock: socket.socket,
+    sock: list[socket.socket],
     *,
     crawler: bool,
     rules: dict[str, RuleSet],
 ) -> int:
-    """Run ``settings.workers`` worker processes accepting on ``sock`` (see
-    :func:`bind_socket`) until SIGTERM; the exit status."""
+    """Run ``settings.workers`` worker processes accepting on the sockets ``sock`` (see
+    :func:`bind_socket`: serve's port, and the SEO4Ajax face's if it has one) until SIGTERM;
+    the exit status."""
     with tempfile.TemporaryDirectory(prefix="snapshotd-serve-") as shared:
         return Supervisor(settings, crawler=crawler, rules=rules).run(shared, sock)

@@ -11,7 +11,10 @@ Invariants:
 - ``rules`` and ``bots`` are dicts shared with their readers and changed in place, so a
   reader holding them sees every change; a site whose stored settings or rules file cannot
   be read is logged once and keeps its last good version (or is left out if it has none);
-- listeners hear of every site added or changed (restarted too) and every site removed.
+- listeners hear of every site added or changed (restarted too) and every site removed;
+- reads of the store are applied one at a time, in the order they were made, so an older read
+  never undoes a newer one; :meth:`SiteRegistry.fresh` answers only once a read begun after
+  it was called is applied (the API's reads: a write any process made before is seen).
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class SiteRegistry:
         self.bots: dict[str, BotMatcher] = {}
         self.paused: set[str] = set()
         self.created: dict[str, float] = {}
+        # Each site's SEO4Ajax-compatible token (snapshotd.proxy.seo4ajax_face), by token.
+        self.tokens: dict[str, str] = {}
         self._rows: dict[str, SiteRow] = {}
         self._listeners: list[Listener] = []
         self._poll: asyncio.Task[None] | None = None
@@ -78,6 +83,8 @@ class SiteRegistry:
         self._removed: set[str] = set()
         # The query parameters each site ignores by what it learned (snapshotd.sites.param_learner).
         self._learned: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._reading = asyncio.Lock()
+        self._reads = 0  # reads of the store begun, each under _reading
         for site in self.configured:  # a broken rules file stops start-up (RulesError)
             self._load(site)
 
@@ -95,6 +102,16 @@ class SiteRegistry:
 
     def site_for_url(self, url: str) -> SiteSettings | None:
         return self.settings.site_for_url(url)
+
+    def site_for_token(self, token: str) -> SiteSettings | None:
+        """The site whose site token this is (the SEO4Ajax face's way to name a site)."""
+        name = self.tokens.get(token)
+        return self.settings.site(name) if name is not None else None
+
+    def token_of(self, name: str) -> str:
+        """A site's site token ("" for a site the store has not given one)."""
+        row = self._rows.get(name)
+        return row.site_token if row is not None else ""
 
     def is_paused(self, name: str) -> bool:
         return name in self.paused
@@ -134,6 +151,13 @@ class SiteRegistry:
         await self.store.put_site(site.name, site_json(site))
         await self.refresh()
 
+    async def rotate_token(self, name: str) -> str | None:
+        """A new site token for the site, seen by this process at once (the old one answers
+        404 from then on); None when there is no such site."""
+        token = await self.store.rotate_site_token(name)
+        await self.refresh()
+        return token
+
     async def set_paused(self, name: str, paused: bool) -> bool:
         found = await self.store.set_site_paused(name, paused)
         await self.refresh()
@@ -152,10 +176,25 @@ class SiteRegistry:
         await self.refresh()
         return n
 
+    async def fresh(self) -> None:
+        """Read the sites now, unless a read begun since this call was applied meanwhile
+        (concurrent callers share one): whatever any process wrote before is then seen."""
+        called = self._reads
+        async with self._reading:
+            if self._reads > called:
+                return  # begun after the call, under the lock, so applied by now
+            # The sites alone: the learned parameters the API shows it reads from the store.
+            await self._refresh(params=False)
+
     async def refresh(self) -> None:
+        async with self._reading:
+            await self._refresh()
+
+    async def _refresh(self, *, params: bool = True) -> None:
+        self._reads += 1
         rows = {row.name: row for row in await self.store.list_sites()}
-        learned: dict[str, tuple[tuple[str, str], ...]] = {}
-        for param in await self.store.list_params():
+        learned: dict[str, tuple[tuple[str, str], ...]] = {} if params else dict(self._learned)
+        for param in await self.store.list_params() if params else ():
             if param.state == "ignored":
                 learned[param.site] = (*learned.get(param.site, ()), (param.name, param.scope))
         changed = {
@@ -186,6 +225,9 @@ class SiteRegistry:
         self._learned = learned
         self.paused = paused
         self.created = {name: row.created_at for name, row in rows.items()}
+        self.tokens = {
+            row.site_token: name for name, row in rows.items() if row.site_token and name in current
+        }
         # The configured sites first, in the file's order (the first with no hosts is the
         # one serving any Host), then the others by name.
         first = [s.name for s in self.configured if s.name in current]

@@ -165,6 +165,7 @@ class SiteRow:
     paused: bool
     created_at: float
     updated_at: float
+    site_token: str = ""  # its SEO4Ajax-compatible token (snapshotd.seo4ajax)
 
 
 @dataclass(frozen=True)
@@ -429,6 +430,10 @@ class Store(Protocol):
         ...
 
     async def set_site_paused(self, name: str, paused: bool) -> bool: ...
+
+    async def rotate_site_token(self, name: str) -> str | None:
+        """Give the site a new site token; the token, or None when there is no such site."""
+        ...
 
     async def clear_site(self, name: str, *, remove: bool = False) -> int:
         """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""

@@ -21,6 +21,8 @@ __all__ = [
     "claim_notification",
     "is_notified",
     "job_state",
+    "notification_failure",
+    "record_notification_failure",
     "restart_job",
     "save_job_state",
 ]
@@ -57,6 +59,30 @@ async def claim_notification(store: Store, name: str, state: JobState) -> bool:
     if last == repr(state.started):
         return False
     return await store.replace_meta(key, last, repr(state.started))
+
+
+def _failed_key(name: str) -> str:
+    return f"job-notify-failed:{name}"
+
+
+async def record_notification_failure(
+    store: Store, name: str, state: JobState, error: str
+) -> None:
+    """Record that the end of ``state``'s round could not be told (a webhook the address
+    policy refused, a call or a mail given up): the job shows it, and is not notified."""
+    await store.set_meta(_failed_key(name), json.dumps({"round": state.started, "error": error}))
+
+
+async def notification_failure(store: Store, name: str, state: JobState) -> str:
+    """Why the end of ``state``'s round could not be told; "" when nothing failed."""
+    raw = await store.get_meta(_failed_key(name))
+    if not raw:
+        return ""
+    try:
+        stored = json.loads(raw)
+        return str(stored["error"]) if stored.get("round") == state.started else ""
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ""
 
 
 async def job_state(store: Store, name: str, created: float) -> JobState:

@@ -9,7 +9,12 @@ from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
 from snapshotd.store.query_params import PRINTS_AND_PARAMS
-from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SITES_TABLE
+from snapshotd.store.sites import (
+    EXPIRE_AFTER_FLOOR,
+    POSTGRES_NOTIFIED_ROUNDS,
+    SITE_TOKENS,
+    SITES_TABLE,
+)
 
 __all__ = ["MIGRATIONS"]
 
@@ -64,4 +69,6 @@ MIGRATIONS: list[str] = [
     POSTGRES_NOTIFIED_ROUNDS,
     PATHS_FOUND,
     READINESS_LIMIT_COLUMN,
+    SITE_TOKENS["postgres"],
+    EXPIRE_AFTER_FLOOR["postgres"],
 ]

@@ -10,12 +10,16 @@ one transaction.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from snapshotd.store.base import SiteRow
 from snapshotd.store.counters import sqlite_transaction
 
-__all__ = ["SITES_TABLE", "PostgresSites", "SQLiteSites"]
+__all__ = [
+    "EXPIRE_AFTER_FLOOR", "SITES_TABLE", "SITE_TOKENS", "PostgresSites", "SQLiteSites",
+    "new_site_token",
+]
 
 SITES_TABLE = """
     CREATE TABLE sites (
@@ -27,14 +31,54 @@ SITES_TABLE = """
     )
 """
 
-_COLUMNS = "name, settings, paused, created_at, updated_at"
-# Name, settings, now: the site created, or its settings replaced when they differ.
+# Each site's own token, for the SEO4Ajax-compatible face (snapshotd.seo4ajax): a random
+# 32 hex digits as SEO4Ajax's are, made by the database for the sites already stored and by
+# new_site_token for those created later; a site keeps it until it is rotated.
+SITE_TOKENS = {
+    "sqlite": """
+        ALTER TABLE sites ADD COLUMN site_token TEXT;
+        UPDATE sites SET site_token = lower(hex(randomblob(16)));
+        CREATE UNIQUE INDEX sites_token ON sites (site_token);
+    """,
+    "postgres": """
+        ALTER TABLE sites ADD COLUMN site_token TEXT;
+        UPDATE sites SET site_token = replace(gen_random_uuid()::text, '-', '');
+        CREATE UNIQUE INDEX sites_token ON sites (site_token);
+    """,
+}
+# ``expire_after`` below a minute is refused since ``"never"`` has a spelling of its own
+# (config.MIN_EXPIRE_AFTER): a site stored with less keeps being read, with a minute.
+EXPIRE_AFTER_FLOOR = {
+    "sqlite": """
+        UPDATE sites SET settings = json_set(settings, '$.expire_after', 60.0)
+        WHERE json_valid(settings) AND json_type(settings, '$.expire_after') IN ('integer', 'real')
+        AND json_extract(settings, '$.expire_after') < 60;
+    """,
+    "postgres": r"""
+        UPDATE sites SET settings = regexp_replace(
+            settings, '"expire_after":[0-9][0-9.eE+-]*([,}])', '"expire_after":60.0\1')
+        WHERE CASE WHEN settings ~ '"expire_after":[0-9][0-9.eE+-]*[,}]'
+            THEN substring(settings from '"expire_after":([0-9][0-9.eE+-]*)[,}]')::float8 < 60
+            ELSE false END;
+    """,
+}
+
+_COLUMNS = "name, settings, paused, created_at, updated_at, site_token"
+# Name, settings, now, a new token: the site created, or its settings replaced when they differ
+# (its token kept).
 _PUT = (
-    "INSERT INTO sites (name, settings, paused, created_at, updated_at) "
-    "VALUES ({0}1, {0}2, 0, {0}3, {0}3) "
+    "INSERT INTO sites (name, settings, paused, created_at, updated_at, site_token) "
+    "VALUES ({0}1, {0}2, 0, {0}3, {0}3, {0}4) "
     "ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, updated_at = {0}3 "
     "WHERE sites.settings <> excluded.settings"
 )
+# A new token for a site: name, token, now (a change the registry reads, as settings are).
+_ROTATE = "UPDATE sites SET site_token = {0}2, updated_at = {0}3 WHERE name = {0}1"
+
+
+def new_site_token() -> str:
+    """A site token: 128 random bits as 32 hex digits, as SEO4Ajax's site tokens look."""
+    return secrets.token_hex(16)
 # The round whose end was notified, once a flag of the job's row (``"notified": true``), is a
 # row of its own (snapshotd.store.job_state): the start of that round, as the job's row writes it
 # (its first key, ``{"started": 1764085934.25, ...``), so no notification is sent again.
@@ -56,13 +100,14 @@ _CLEAR = (
     "DELETE FROM recent_requests WHERE site = {0}",
     "DELETE FROM meta WHERE key = 'job:' || {0}",  # its rounds (snapshotd.store.job_state)
     "DELETE FROM meta WHERE key = 'job-notified:' || {0}",  # the round last notified
+    "DELETE FROM meta WHERE key = 'job-notify-failed:' || {0}",  # and why it could not be
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
 )
 
 
 def _row(r: Any) -> SiteRow:
-    return SiteRow(r[0], r[1], bool(r[2]), float(r[3]), float(r[4]))
+    return SiteRow(r[0], r[1], bool(r[2]), float(r[3]), float(r[4]), r[5] or "")
 
 
 class SQLiteSites:
@@ -83,7 +128,12 @@ class SQLiteSites:
             return [_row(r) for r in await cursor.fetchall()]
 
     async def put_site(self, name: str, settings: str) -> None:
-        await self._write((_PUT.format("?"), (name, settings, self.clock())))
+        await self._write((_PUT.format("?"), (name, settings, self.clock(), new_site_token())))
+
+    async def rotate_site_token(self, name: str) -> str | None:
+        token = new_site_token()
+        done = await self._write((_ROTATE.format("?"), (name, token, self.clock())))
+        return token if done[0] else None
 
     async def set_site_paused(self, name: str, paused: bool) -> bool:
         sql = "UPDATE sites SET paused = ? WHERE name = ?"
@@ -115,7 +165,12 @@ class PostgresSites:
         )]
 
     async def put_site(self, name: str, settings: str) -> None:
-        await self._db.execute(_PUT.format("$"), name, settings, self.clock())
+        await self._db.execute(_PUT.format("$"), name, settings, self.clock(), new_site_token())
+
+    async def rotate_site_token(self, name: str) -> str | None:
+        token = new_site_token()
+        done = await self._db.execute(_ROTATE.format("$"), name, token, self.clock())
+        return token if int(done.split()[-1]) else None
 
     async def set_site_paused(self, name: str, paused: bool) -> bool:
         done = await self._db.execute(

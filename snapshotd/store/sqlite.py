@@ -46,7 +46,13 @@ from snapshotd.store.path_counts import (
     SQLITE_PATH_COUNTS,
 )
 from snapshotd.store.query_params import PRINTS_AND_PARAMS, SQLiteParams
-from snapshotd.store.sites import SITES_TABLE, SQLITE_NOTIFIED_ROUNDS, SQLiteSites
+from snapshotd.store.sites import (
+    EXPIRE_AFTER_FLOOR,
+    SITE_TOKENS,
+    SITES_TABLE,
+    SQLITE_NOTIFIED_ROUNDS,
+    SQLiteSites,
+)
 from snapshotd.web.fingerprints import Print
 
 __all__ = ["SQLiteStore", "content_hash"]
@@ -104,6 +110,8 @@ MIGRATIONS: list[str] = [
     SQLITE_NOTIFIED_ROUNDS,
     PATHS_FOUND,
     READINESS_LIMIT_COLUMN,
+    SITE_TOKENS["sqlite"],
+    EXPIRE_AFTER_FLOOR["sqlite"],
 ]
 
 
