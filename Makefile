@@ -35,14 +35,16 @@ lock:
 # each ">=X" installed as "==X", over the test lock), and the tests of the surface they
 # are used by: serve's HTTP stack on uvicorn, httptools and uvloop, the API on Starlette,
 # the stores (SQLite, PostgreSQL), rendering on Playwright (with the Chromium `make test`
-# finds), fetches, bots, links, sitemaps, robots, patterns, notifications. FLOOR_TESTS=
+# finds), fetches, bots, links, sitemaps, robots, patterns, notifications, crawler
+# verification's DNS (dnspython). FLOOR_TESTS=
 # (empty) runs the whole suite. Not part of `make test`.
 FLOORS := .venv-floors
 FLOOR_TESTS ?= tests/test_uvicorn_contract.py tests/test_protocol.py tests/test_relay.py \
 	tests/test_framing.py tests/test_http1.py tests/test_proxy_stream.py tests/test_api.py \
 	tests/test_store.py tests/test_fetch.py tests/test_bots.py tests/test_links.py \
 	tests/test_sitemaps.py tests/test_crawler_robots.py tests/test_regex_bounds.py \
-	tests/test_urls.py tests/test_spellings.py tests/test_crawlbot.py tests/test_render.py
+	tests/test_urls.py tests/test_spellings.py tests/test_crawlbot.py tests/test_render.py \
+	tests/test_verify.py
 test-floors:
 	test -x $(FLOORS)/bin/python || $(PYTHON) -m venv $(FLOORS)
 	$(FLOORS)/bin/pip install -q --upgrade pip

@@ -33,7 +33,7 @@ from pg_schema import scratch_schema  # noqa: E402
 
 from examples.spa.app import ITEM_COUNT  # noqa: E402
 from snapshotd.capture.service import CaptureService  # noqa: E402
-from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings  # noqa: E402
 from snapshotd.crawl.engine import Crawler  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.sites.registry import SiteRegistry

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvicorn  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 
-from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
 from snapshotd.render.procs import descendants, rss_bytes  # noqa: E402

@@ -47,6 +47,10 @@ from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
+from snapshotd.verify import Verifier
+from snapshotd.verify.ranges import RangeLists
+from snapshotd.verify.resolver import Resolver
+from snapshotd.web.crawler_families import parse_range_source
 
 log = logging.getLogger("snapshotd")
 
@@ -88,6 +92,8 @@ class Services:
             except Exception as exc:
                 raise BrowserStartError(str(exc)) from exc
             try:
+                if self.proxy is not None:
+                    await self.proxy.claims.verifier.start()
                 await self.capture.start()
                 waiting: asyncio.Task[None] | None = None
                 try:
@@ -106,6 +112,8 @@ class Services:
                     if self.crawler_lock is not None:
                         self.crawler_lock.release()
             finally:
+                if self.proxy is not None:
+                    await self.proxy.claims.verifier.close()
                 await self.renderer.close()
                 if self.upstream is not None:
                     await self.upstream.close()
@@ -134,6 +142,18 @@ def default_renderer(settings: Settings) -> Renderer:
     return BrowserPool(settings.browser)
 
 
+def default_verifier(settings: Settings, resolver: Resolver | None = None) -> Verifier:
+    """The crawler verifier of ``settings``: its published ranges, and DNS by ``resolver``
+    (the system's name servers when None)."""
+    sources = [
+        (family, source)
+        for entry in settings.bot_ranges
+        for family, sources in [parse_range_source(entry)]
+        for source in sources
+    ]
+    return Verifier(RangeLists(sources, every=settings.bot_ranges_every), resolver)
+
+
 def build_services(
     settings: Settings,
     *,
@@ -147,12 +167,14 @@ def build_services(
     generated_token: str | None = None,
     crawler_lock: HostLock | None = None,
     processes: int = 1,
+    resolver: Resolver | None = None,
 ) -> Services:
     """Make the pieces of one process: the proxy when an ``upstream`` is given (``serve``),
     a crawler when asked (``once`` and ``seeds`` are its own, see
     :class:`~snapshotd.crawl.engine.Crawler`), run only while holding ``crawler_lock`` when
     one is given. ``processes``: how many worker processes of one ``serve`` this is one of.
-    ``rules`` stand for the configured sites' rules files."""
+    ``rules`` stand for the configured sites' rules files; ``resolver`` for the system's
+    name servers, which verify crawlers."""
     store = store or open_store(settings.db)
     sites = SiteRegistry(settings, store, rules=rules)
     renderer = renderer or default_renderer(settings)
@@ -162,7 +184,10 @@ def build_services(
     capture.learner.on_change = sites.refresh  # what is learned is used here at once
     proxy = None
     if upstream is not None:
-        proxy = Proxy(sites, store, capture, upstream, metrics=metrics, processes=processes)
+        proxy = Proxy(
+            sites, store, capture, upstream, metrics=metrics, processes=processes,
+            verifier=default_verifier(settings, resolver),
+        )
     return Services(
         settings=settings,
         store=store,

@@ -12,6 +12,7 @@ from snapshotd.rewrite import parse_rules
 from snapshotd.sites.admission import (
     PRIORITY_NEW,
     Captured,
+    Claim,
     Decision,
     Known,
     NewLately,
@@ -59,6 +60,7 @@ def run(
     new_lately: int = 0,
     robots_disallow: tuple[str, ...] = (),
     captured: tuple[str, ...] = (),
+    claim: str = "none",
     **kw: Any,
 ) -> tuple[Decision, list[Any]]:
     """Drive :func:`decide` to its end, answering from the tables; returns what it asked too."""
@@ -82,6 +84,8 @@ def run(
                     answer = new_lately
                 case RobotsAllow(p):
                     answer = not any(p.startswith(d) for d in robots_disallow)
+                case Claim():
+                    answer = claim
             question = gen.send(answer)
     except StopIteration as done:
         return done.value, asked
@@ -238,6 +242,33 @@ ROWS: list[tuple[str, str, str, dict[str, Any], tuple[Any, ...]]] = [
      ("refused", "/admin", "rules answer 403")),
     ("link: too long", "link", "/a?" + "x" * 11000, {},
      ("refused", "/a?" + "x" * 11000, "too long")),
+    # --- a bot's claim to be its crawler (SPEC 3.4)
+    ("bot: verified crawler's new path past the rate is queued first", "bot", "/a",
+     {"claim": "verified", "new_lately": 5}, ("capture", "/a", PRIORITY_BOT, False, True)),
+    ("bot: verified crawler is still held to max_pages", "bot", "/a",
+     {"claim": "verified", "size": 10}, ("refused", "/a", "max_pages")),
+    ("bot: unverified claimant is held to the rate", "bot", "/a",
+     {"claim": "unverified", "new_lately": 5}, ("refused", "/a", "rate")),
+    ("bot: unverified claimant within the rate renders, queued last", "bot", "/a",
+     {"claim": "unverified"}, ("capture", "/a", PRIORITY_NEW, False, True)),
+    ("bot: unverifiable family is judged unverified by default", "bot", "/a",
+     {"claim": "unverifiable", "new_lately": 5}, ("refused", "/a", "rate")),
+    ("bot: unverifiable family judged verified by the site", "bot", "/a",
+     {"claim": "unverifiable", "new_lately": 5,
+      "site": replace(SITE, unverifiable_bots="verified")},
+     ("capture", "/a", PRIORITY_BOT, False, True)),
+    ("bot: verification off is today's bound for all", "bot", "/a",
+     {"claim": "verified", "new_lately": 5, "site": replace(SITE, verify_bots="off")},
+     ("refused", "/a", "rate")),
+    ("bot: strict site passes an unverified claimant through as a person", "bot", "/a",
+     {"claim": "unverified", "snapshots": {"/a": snapshot("/a")},
+      "site": replace(SITE, verify_bots="strict")}, ("person", "/a")),
+    ("bot: strict site serves a verified crawler", "bot", "/a",
+     {"claim": "verified", "snapshots": {"/a": snapshot("/a")},
+      "site": replace(SITE, verify_bots="strict")}, ("serve", "/a", "fresh", False)),
+    ("bot: strict site serves an _escaped_fragment_ request of a person", "bot", "/a",
+     {"claim": "none", "snapshots": {"/a": snapshot("/a")},
+      "site": replace(SITE, verify_bots="strict")}, ("serve", "/a", "fresh", False)),
 ]
 
 
@@ -256,6 +287,26 @@ def test_a_bot_asks_only_what_it_needs() -> None:
     assert asked == [Stored("/a")]
     _, asked = run("/a", source="bot", records={"/a": record("/a", "pending")})
     assert asked == [Stored("/a"), Known("/a")]  # a known path is not counted
+
+
+def test_a_hit_never_asks_for_the_claim_unless_the_site_is_strict() -> None:
+    _, asked = run("/a", source="bot", snapshots={"/a": snapshot("/a")}, claim="verified")
+    assert asked == [Stored("/a")]
+    _, asked = run("/a", source="bot", claim="verified")
+    assert asked == [Stored("/a"), Known("/a"), Size(), Claim()]
+    strict = replace(SITE, verify_bots="strict")
+    _, asked = run("/a", source="bot", site=strict, snapshots={"/a": snapshot("/a")},
+                   claim="verified")
+    assert asked == [Claim(), Stored("/a")]
+
+
+def test_a_trusted_crawlers_new_path_on_a_paused_site_is_queued_not_rendered() -> None:
+    decision, _ = run("/a", source="bot", claim="verified", paused=True)
+    assert (decision.kind, decision.reason, decision.queue, decision.priority) == (
+        "refused", "paused", True, PRIORITY_BOT
+    )
+    decision, _ = run("/a", source="bot", claim="unverified", paused=True)
+    assert (decision.kind, decision.queue) == ("refused", False)
 
 
 def test_the_crawler_never_asks_for_a_snapshot_and_the_api_asks_nothing() -> None:
@@ -291,6 +342,9 @@ class _Facts:
 
     def robots_allow(self, path: str) -> bool:
         return True
+
+    async def claim(self) -> str:
+        return "none"
 
 
 async def test_the_driver_answers_from_facts() -> None:

@@ -26,7 +26,7 @@ LAYERS = (
     ("proxy", "crawl"),
     ("capture",),
     ("sites",),
-    ("render", "rewrite"),
+    ("render", "rewrite", "verify"),
     ("observe",),
     ("store",),
     ("net",),

@@ -109,6 +109,21 @@ def test_origin_flag_alone_makes_a_default_site():
             "[[site]]\norigin='http://x'\nreadiness='fast'",
             "site[0].readiness: expected one of adaptive, quiet, got 'fast'",
         ),
+        (
+            "[[site]]\norigin='http://x'\nverify_bots='sometimes'",
+            "site[0].verify_bots: expected one of off, on, strict, got 'sometimes'",
+        ),
+        (
+            "[[site]]\norigin='http://x'\nunverifiable_bots='trusted'",
+            "site[0].unverifiable_bots: expected one of unverified, verified, got 'trusted'",
+        ),
+        (
+            "[[site]]\norigin='http://x'\nmiss_answer=503",
+            "site[0].miss_answer: expected a string, got 503",
+        ),
+        ("[server]\ntrusted_proxies=['10.0.0.0/33']", "server.trusted_proxies: '10.0.0.0/33'"),
+        ("[server]\nbot_ranges=['google']", "server.bot_ranges: 'google' is not family=URL"),
+        ("[server]\nbot_ranges_every=5", "bot_ranges_every must be 60 s to 30 days"),
     ],
 )
 def test_errors_name_file_and_key(tmp_path, text, message):

@@ -98,6 +98,14 @@ async def test_overview_at_both_widths(
     await expect(page.locator("#legend-render")).to_have_text("3 renders")
     await expect(page.locator("#legend-bots")).to_contain_text("Googlebot 3")
     await expect(page.locator("#legend-bots")).to_contain_text("GPTBot 1")
+    # Crawlers by claim: loopback is no crawler's address, so Googlebot is unverified here;
+    # OpenAI publishes only ranges, and none are loaded: unverifiable.
+    claims = page.locator("#claims tbody tr")
+    await expect(claims).to_have_count(2, timeout=WAIT_MS)
+    rows = await claims.evaluate_all(
+        "(rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))"
+    )
+    assert rows == [["google", "0", "3", "0", "0", "0"], ["openai", "0", "0", "0", "1", "0"]]
     recent = page.locator("#recent tbody tr")
     await expect(recent.first).to_contain_text("/about")
     await expect(recent.filter(has_text="Googlebot")).to_have_count(3)

@@ -252,7 +252,7 @@ def test_a_snapshot_damaged_past_its_first_piece_is_cut_off_with_one_log_line(
     assert len(damaged_lines) == 1 and "path=/large" in damaged_lines[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)  # no traceback
     (access,) = [r for r in caplog.records if r.name == "snapshotd.access"]
-    assert re.search(r" /large HIT 200 \d+ms$", access.getMessage())
+    assert re.search(r" /large HIT 200 \d+ms \S+ 127\.0\.0\.1$", access.getMessage())
 
 
 def test_the_cache_bound_counts_the_html_it_keeps_decompressed() -> None:

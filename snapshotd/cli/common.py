@@ -4,6 +4,8 @@ environment; the checks made before it starts; the one-line user error."""
 from __future__ import annotations
 
 import argparse
+import os
+import re
 
 from snapshotd.config.loading import load_settings
 from snapshotd.config.settings import Settings
@@ -20,6 +22,10 @@ def settings_of(args: argparse.Namespace, *, need_site: bool = False) -> Setting
         key: getattr(args, key, None)
         for key in ("host", "port", "db", "origin", "hosts", "miss_wait", "workers")
     }
+    if getattr(args, "trusted_proxies", None) is not None:
+        overrides["trusted_proxies"] = tuple(
+            t for t in re.split(r"[\s,]+", args.trusted_proxies) if t
+        )
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
         raise UserError("no site to serve: give --origin URL or a [[site]] in the config file")
@@ -43,8 +49,6 @@ def check_chromium(settings: Settings) -> str:
 
 
 def existing_db(args: argparse.Namespace) -> str:
-    import os
-
     settings = settings_of(args)
     if not is_postgres(settings.db) and not os.path.exists(settings.db):
         raise UserError(f"{settings.db}: no such database (give --db PATH)")

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(p, origin=True)
     p.add_argument(
+        "--trusted-proxies",
+        metavar="A[,A...]",
+        help="front servers (addresses, networks) whose X-Forwarded-For names the client; "
+        "also SNAPSHOTD_TRUSTED_PROXIES",
+    )
+    p.add_argument(
         "--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"
     )
     p.add_argument("--port", type=int, help="port to listen on (default 8080; 0 picks a free one)")

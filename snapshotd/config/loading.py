@@ -19,9 +19,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from snapshotd.config.settings import (
+    CHOICES,
     MAINTENANCE_EVERY,
     NEVER,
-    READINESS,
     SITE_NAME,
     SITE_RANGES,
     BrowserSettings,
@@ -71,6 +71,9 @@ _SERVER_KINDS = {
     "worker_header": "bool",
     "seo4ajax_hosts": "list",
     "seo4ajax_port": "int",
+    "trusted_proxies": "list",
+    "bot_ranges": "list",
+    "bot_ranges_every": "float",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -99,6 +102,24 @@ def _section(
             raw_env = env[env_key] if kind == "list" else coerce_env(key, env[env_key], kind)
             values[key] = check_type(env_key, raw_env, kind)
     return values
+
+
+def _check_verification(where: str, values: Mapping[str, Any]) -> None:
+    """``trusted_proxies``, ``bot_ranges`` and ``bot_ranges_every`` (section 3.4)."""
+    from snapshotd.web.client_address import parse_networks
+    from snapshotd.web.crawler_families import parse_range_source
+
+    try:
+        parse_networks(values.get("trusted_proxies", ()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: server.trusted_proxies: {exc}") from None
+    for source in values.get("bot_ranges", ()):
+        try:
+            parse_range_source(source)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: server.bot_ranges: {exc}") from None
+    if not 60 <= values.get("bot_ranges_every", 86400.0) <= 30 * 86400:
+        raise ConfigError(f"{where}: server.bot_ranges_every must be 60 s to 30 days")
 
 
 def _hosts(value: str | None) -> list[str] | None:
@@ -214,13 +235,11 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
             parse_header(header)
         except ValueError as exc:
             raise ConfigError(f"{where}.custom_headers: {exc}") from None
-    if values.get("dedup", "content") not in ("content", "exact"):
-        raise ConfigError(f"{where}.dedup: expected content or exact, got {values['dedup']!r}")
-    if values.get("readiness", "adaptive") not in READINESS:
-        raise ConfigError(
-            f"{where}.readiness: expected one of {', '.join(READINESS)}, "
-            f"got {values['readiness']!r}"
-        )
+    for key, choices in CHOICES.items():
+        if key in values and values[key] not in choices:
+            raise ConfigError(
+                f"{where}.{key}: expected one of {', '.join(choices)}, got {values[key]!r:.60}"
+            )
     for name in values.get("ignore_params", ()):
         if not name or "&" in name or "=" in name:
             raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")
@@ -331,6 +350,7 @@ def load_settings(
         )
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")
+    _check_verification(where, server_values)
 
     browser_values = _section(where, "browser", browser, _BROWSER_KINDS, env)
     if "SNAPSHOTD_CHROMIUM" in env and not browser_values.get("executable"):

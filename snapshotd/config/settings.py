@@ -36,6 +36,14 @@ __all__ = [
 
 
 READINESS = ("adaptive", "quiet")
+# The choices of the settings that take one of a few words.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dedup": ("content", "exact"),
+    "readiness": READINESS,
+    "verify_bots": ("off", "on", "strict"),
+    "unverifiable_bots": ("unverified", "verified"),
+    "miss_answer": ("503", "origin"),
+}
 SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
 
 
@@ -124,6 +132,15 @@ class SiteSettings:
     # Learn which query parameters do not change a page, and leave links that only scroll
     # their page uncrawled (snapshotd.sites.param_learner).
     learn_params: bool = True
+    # Crawler verification (section 3.4): "off" (every claimant alike, bounded), "on" (a
+    # verified crawler is held only to max_pages) or "strict" (an unverified claimant is
+    # passed through as a person).
+    verify_bots: str = "on"
+    # How a crawler that publishes no way to verify it is judged: "unverified" or "verified".
+    unverifiable_bots: str = "unverified"
+    # What a crawler gets when its page is queued but cannot be had in time: "503" (with
+    # Retry-After) or "origin" (the origin's own page).
+    miss_answer: str = "503"
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
@@ -262,6 +279,12 @@ class Settings:
     # of these, or taken on this port (0: none), are answered as SEO4Ajax's API answers.
     seo4ajax_hosts: tuple[str, ...] = ()
     seo4ajax_port: int = 0
+    # Front servers (addresses, networks) whose X-Forwarded-For / Forwarded name the client.
+    trusted_proxies: tuple[str, ...] = ()
+    # Published address ranges of crawler families, "family=file or URL" (section 3.4).
+    bot_ranges: tuple[str, ...] = ()
+    # Seconds between two loads of every bot_ranges list.
+    bot_ranges_every: float = 86400.0
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""

@@ -638,8 +638,8 @@
 
   const SVG = "http://www.w3.org/2000/svg";
   const COLORS = {
-    HIT: "#2e7d32", STALE: "#b26a00", MISS: "#1f6feb", BYPASS: "#c62828", RULE: "#6f42c1",
-    PASS: "#8c959f", ok: "#2e7d32", duplicate: "#8c959f", error: "#c62828",
+    HIT: "#2e7d32", STALE: "#b26a00", MISS: "#1f6feb", RETRY: "#0a7d8c", BYPASS: "#c62828",
+    RULE: "#6f42c1", PASS: "#8c959f", ok: "#2e7d32", duplicate: "#8c959f", error: "#c62828",
   };
   const PALETTE = ["#1f6feb", "#2e7d32", "#b26a00", "#6f42c1", "#c62828", "#0a7d8c", "#8c959f", "#d4377a"];
 
@@ -712,6 +712,8 @@
     }
     const render = {};
     const totals = { results: {}, bots: {}, captures: {}, render: {} };
+    // claim:FAMILY/CLAIM counters: requests claiming a crawler, by family and claim.
+    const claims = {};
     const recent = { captures: 0, since: data.to - 4 * 60, first: data.to };
     for (const [t, site, name, value] of data.rows) {
       if (site !== ui.site) continue;
@@ -728,6 +730,10 @@
       } else if (kind === "render") {
         render[key] = (render[key] || 0) + value;
         totals.render[key] = render[key];
+      } else if (kind === "claim") {
+        const [family, claim] = [key.slice(0, key.lastIndexOf("/")), key.slice(key.lastIndexOf("/") + 1)];
+        claims[family] = claims[family] || {};
+        claims[family][claim] = (claims[family][claim] || 0) + value;
       }
     }
     // Captures a minute over the last five minutes (all processes), counted from the first
@@ -736,7 +742,7 @@
     ui.capturesPerMinute = recent.captures ? recent.captures / minutes : null;
     drawStatus();
     const labels = slots.results.map((_, i) => clock(data.from + i * span * 60));
-    const results = ["HIT", "STALE", "MISS", "BYPASS", "RULE", "PASS"];
+    const results = ["HIT", "STALE", "MISS", "RETRY", "BYPASS", "RULE", "PASS"];
     bars($("chart-results"), slots.results, results, (k) => COLORS[k], labels);
     legend("legend-results", results.filter((k) => totals.results[k]), (k) => COLORS[k], totals.results);
     const bots = Object.keys(totals.bots).sort((a, b) => totals.bots[b] - totals.bots[a]);
@@ -751,6 +757,18 @@
     bars($("chart-render"), buckets.map((b) => ({ n: render[b] || 0 })), ["n"], () => "#0a7d8c", bucketLabels);
     const renders = Object.values(render).reduce((a, b) => a + b, 0);
     $("legend-render").textContent = `${number(renders)} renders`;
+
+    const claimBody = $("claims").tBodies[0];
+    claimBody.replaceChildren();
+    const sum = (c) => Object.values(c).reduce((a, b) => a + b, 0);
+    for (const family of Object.keys(claims).sort((a, b) => sum(claims[b]) - sum(claims[a]))) {
+      const row = claimBody.insertRow();
+      cell(row, family);
+      for (const claim of ["verified", "unverified", "refused", "unverifiable", "pending"]) {
+        cell(row, number(claims[family][claim] || 0), "num");
+      }
+    }
+    $("claims-empty").hidden = claimBody.rows.length > 0;
 
     const body = $("recent").tBodies[0];
     body.replaceChildren();

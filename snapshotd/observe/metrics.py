@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from snapshotd.observe.minute_counts import RENDER_BUCKETS, MinuteCounters
+from snapshotd.web.crawler_families import claim_family
 
 __all__ = ["Metrics", "share_between_processes"]
 
@@ -38,6 +39,14 @@ class Metrics:
             registry=self.registry,
         )
         self._requests: dict[str, Counter] = {}
+        self.claims = Counter(
+            "snapshotd_bot_claims",
+            "Snapshot requests claiming a crawler, by family and claim (verified, unverified, "
+            "refused, unverifiable, pending)",
+            ["family", "claim"],
+            registry=self.registry,
+        )
+        self._claims: dict[tuple[str, str], Counter] = {}
         self.captures = Counter(
             "snapshotd_captures",
             "Captures by outcome (ok, error, duplicate)",
@@ -75,6 +84,19 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="mostrecent",
         )
+
+    def claim(self, site: str, bot: str, claim: str) -> None:
+        """Count a bot's request by its crawler family and claim (``verified``,
+        ``unverified``, ``refused``, ``unverifiable``, ``pending``); nothing for a request
+        that claims no crawler (``none``) or on a site that verifies none (``-``)."""
+        if claim in ("none", "-"):
+            return
+        family = claim_family(bot)
+        key = (family, claim)
+        if (counter := self._claims.get(key)) is None:
+            counter = self._claims[key] = self.claims.labels(family, claim)
+        counter.inc()
+        self.minutes.add(site, f"claim:{family}/{claim}")
 
     def request(self, result: str) -> None:
         """Count a proxy request by its cache result (on the way of every request: the

@@ -11,6 +11,8 @@ Floods are bounded: a miss for a path the store does not know adds it only withi
 ``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
 is free (``CaptureService.start_miss``); otherwise the bot gets ``BYPASS`` at once and
 nothing is queued or stored. Every refusal is counted; the log gets a line now and then.
+A trusted crawler's new path (:mod:`snapshotd.verify.claims`) is queued even when no render
+starts now; a path queued but not had in time gets ``miss_answer``: 503 (``RETRY``) or origin.
 
 Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
 share one store read and one ``Snapshot`` object, the in-process cache holds at most
@@ -53,7 +55,10 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.count_cache import CountCache
 from snapshotd.store.shared_read import SharedRead
+from snapshotd.verify import Verifier
+from snapshotd.verify.claims import Claims, Who, after_refusal
 from snapshotd.web.bots import is_static_asset
+from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.urls import (
     BadRequest,
     check_origin_form,
@@ -84,6 +89,9 @@ CHUNK = 64 * 2**10
 WORKER_HEADER = "x-snapshotd-worker"
 # The answer to ``OPTIONS *``: what the proxy serves itself or passes on.
 ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+# A crawler's page queued but not had in time, with miss_answer = "503".
+RETRY_TEXT = "Service Unavailable: this page is being prepared, ask again later\n"
+RETRY_HEADERS = [(b"retry-after", b"60"), (b"x-snapshotd-cache", b"RETRY")]
 
 
 @functools.lru_cache(maxsize=256)  # clients send a few values, on every request
@@ -195,19 +203,25 @@ class NewPaths:
             added.popleft()
         return len(added) * self.processes
 
-    def add(self, site: str) -> None:
-        """Count a path just added."""
-        self._added.setdefault(site, deque()).append(time.monotonic())
+    def add(self, site: str, *, lately: bool = True) -> None:
+        """Count a path just added; ``lately``: against the minute's budget too (not for a
+        trusted crawler's, which is held to ``max_pages`` alone)."""
+        if lately:
+            self._added.setdefault(site, deque()).append(time.monotonic())
         self._sizes.add(site)
 
 
 class _BotFacts(StoreFacts):
     """Admission's facts for a bot: snapshots through the cache, pages and new paths as
-    :class:`NewPaths` counts them."""
+    :class:`NewPaths` counts them, its claim as the verifier judges it."""
 
-    def __init__(self, proxy: Proxy, site: SiteSettings) -> None:
+    def __init__(self, proxy: Proxy, site: SiteSettings, who: Who) -> None:
         super().__init__(proxy.store, site.name)
         self.proxy = proxy
+        self.who = who
+
+    async def claim(self) -> str:
+        return await self.proxy.claims.claim(self.who)
 
     async def snapshot(self, path: str) -> Snapshot | None:
         return await self.proxy._snapshot(self.site, path)
@@ -252,8 +266,14 @@ class Proxy:
         *,
         metrics: Metrics | None = None,
         processes: int = 1,
+        verifier: Verifier | None = None,
     ) -> None:
         self.sites = sites
+        self.claims = Claims(
+            verifier or Verifier(),
+            TrustedProxies(sites.settings.trusted_proxies),
+            lambda site, agent: self.bots[site].family(agent),
+        )
         self.miss_wait = sites.settings.miss_wait
         self.store = store
         self.capture = capture
@@ -394,8 +414,11 @@ class Proxy:
         if route.kind != "bot":
             return None
         assert site is not None
+        who = self.claims.who(site.name, headers, scope)
         decision = decide_now(
-            self._decide(site, route.path, headers), lambda p: self.cache.get((site.name, p))
+            self._decide(site, route.path, headers),
+            lambda p: self.cache.get((site.name, p)),
+            lambda: self.claims.now(who, site.verify_bots),
         )
         if decision is None or decision.kind != "serve" or not decision.fresh:
             return None
@@ -408,7 +431,8 @@ class Proxy:
         except (zlib.error, EOFError):
             return None  # damaged: the ASGI way fails open to the origin
         self.metrics.request("HIT")
-        self._log_access(site, headers, route.path, "HIT", status, 0)  # as asked, as ever
+        claim = decision.claim or self.claims.now(who, site.verify_bots) or "pending"
+        self._log_access(site, who, route.path, "HIT", status, 0, claim)  # as asked, as ever
         return status, out, body
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:
@@ -434,9 +458,11 @@ class Proxy:
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
+        who = self.claims.who(site.name, headers, scope)
+        claim = ""  # the claim admission asked, else as known now
         try:
-            result, status = await self._answer(
-                site, path, headers, scope, receive, send, fail_open
+            result, status, claim = await self._answer(
+                site, path, headers, scope, receive, send, who, fail_open
             )
         except Exception as exc:
             if store_unavailable(exc):  # every bot's request says it while the store is away
@@ -448,26 +474,24 @@ class Proxy:
             result, status = await self._no_snapshot(site, scope, receive, send, fail_open)
         finally:
             ms = round((time.monotonic() - started) * 1000)
-            self._log_access(site, headers, path, result, status, ms)
+            claim = claim or self.claims.now(who, site.verify_bots) or "pending"
+            self._log_access(site, who, path, result, status, ms, claim)
 
     def _log_access(
-        self,
-        site: SiteSettings,
-        headers: dict[str, str],
-        path: str,
-        result: str,
-        status: int,
-        ms: int,
+        self, site: SiteSettings, who: Who, path: str, result: str, status: int, ms: int,
+        claim: str,
     ) -> None:
-        """The access line of a bot's request, and its count in the minute counters."""
-        bot = self.bots[site.name].family(headers.get("user-agent", "")) or "-"
+        """The access line of a bot's request, and its count in the minute counters and the
+        metrics (its claim by crawler family)."""
+        bot = who.bot or "-"
         self.metrics.minutes.request(site.name, bot, path, result, status, ms)
+        self.metrics.claim(site.name, who.bot, claim)
         logs.info(
             access_log,
-            f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms",
+            f"{bot} {site.name} {path} {result} {status or '-'} {ms}ms {claim} {who.client}",
             {
                 "bot": bot, "site": site.name, "path": path, "result": result,
-                "status": status or None, "ms": ms,
+                "status": status or None, "ms": ms, "claim": claim, "client": who.client,
             },
         )
 
@@ -479,13 +503,17 @@ class Proxy:
         scope: Scope,
         receive: Receive,
         send: Send,
+        who: Who,
         fail_open: bool = True,
-    ) -> tuple[str, int]:
+    ) -> tuple[str, int, str]:
         """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
-        ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``) and status. What raises here has
-        sent nothing."""
-        decision = await admit(self._decide(site, path, headers), _BotFacts(self, site))
-        path = decision.path
+        ``RETRY``, ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``), status, and the claim
+        admission asked (``refused`` when it was not trusted and was refused). What raises
+        has sent nothing."""
+        decision = await admit(self._decide(site, path, headers), _BotFacts(self, site, who))
+        path, claim = decision.path, decision.claim
+        if decision.kind == "person":
+            return "PASS", await self._pass(site, scope, receive, send), "refused"
         if decision.kind == "redirect":
             self.metrics.request("RULE")
             location = decision.location or path
@@ -496,14 +524,14 @@ class Proxy:
                 f"Redirecting to {location}\n",
                 [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
             )
-            return "RULE", status
+            return "RULE", status, claim
         if decision.kind == "status":
             self.metrics.request("RULE")
             status = decision.status or 404
             await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
-            return "RULE", status
+            return "RULE", status, claim
         if decision.kind == "ignored":
-            return "PASS", await self._pass(site, scope, receive, send)
+            return "PASS", await self._pass(site, scope, receive, send), claim
         if decision.kind == "serve":
             assert decision.snapshot is not None
             if decision.requeue:
@@ -511,8 +539,9 @@ class Proxy:
                 self.cache.evict((site.name, path))
             result = "HIT" if decision.fresh else "STALE"
             status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
-            return result, status
+            return result, status, claim
         refusal = decision.reason if decision.kind == "refused" else None
+        queued = False  # the path waits in the queue: the next visit gets it
         if decision.kind == "capture":
             # From admission's last question to the miss's start nothing awaits, so the
             # limits hold under a flood.
@@ -522,14 +551,27 @@ class Proxy:
             else:
                 future, new = started
                 if new and decision.new:
-                    self.new_paths.add(site.name)
-                snapshot = await self._wait_for_capture(site, path, future)
+                    self.new_paths.add(site.name, lately=not decision.queue)
+                snapshot, queued = await self._wait_for_capture(site, path, future)
                 if snapshot is not None:
-                    return "MISS", await self._send_snapshot(snapshot, "MISS", headers, scope, send)
-        if refusal is not None:
+                    status = await self._send_snapshot(snapshot, "MISS", headers, scope, send)
+                    return "MISS", status, claim
+        if refusal is not None and decision.queue:  # queued, though no render starts now
+            if decision.new and await self.store.enqueue(
+                site.name, path, decision.priority, found=False
+            ) == "queued":
+                self.new_paths.add(site.name, lately=False)
+            queued = True
+        elif refusal is not None:
             self.metrics.refused.labels(refusal).inc()
             self.refusal_log(site.name, refusal, path)
-        return await self._no_snapshot(site, scope, receive, send, fail_open)
+            claim = after_refusal(claim, refusal)
+        if queued and fail_open and site.miss_answer == "503":
+            self.metrics.request("RETRY")
+            await _send_simple(send, 503, RETRY_TEXT, [*RETRY_HEADERS, *self._worker])
+            return "RETRY", 503, claim
+        result, status = await self._no_snapshot(site, scope, receive, send, fail_open)
+        return result, status, claim
 
     async def _no_snapshot(
         self, site: SiteSettings, scope: Scope, receive: Receive, send: Send, fail_open: bool
@@ -562,13 +604,13 @@ class Proxy:
 
     async def _wait_for_capture(
         self, site: SiteSettings, path: str, task: asyncio.Future[Any]
-    ) -> Snapshot | None:
-        """The snapshot of a path being captured, within ``miss_wait``; None on failure, and
-        at once when the process stops taking captures (shutdown), so the bot gets the
-        origin's page before the server stops."""
+    ) -> tuple[Snapshot | None, bool]:
+        """The snapshot of a path being captured, within ``miss_wait``, and whether its path
+        stays queued without it (time was up); (None, False) on failure, and at once on
+        shutdown, so the bot gets the origin's page before the server stops."""
         stopping = self.capture.stopping
         if stopping.is_set():
-            return None
+            return None, False
         deadline = time.monotonic() + self.miss_wait
         # The capture goes on after a timeout: the next bot gets it from the cache.
         stopped = asyncio.ensure_future(stopping.wait())
@@ -580,26 +622,28 @@ class Proxy:
             stopped.cancel()
         if task not in done:
             task.add_done_callback(lambda t: _log_late_failure(t, path))
-            return None
+            return None, not stopping.is_set()
         if task.cancelled() or task.exception() is not None:
             log.warning(
                 "capture failed path=%s error=%r",
                 path,
                 "cancelled" if task.cancelled() else task.exception(),
             )
-            return None
+            return None, False
         outcome = task.result()
         if outcome is not None:
-            return await self.store.get_snapshot(site.name, path) if outcome.stored else None
+            if not outcome.stored:
+                return None, False
+            return await self.store.get_snapshot(site.name, path), False
         # Another process holds the lease: watch the store until it lands or time is up.
         while time.monotonic() < deadline and not stopping.is_set():
             record = await self.store.get_path(site.name, path)
             if record is None or record.state in ("error", "ignored"):
-                return None
+                return None, False
             if record.state == "processed":
-                return await self.store.get_snapshot(site.name, path)
+                return await self.store.get_snapshot(site.name, path), False
             await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
-        return None
+        return None, not stopping.is_set()
 
     async def _send_snapshot(
         self,

@@ -37,6 +37,7 @@ from snapshotd.render.base import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.services import Services, build_services
 from snapshotd.store import Store
+from snapshotd.verify.resolver import Resolver
 
 log = logging.getLogger("snapshotd")
 
@@ -143,10 +144,12 @@ def create_app(
     token: str | None = None,
     crawler_lock: HostLock | None = None,
     processes: int = 1,
+    resolver: Resolver | None = None,
 ) -> SnapshotdApp:
     """The application of one process. ``token``, ``crawler_lock`` and ``processes``: the
     token drawn for all workers of one ``serve`` (whose console URL is logged by their
-    supervisor), the lock whose holder among them runs the crawler, and how many they are."""
+    supervisor), the lock whose holder among them runs the crawler, and how many they are;
+    ``resolver``: the DNS that verifies crawlers (the system's name servers by default)."""
     announce = token is None  # else the supervisor logged the console URL
     if settings.api_tokens:
         token = None
@@ -163,6 +166,7 @@ def create_app(
             generated_token=token,
             crawler_lock=crawler_lock,
             processes=processes,
+            resolver=resolver,
         ),
         announce=announce,
     )

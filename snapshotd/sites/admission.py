@@ -22,7 +22,8 @@ The rules of admission, in order:
    A bot's path without one that the site does not process (its URL process pattern, or
    rendered and left ``crawled``) gets the origin's page.
 6. A path the store does not know is added only within ``max_pages``; for a bot also within
-   ``new_paths_per_minute``; links, canonicals and redirects only when ``capture_new``.
+   ``new_paths_per_minute``, unless its crawler is trusted (below); links, canonicals and
+   redirects only when ``capture_new``.
    The API, which is authenticated, is not bounded by either.
    A bot's path that would be captured is refused (``paused``) while the site is paused:
    no capture starts for it (SPEC 2.2). A pause does not stop paths being queued (the API,
@@ -31,6 +32,16 @@ The rules of admission, in order:
    (:mod:`snapshotd.crawl.rounds`).
 7. A known path is queued again only when it is due (expired, or changed per its sitemap
    ``lastmod``); pending and processing paths keep their place.
+
+A bot's claim to be its crawler (:class:`Claim`, SPEC 3.4) is asked only where it changes
+the decision, so a hit never waits on it: with ``verify_bots = "strict"`` first of all (a
+claimant not trusted is passed through as a person, ``person``); with ``"on"`` when a bot's
+path is new. A crawler is *trusted* when verified, or unverifiable and the site judges such
+families ``verified`` (``unverifiable_bots``). A trusted crawler's new path is held only to
+``max_pages``, queued at ``PRIORITY_BOT``, and queued even when it cannot be rendered now
+(``queue``: no miss place, or the site paused). A request that claims no crawler (an
+``_escaped_fragment_`` request of a person) is judged as an unverified one, never passed
+through as a person.
 
 A path is *due* when it has no expiry time or that time has come (:func:`is_due`): the one
 freshness test for snapshots, records and retry delays alike.
@@ -57,6 +68,7 @@ from snapshotd.web.urls import MAX_PATH, MAX_QUERY
 __all__ = [
     "CRAWL_SOURCES",
     "Captured",
+    "Claim",
     "Decision",
     "Facts",
     "Known",
@@ -130,7 +142,13 @@ class RobotsAllow:
     path: str
 
 
-Question = Captured | Known | Stored | Size | NewLately | RobotsAllow
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The bot's claim to be its crawler, judged from its client address. -> ``verified``,
+    ``unverified``, ``unverifiable`` or ``none`` (the request claims no crawler)"""
+
+
+Question = Captured | Known | Stored | Size | NewLately | RobotsAllow | Claim
 
 
 # ---------------------------------------------------------------------------- decisions
@@ -145,8 +163,10 @@ class Decision(NamedTuple):
     - ``ignored``: on the ignore list;
     - ``refused`` (``reason``): a bound or a crawl rule keeps it out; nothing is written;
     - ``serve`` (``snapshot``, ``fresh``, ``requeue``): a bot gets the stored snapshot;
-    - ``capture`` (``priority``, ``force``): set the path pending (a bot's miss renders it);
+    - ``capture`` (``priority``, ``force``, ``queue``): set the path pending (a bot's miss
+      renders it; with ``queue``, it is set pending even when no render can start now);
     - ``pass``: a bot gets the origin's page, nothing is refused (``reason`` says why);
+    - ``person``: an untrusted claimant on a strict site, passed through as a person;
     - ``known`` (``reason`` is the record's state, or ``fresh``): nothing to do.
 
     ``path`` is the site path after the rules; ``new`` tells that the store has no record of
@@ -164,6 +184,8 @@ class Decision(NamedTuple):
     snapshot: Snapshot | None = None
     fresh: bool = False
     requeue: bool = False
+    queue: bool = False
+    claim: str = ""  # the bot's claim, when it was asked (Claim)
 
 
 def decide(
@@ -186,6 +208,11 @@ def decide(
     ``paused``: whether the site is paused now (the process's registry has it at hand)."""
     crawling = source in CRAWL_SOURCES
     capture_flag = False
+    claim = ""
+    if source == "bot" and site.verify_bots == "strict":
+        claim = yield Claim()
+        if claim != "none" and not _trusted(site, claim):
+            return Decision("person", path, reason=claim, claim=claim)
     if rules is not None and len(rules):
         for _ in range(MAX_RULE_REDIRECTS):
             decision = yield from _ruling(rules, path, host, headers)
@@ -243,7 +270,7 @@ def decide(
             return (yield from _new_path(site, path, source, priority, force))
         return _known_path(site, record, priority, now, lastmod)
     if record is None:
-        admitted = yield from _new_path(site, path, source, priority, force)
+        admitted = yield from _new_path(site, path, source, priority, force, claim)
     elif record.state == "crawled":
         return Decision("pass", path, reason="not processed")
     elif record.state == "error" and not is_due(record.expires_at, now):
@@ -253,9 +280,18 @@ def decide(
     else:
         admitted = Decision("capture", path, priority=PRIORITY_BOT)
     if paused and admitted.kind == "capture":
-        # No capture starts for a paused site: the bot gets the origin's page.
-        return Decision("refused", path, reason="paused")
+        # No capture starts for a paused site: the bot gets the origin's page; a trusted
+        # crawler's new path is queued all the same (a pause does not stop queueing).
+        return Decision("refused", path, reason="paused", queue=admitted.queue,
+                        priority=admitted.priority, claim=admitted.claim, new=admitted.new)
     return admitted
+
+
+def _trusted(site: SiteSettings, claim: str) -> bool:
+    """Whether a claim is trusted as the crawler's own on ``site``."""
+    return claim == "verified" or (
+        claim == "unverifiable" and site.unverifiable_bots == "verified"
+    )
 
 
 def _ruling(
@@ -272,7 +308,7 @@ def _ruling(
 
 
 def _new_path(
-    site: SiteSettings, path: str, source: str, priority: int, force: bool
+    site: SiteSettings, path: str, source: str, priority: int, force: bool, claim: str = ""
 ) -> Generator[Question, Any, Decision]:
     if source in _FOLLOWED and not site.capture_new:
         return Decision("refused", path, reason="capture_new is off")
@@ -281,9 +317,14 @@ def _new_path(
     if (yield Size()) >= site.max_pages:
         return Decision("refused", path, reason="max_pages")
     if source == "bot":
+        if site.verify_bots != "off" and not claim:
+            claim = yield Claim()
+        if _trusted(site, claim):
+            return Decision("capture", path, priority=PRIORITY_BOT, new=True, queue=True,
+                            claim=claim)
         if (yield NewLately()) >= site.new_paths_per_minute:
-            return Decision("refused", path, reason="rate")
-        priority = PRIORITY_NEW
+            return Decision("refused", path, reason="rate", claim=claim)
+        return Decision("capture", path, priority=PRIORITY_NEW, new=True, claim=claim)
     return Decision("capture", path, priority=priority, force=force, new=True)
 
 
@@ -326,6 +367,8 @@ class Facts(Protocol):
 
     def robots_allow(self, path: str) -> bool: ...
 
+    async def claim(self) -> str: ...
+
 
 class StoreFacts:
     """The facts of one site as the store has them; callers override what they keep
@@ -353,6 +396,9 @@ class StoreFacts:
     def robots_allow(self, path: str) -> bool:
         return True
 
+    async def claim(self) -> str:
+        return "none"
+
 
 async def admit(gen: Generator[Question, Any, Decision], facts: Facts) -> Decision:
     """Run :func:`decide` to its decision, answering each question from ``facts``."""
@@ -365,17 +411,26 @@ async def admit(gen: Generator[Question, Any, Decision], facts: Facts) -> Decisi
 
 
 def decide_now(
-    gen: Generator[Question, Any, Decision], stored: Callable[[str], Snapshot | None]
+    gen: Generator[Question, Any, Decision],
+    stored: Callable[[str], Snapshot | None],
+    claim: Callable[[], str | None] = lambda: None,
 ) -> Decision | None:
-    """Run :func:`decide` to its decision when the only fact it asks is a snapshot that
-    ``stored`` has at hand; None as soon as it asks anything else or ``stored`` has not
-    the snapshot (the caller then goes the awaited way, with :func:`admit`)."""
+    """Run :func:`decide` to its decision when the only facts it asks are a snapshot that
+    ``stored`` has at hand and a claim ``claim`` knows without waiting; None as soon as it
+    asks anything else or either has no answer (the caller then goes the awaited way, with
+    :func:`admit`)."""
     try:
         question = next(gen)
         while True:
-            if type(question) is not Stored or (snapshot := stored(question.path)) is None:
+            if isinstance(question, Stored):
+                answer: Any = stored(question.path)
+            elif type(question) is Claim:
+                answer = claim()
+            else:
                 return None
-            question = gen.send(snapshot)
+            if answer is None:
+                return None
+            question = gen.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -392,4 +447,5 @@ _ANSWER: dict[type, Callable[[Facts, Any], Awaitable[Any]]] = {
     Size: lambda facts, q: facts.size(),
     NewLately: lambda facts, q: facts.new_lately(),
     RobotsAllow: _robots_allow,
+    Claim: lambda facts, q: facts.claim(),
 }

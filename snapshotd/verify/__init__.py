@@ -1,0 +1,177 @@
+"""Verified crawlers: whether a request's client address belongs to the crawler family its
+User-Agent claims (:class:`Verifier`).
+
+Invariants:
+- a claim is ``verified`` (the address is in the family's published ranges, or its reverse
+  DNS name is under one of the family's domains and that name's forward look-up gives the
+  address back), ``unverified`` (the family has a way and the address failed it, or the
+  look-up failed), or ``unverifiable`` (no family, or a family with no way that is
+  loaded); a family's ranges and its DNS both count: either one verifies;
+- :meth:`Verifier.now` answers without I/O and without awaiting: from the ranges (what they
+  say of an address kept until they are loaded again), then from the cache of DNS answers;
+  an address is the text :mod:`snapshotd.web.client_address` gives (one spelling per address);
+  when DNS must be asked it starts the look-up in the background and answers None (not
+  known yet), so a cache hit never waits on DNS;
+- :meth:`Verifier.claim` waits for a look-up under way at most ``wait`` seconds; not known
+  by then is ``unverified`` (the answer lands in the cache for the next request);
+- every DNS answer is cached for its TTL (clamped to ``MIN_TTL`` .. ``MAX_TTL``); a failure
+  or time-out for ``FAILURE_TTL``; the cache holds at most ``max_entries`` addresses and at
+  most ``max_lookups`` look-ups run at once (past that an address is judged unverified for
+  now, and looked up again by a later request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from collections import OrderedDict
+
+from snapshotd.observe import logs
+from snapshotd.verify.ranges import RangeLists
+from snapshotd.verify.resolver import DnsFailure, Resolver, SystemResolver
+from snapshotd.web.crawler_families import Family, family_of, name_in
+
+__all__ = ["UNVERIFIABLE", "UNVERIFIED", "VERIFIED", "Verifier"]
+
+log = logging.getLogger("snapshotd.verify")
+
+VERIFIED, UNVERIFIED, UNVERIFIABLE = "verified", "unverified", "unverifiable"
+MIN_TTL, MAX_TTL, FAILURE_TTL = 30.0, 86400.0, 30.0
+# Reverse names looked up forward, at most, per address (a PTR set may hold several).
+MAX_NAMES = 3
+
+
+class Verifier:
+    """Verification of crawler claims by ``ranges`` and DNS (``resolver``; the system's
+    name servers by default)."""
+
+    def __init__(
+        self,
+        ranges: RangeLists | None = None,
+        resolver: Resolver | None = None,
+        *,
+        timeout: float = 2.0,
+        max_entries: int = 65536,
+        max_lookups: int = 256,
+        clock=time.monotonic,  # type: ignore[no-untyped-def]
+    ) -> None:
+        self.ranges = ranges or RangeLists(())
+        self.resolver: Resolver = resolver or SystemResolver(timeout)
+        self.timeout = timeout
+        self.max_entries, self.max_lookups = max_entries, max_lookups
+        self.clock = clock
+        self._cache: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+        self._lookups: dict[tuple[str, str], asyncio.Task[str]] = {}
+        self._ranged: dict[tuple[str, str], str] = {}
+        self._ranges_seen = -1
+        self.looked_up = 0  # DNS look-ups started
+
+    async def start(self) -> None:
+        await self.ranges.start()
+
+    async def close(self) -> None:
+        lookups, self._lookups = list(self._lookups.values()), {}
+        for task in lookups:
+            task.cancel()
+        await asyncio.gather(*lookups, return_exceptions=True)
+        await self.ranges.close()
+
+    def now(self, bot: str, address: str) -> str | None:
+        """The claim of ``bot`` (its matched name) from ``address`` as known now; None while
+        DNS is being asked (a look-up is started when none is under way)."""
+        family = family_of(bot)
+        if family is None:
+            return UNVERIFIABLE
+        if self._ranges_seen != self.ranges.loads:  # the lists were loaded (again)
+            self._ranged.clear()
+            self._ranges_seen = self.ranges.loads
+        # What the ranges say of an address is kept until they are loaded again.
+        key = (family.name, address)
+        by_ranges = self._ranged.get(key)
+        if by_ranges is None:
+            by_ranges = self._by_ranges(family, address)
+            if len(self._ranged) >= self.max_entries:
+                self._ranged.clear()
+            self._ranged[key] = by_ranges
+        if by_ranges:
+            return by_ranges
+        cached = self._cache.get(key)
+        if cached is not None:
+            if cached[1] > self.clock():
+                return cached[0]
+            del self._cache[key]
+        if key not in self._lookups and len(self._lookups) < self.max_lookups:
+            task = asyncio.ensure_future(self._lookup(family, address))
+            self._lookups[key] = task
+            task.add_done_callback(lambda _t: self._lookups.pop(key, None))
+        return None
+
+    def _by_ranges(self, family: Family, address: str) -> str:
+        """``verified`` when the address is in the family's ranges; ``unverified`` or
+        ``unverifiable`` when DNS cannot say otherwise (the family has no DNS domain or the
+        address is none); "" when DNS is to be asked."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return UNVERIFIED
+        in_ranges = self.ranges.lookup(family.name, ip)
+        if in_ranges:
+            return VERIFIED
+        if not family.dns:
+            return UNVERIFIABLE if in_ranges is None else UNVERIFIED
+        return ""
+
+    async def claim(self, bot: str, address: str, wait: float) -> str:
+        """The claim, waiting at most ``wait`` seconds for DNS; ``unverified`` when the
+        answer is not had by then."""
+        found = self.now(bot, address)
+        if found is not None:
+            return found
+        family = family_of(bot)
+        assert family is not None
+        task = self._lookups.get((family.name, address))
+        if task is None:  # too many look-ups under way
+            return UNVERIFIED
+        done, _ = await asyncio.wait({task}, timeout=wait)
+        if task in done and not task.cancelled() and task.exception() is None:
+            return task.result()
+        return UNVERIFIED
+
+    async def _lookup(self, family: Family, address: str) -> str:
+        """Reverse, then forward DNS for ``address``; the claim, cached with its TTL."""
+        self.looked_up += 1
+        try:
+            claim, ttl = await asyncio.wait_for(self._dns(family, address), self.timeout * 2)
+        except (DnsFailure, TimeoutError, OSError) as exc:
+            # One line now and then: under a flood of new addresses, failures come in runs.
+            logs.throttled(
+                log, logging.WARNING, "bot verification failed family=%s client=%s error=%s",
+                family.name, address, type(exc).__name__ if not str(exc) else exc,
+            )
+            claim, ttl = UNVERIFIED, FAILURE_TTL
+        key = (family.name, address)
+        self._cache[key] = (claim, self.clock() + min(max(ttl, MIN_TTL), MAX_TTL))
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
+        return claim
+
+    async def _dns(self, family: Family, address: str) -> tuple[str, float]:
+        names = await self.resolver.reverse(address)
+        ttl = names.ttl
+        ip = ipaddress.ip_address(address)
+        for name in [n for n in names.values if name_in(n, family.dns)][:MAX_NAMES]:
+            forward = await self.resolver.forward(name)
+            ttl = min(ttl, forward.ttl)
+            if any(_same(ip, a) for a in forward.values):
+                return VERIFIED, ttl
+        return UNVERIFIED, ttl
+
+
+def _same(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text) == ip
+    except ValueError:
+        return False
