@@ -54,7 +54,8 @@ def test_a_page_still_changing_at_the_limit_is_marked_in_the_api_the_url_report_
             one = client.get(f"{API}/sites/corpus/paths/c/clock").json()
             assert one["readiness_limit"] is True
             report = client.get(
-                "/_snapshotd/v3/crawl/data", params={"name": "corpus", "type": "urls"}
+                "/_snapshotd/v3/crawl/data",
+                params={"name": "corpus", "type": "urls", "format": "json"},
             ).json()
             assert {r["path"]: r["readiness_limit"] for r in report if r["path"] in listed} == {
                 "/c/clock": True,
