@@ -101,9 +101,7 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
 
 
 async def _record_failure(db: str, name: str, error: str) -> None:
-    from snapshotd.store.job_state import record_notification_failure
-
-    from snapshotd.store.job_state import job_state
+    from snapshotd.store.job_state import job_state, record_notification_failure
     from snapshotd.store.sqlite import SQLiteStore
 
     async with SQLiteStore(db) as store:
