@@ -71,6 +71,17 @@ tests/connect_s4a/node_modules/.package-lock.json: tests/connect_s4a/package-loc
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix tests/connect_s4a --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the connect-s4a test will be skipped"; fi
+# The Rendertron middleware test's npm packages; without npm that test skips (fails under CI=true).
+tests/rendertron/node_modules/.package-lock.json: tests/rendertron/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/rendertron --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the rendertron-middleware test will be skipped"; fi
+
+# The Compose Specification's schema and a validator, for compose.yaml's test.
+tests/deploy/node_modules/.package-lock.json: tests/deploy/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/deploy --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the compose file test will be skipped"; fi
 
 # Real browsers' User-Agent strings for the bot detection test (npm's user-agents data).
 tests/browser_agents/node_modules/.package-lock.json: tests/browser_agents/package-lock.json
@@ -92,6 +103,8 @@ bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.js
 
 test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/connect_s4a/node_modules/.package-lock.json \
+		tests/rendertron/node_modules/.package-lock.json \
+		tests/deploy/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
 		tests/corpus/apps/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh

@@ -56,9 +56,11 @@ origin=$!
 run() { $B run --isolation chroot --user snapshotd --env SNAPSHOTD_HOST=127.0.0.1 \
   --env SNAPSHOTD_PORT="$port" --env SNAPSHOTD_ORIGIN="http://127.0.0.1:$origin_port" \
   --env SNAPSHOTD_API_TOKEN=check-image "$ctr" -- "$@"; }
+# Stop a process and every process started under it, by their ids (read from /proc), never
+# by a name: other snapshotd processes may run on this host.
+stop_tree() { $PY scripts/stop-tree.py "$1"; }
 cleanup() {
-  [ -n "${serve:-}" ] && kill "$serve" 2>/dev/null; sleep 2
-  pkill -f "snapshotd serve" 2>/dev/null || true
+  [ -n "${serve:-}" ] && stop_tree "$serve"
   kill "$origin" 2>/dev/null || true
   $B rm "$ctr" >/dev/null 2>&1 || true
 }

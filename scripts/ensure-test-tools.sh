@@ -1,8 +1,9 @@
 #!/bin/sh
 # Tools some tests use: patchelf (a real Chromium and a real Playwright driver made to need a
 # missing shared library, for the command line's start-up errors); Apache httpd with
-# mod_rewrite and mod_proxy (the rules engine's ground truth, and the front-server recipes) and
-# nginx (the front-server recipes). Installed when root on Debian; without Apache the rules
+# mod_rewrite and mod_proxy (the rules engine's ground truth, and the front-server recipes),
+# nginx, Caddy and HAProxy (the front-server recipes); systemd-analyze and pg_isready (the
+# deployment files' tests). Installed when root on Debian; without Apache the rules
 # tests use their recorded table.
 if ! command -v patchelf >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "snapshotd: installing patchelf for the command-line tests" >&2
@@ -12,6 +13,10 @@ fi
 missing=""
 [ -x /usr/sbin/apache2 ] || missing="$missing apache2"
 [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+[ -x /usr/bin/caddy ] || missing="$missing caddy"
+[ -x /usr/sbin/haproxy ] || missing="$missing haproxy"
+[ -x /usr/bin/systemd-analyze ] || missing="$missing systemd"
+[ -x /usr/bin/pg_isready ] || missing="$missing postgresql-client"
 if [ -z "$missing" ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "snapshotd: installing$missing for the tests that run them" >&2

@@ -1,4 +1,5 @@
-"""Real front servers for tests: Debian's nginx and Apache httpd on loopback ports.
+"""Real front servers for tests: Debian's nginx, Apache httpd, Caddy and HAProxy on loopback
+ports.
 
 Each runs in the foreground from a throw-away directory holding its configuration, and is
 stopped, by its pid, when the test is done. Without the server
@@ -22,6 +23,8 @@ import pytest
 from tests.apache.harness import APACHE, MODULES
 
 NGINX = "/usr/sbin/nginx"
+CADDY = "/usr/bin/caddy"
+HAPROXY = "/usr/sbin/haproxy"
 RECIPES = Path(__file__).resolve().parent.parent / "docs" / "integrations"
 
 
@@ -49,8 +52,10 @@ def recipe(name: str, **values: str) -> str:
 
 
 @contextmanager
-def _running(argv: list[str], port: int, workdir: Path) -> Iterator[None]:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _running(
+    argv: list[str], port: int, workdir: Path, env: dict[str, str] | None = None
+) -> Iterator[None]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -121,4 +126,32 @@ def apache(vhost: str, port: int) -> Iterator[None]:
     (d / "httpd.conf").write_text("\n".join(lines) + "\n")
     argv = [APACHE, "-f", str(d / "httpd.conf"), "-d", str(d), "-DFOREGROUND"]
     with _running(argv, port, d):
+        yield
+
+
+@contextmanager
+def caddy(site_block: str, port: int) -> Iterator[None]:
+    """Caddy serving ``site_block`` (whose address is ``http://NAME:port``), bound to
+    127.0.0.1, with no admin endpoint and its state in a throw-away directory."""
+    require(CADDY, "caddy")
+    d = Path(tempfile.mkdtemp(prefix="snapshotd-caddy-"))
+    options = "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tauto_https off\n}\n\n"
+    (d / "Caddyfile").write_text(options + site_block)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(d), "XDG_DATA_HOME": str(d),
+           "XDG_CONFIG_HOME": str(d)}
+    argv = [CADDY, "run", "--config", str(d / "Caddyfile"), "--adapter", "caddyfile"]
+    with _running(argv, port, d, env):
+        yield
+
+
+@contextmanager
+def haproxy(sections: str, port: int) -> Iterator[None]:
+    """HAProxy serving ``sections`` (a frontend binding 127.0.0.1:``port`` and its backends)
+    in the foreground."""
+    require(HAPROXY, "haproxy")
+    d = Path(tempfile.mkdtemp(prefix="snapshotd-haproxy-"))
+    (d / "haproxy.cfg").write_text(
+        f"global\n    pidfile {d}/haproxy.pid\n\ndefaults\n    mode http\n\n{sections}"
+    )
+    with _running([HAPROXY, "-db", "-f", str(d / "haproxy.cfg")], port, d):
         yield

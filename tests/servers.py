@@ -31,8 +31,9 @@ def serve_asgi(
     ``serve`` serves (:func:`snapshotd.server.run.uvicorn_config`), handed ``at_once`` as its
     fast path: by default a snapshotd application's own ``answer_at_once``, as ``serve``
     hands it, and none for any other application. ``http`` (``httptools`` or ``h11``) picks
-    one of uvicorn's plain protocols instead."""
-    common = {"host": host, "port": 0, "lifespan": lifespan, "log_level": "warning"}
+    one of uvicorn's plain protocols instead. ``port`` (0: any free one) is where it listens."""
+    port = options.pop("port", 0)
+    common = {"host": host, "port": port, "lifespan": lifespan, "log_level": "warning"}
     if http is not None:
         config = uvicorn.Config(app, **{**UVICORN_OPTIONS, "http": http, **common, **options})
     else:

@@ -17,7 +17,7 @@ MAX_LINES = 700
 # its own part and the parts below it, never one above; parts on one line are siblings that
 # import neither each other nor anything above them.
 LAYERS = (
-    ("__main__",),
+    ("__main__", "middleware"),
     ("cli",),
     ("recipes",),
     ("server",),

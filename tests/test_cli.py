@@ -152,6 +152,17 @@ def test_recipe_prints_the_tested_recipe_for_the_site(tmp_path, capsys):
         "apache.conf", LISTEN="*:80", SERVER_NAME="shop.test", APP="127.0.0.1:3000",
         SNAPSHOTD="127.0.0.1:8080",
     )
+    # Caddy serves the site's names (over HTTPS, its certificates its own) unless told.
+    assert main(["recipe", "caddy", *argv]) == 0
+    assert capsys.readouterr().out == recipe(
+        "Caddyfile", LISTEN="shop.test, www.shop.test", SERVER_NAME="shop.test www.shop.test",
+        APP="127.0.0.1:3000", SNAPSHOTD="127.0.0.1:8080",
+    )
+    assert main(["recipe", "haproxy", *argv, "--listen", "127.0.0.1:8000"]) == 0
+    assert capsys.readouterr().out == recipe(
+        "haproxy.cfg", LISTEN="127.0.0.1:8000", SERVER_NAME="shop.test www.shop.test",
+        APP="127.0.0.1:3000", SNAPSHOTD="127.0.0.1:8080",
+    )
     # a site without hosts, or an https origin: one line, exit 2
     assert main(["recipe", "nginx", "--origin", "http://127.0.0.1:3000"]) == 2
     assert "give --hosts" in capsys.readouterr().err

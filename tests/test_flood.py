@@ -92,7 +92,8 @@ class Env:
         for line in text.splitlines():
             if line.startswith("snapshotd_refused_total{"):
                 reason = line.split('reason="', 1)[1].split('"', 1)[0]
-                out[reason] = int(float(line.rsplit(" ", 1)[1]))
+                if count := int(float(line.rsplit(" ", 1)[1])):  # the rest are there at 0
+                    out[reason] = count
         return out
 
 

@@ -1,4 +1,5 @@
-"""snapshotd behind real front servers: Debian's nginx and Apache httpd on loopback ports.
+"""snapshotd behind real front servers: Debian's nginx, Apache httpd, Caddy and HAProxy on
+loopback ports.
 
 snapshotd runs on uvicorn with real SQLite and real Chromium; the example SPA is both the
 app people reach and snapshotd's origin. The site's public host name, ``shop.test`` (a name
@@ -8,6 +9,9 @@ Every server listens on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -23,7 +27,7 @@ from snapshotd.config.loading import load_settings
 from snapshotd.config.settings import BrowserSettings
 from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
-from tests.front import apache, free_port, nginx, recipe
+from tests.front import apache, caddy, free_port, haproxy, nginx, recipe
 from tests.servers import serve_asgi
 
 pytestmark = pytest.mark.browser
@@ -134,30 +138,32 @@ def test_render_url_keeps_its_hashbang(stack: Stack) -> None:
     assert stack.record("%23%21%2Fcontact")["status"] == 200
 
 
-# --- The shipped recipes: docs/integrations/nginx.conf and apache.conf ----------------------
+# --- The shipped recipes: docs/integrations/ -------------------------------------------------
+
+KINDS = ("nginx", "apache", "caddy", "haproxy")
 
 
-def _front(kind: str, stack: Stack, port: int):  # type: ignore[no-untyped-def]
-    values = {
-        "SERVER_NAME": HOST,
-        "APP": _hostport(stack.app),
-        "SNAPSHOTD": _hostport(stack.snapshotd),
-    }
+def _front(kind: str, app: str, snapshotd: str, port: int):  # type: ignore[no-untyped-def]
+    values = {"SERVER_NAME": HOST, "APP": _hostport(app), "SNAPSHOTD": _hostport(snapshotd)}
     if kind == "nginx":
         return nginx(recipe("nginx.conf", LISTEN=f"127.0.0.1:{port}", **values), port)
+    if kind == "caddy":
+        return caddy(recipe("Caddyfile", LISTEN=f"http://{HOST}:{port}", **values), port)
+    if kind == "haproxy":
+        return haproxy(recipe("haproxy.cfg", LISTEN=f"127.0.0.1:{port}", **values), port)
     vhost = recipe("apache.conf", LISTEN=f"127.0.0.1:{port}", **values)
     return apache(f"Listen 127.0.0.1:{port}\n{vhost}", port)
 
 
-@pytest.mark.parametrize("kind", ["nginx", "apache"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_recipe_sends_bots_to_snapshotd_and_people_to_the_app(kind: str, stack: Stack) -> None:
     port = free_port()
     direct = httpx.Client(base_url=stack.app, timeout=30, trust_env=False)
-    with _front(kind, stack, port), direct, httpx.Client(
+    with _front(kind, stack.app, stack.snapshotd, port), direct, httpx.Client(
         base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False,
         headers={"Host": HOST},
     ) as front:
-        page = f"/items/{2 if kind == 'nginx' else 4}"
+        page = f"/items/{(2, 4, 5, 6)[KINDS.index(kind)]}"
         # A bot gets the snapshot: rendered, without scripts.
         bot = front.get(page, headers={"User-Agent": BOT})
         assert bot.status_code == 200, bot.text
@@ -201,3 +207,61 @@ def test_recipe_sends_bots_to_snapshotd_and_people_to_the_app(kind: str, stack: 
                 r = front.get(path, headers={**AUTH, "User-Agent": ua})
                 assert r.status_code == 404, (path, r.status_code, r.text[:200])
                 assert "sites" not in r.text and '"status"' not in r.text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_recipe_gives_snapshotd_the_clients_address_last_in_x_forwarded_for(kind: str) -> None:
+    """The front server adds the address the client connected from (127.0.0.2 here) as the
+    last X-Forwarded-For entry, after whatever the client sent, for snapshotd to trust."""
+    seen: list[dict] = []
+
+    async def record(request: Request) -> Response:
+        seen.append({**request.headers, "x-forwarded-for": request.headers.getlist(
+            "x-forwarded-for")})
+        return JSONResponse({"served_by": "recorder"})
+
+    recorder = Starlette(routes=[Route("/{rest:path}", record)])
+    port = free_port()
+    transport = httpx.HTTPTransport(local_address="127.0.0.2")
+    with serve_asgi(recorder) as target, _front(kind, target, target, port), httpx.Client(
+        base_url=f"http://127.0.0.1:{port}", transport=transport, timeout=30, trust_env=False,
+    ) as client:
+        r = client.get("/items/1", headers={
+            "Host": HOST, "User-Agent": BOT, "X-Forwarded-For": "198.51.100.7"
+        })
+        assert r.json() == {"served_by": "recorder"}
+    assert len(seen) == 1
+    (line,) = seen[0]["x-forwarded-for"]  # one line, the client's address last
+    assert [a.strip() for a in line.split(",")][-1] == "127.0.0.2", seen[0]
+    assert seen[0]["x-forwarded-proto"] == "http"
+    assert seen[0]["host"] == HOST
+
+
+def test_printed_caddy_and_haproxy_recipes_are_configurations_their_servers_accept(
+    tmp_path, capsys
+) -> None:
+    """As `snapshotd recipe` prints them with their defaults (Caddy: the site's names, so
+    HTTPS; HAProxy: :80), checked by the servers themselves without serving."""
+    from snapshotd.cli.parser import main
+    from tests.front import CADDY, HAPROXY, require
+
+    argv = ["--origin", "http://127.0.0.1:3000", "--hosts", "shop.test,www.shop.test"]
+    require(CADDY, "caddy")
+    assert main(["recipe", "caddy", *argv]) == 0
+    (tmp_path / "Caddyfile").write_text(capsys.readouterr().out)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [CADDY, "adapt", "--config", str(tmp_path / "Caddyfile"), "--adapter", "caddyfile"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    adapted = json.loads(done.stdout)
+    routes = adapted["apps"]["http"]["servers"]["srv0"]["routes"]
+    assert routes[0]["match"] == [{"host": ["shop.test", "www.shop.test"]}]
+    require(HAPROXY, "haproxy")
+    assert main(["recipe", "haproxy", *argv]) == 0
+    (tmp_path / "haproxy.cfg").write_text("defaults\n    mode http\n\n" + capsys.readouterr().out)
+    done = subprocess.run([HAPROXY, "-c", "-f", str(tmp_path / "haproxy.cfg")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in (done.stdout + done.stderr).lower(), done.stdout + done.stderr

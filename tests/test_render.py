@@ -27,7 +27,7 @@ from werkzeug.wrappers import Request, Response
 from snapshotd.cli.capture import capture_command
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.base import CaptureResult, Shot
 from tests.chromium import (
     Sentinel,
     alive,
@@ -310,9 +310,11 @@ async def test_captures_take_turns_on_wiped_spare_slots(servers, site, monkeypat
     used: list[int] = []
     capture = Slot.capture
 
-    async def recorded(self: Slot, url: str, site: SiteSettings) -> CaptureResult:
+    async def recorded(
+        self: Slot, url: str, site: SiteSettings, shot: Shot | None = None
+    ) -> CaptureResult:
         used.append(id(self))
-        return await capture(self, url, site)
+        return await capture(self, url, site, shot)
 
     monkeypatch.setattr(Slot, "capture", recorded)
     pool = BrowserPool(replace(SETTINGS, concurrency=1))

@@ -78,13 +78,15 @@ class Env:
             conn.close()
 
     def metric(self, prefix: str) -> dict[str, float]:
+        """The samples of a metric that counted something (every label starts at 0)."""
         with httpx.Client(base_url=self.base, trust_env=False) as c:
             text = c.get("/_snapshotd/metrics", headers=AUTH).text
-        return {
+        samples = {
             line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
             if line.startswith(prefix)
         }
+        return {name: value for name, value in samples.items() if value}
 
 
 @contextmanager

@@ -30,7 +30,18 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from snapshotd.api import console, crawlbot, paths, render, sitemap, sites, status
+from snapshotd.api import (
+    console,
+    crawlbot,
+    paths,
+    ready,
+    recache,
+    render,
+    screenshot,
+    sitemap,
+    sites,
+    status,
+)
 from snapshotd.api import query_params as params
 from snapshotd.api.auth import TokenAuth, token_matches
 from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error, store_error
@@ -38,6 +49,7 @@ from snapshotd.api.fresh import FreshSites
 from snapshotd.api.inputs import MAX_BODY
 from snapshotd.api.openapi import document, openapi_json
 from snapshotd.api.paths import MAX_PATHS_PER_CALL
+from snapshotd.api.scrape_token import ScrapeToken
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS
 from snapshotd.store import raised_by_stores
 
@@ -59,6 +71,7 @@ _SITE = API + "/sites/{site}"
 
 ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{PREFIX}/healthz", status.healthz),
+    Route(f"{PREFIX}/readyz", ready.readyz),
     Route(f"{PREFIX}/metrics", status.metrics),
     Route(f"{PREFIX}/api/openapi.json", openapi_json),
     Route(f"{API}/sites", status.sites),
@@ -82,6 +95,11 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
+    Route(f"{PREFIX}/screenshot", screenshot.screenshot_in_query, methods=["GET", "HEAD"]),
+    Route(
+        f"{PREFIX}/screenshot/{{url:path}}", screenshot.screenshot_in_path, methods=["GET", "HEAD"]
+    ),
+    Route(f"{PREFIX}/recache", recache.recache, methods=["POST"]),
     Route(f"{crawlbot.V3}/crawl", crawlbot.crawl, methods=["GET", "POST"]),
     Route(f"{crawlbot.V3}/crawl/data", crawlbot.crawl_data, methods=["GET"]),
     Route(f"{PREFIX}/console", console.console_page),
@@ -110,5 +128,9 @@ def create_api(ctx: Services, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
     app.state.openapi = document(app.routes)
     app.state.rate_samples = deque()
     app.state.console_files = console.read_console_files()
+    app.state.screenshots = screenshot.Screenshots()
+    app.state.readiness = ready.Readiness()
     tokens = ctx.settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
-    return TokenAuth(FreshSites(app, ctx.sites), tokens)
+    return TokenAuth(
+        FreshSites(app, ctx.sites), tokens, ctx.settings.render_clients, ScrapeToken(ctx.store)
+    )

@@ -1,20 +1,26 @@
 """The token check in front of every API route: :class:`TokenAuth`, an ASGI middleware.
 
 Invariants:
-- every route but ``healthz``, the console's static files and Crawlbot's endpoints (which
-  check the same tokens themselves, the token being an argument there) passes the token
-  check first, so
+- every route but ``healthz``, ``readyz``, the console's static files, Crawlbot's endpoints
+  and recache (which check the same tokens themselves, the token being an argument there)
+  passes the token check first, so
   nothing about the store (not even which sites exist) is told to a client without a valid
   token, whatever address it comes from; with no tokens, every such request is refused (the
   application hands in the token drawn at start when none is configured);
 - a token is compared with every configured token, each in constant time, without stopping
   at the first match;
-- a path holding control characters is refused before routing, which would not see them.
+- a path holding control characters is refused before routing, which would not see them;
+- ``GET /_snapshotd/metrics`` also takes the metrics token kept in the store
+  (:mod:`~snapshotd.api.scrape_token`), which opens nothing else;
+- the render and screenshot endpoints (nothing else) take, without a token, a client whose
+  own address (the connection's, never a header's) is in ``render_clients``; that list is
+  empty unless configured.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 from collections.abc import Sequence
 
@@ -23,14 +29,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from snapshotd.api.base import PREFIX, send_error
 from snapshotd.api.console import CONSOLE_FILES
 from snapshotd.api.inputs import CONTROL
+from snapshotd.api.scrape_token import ScrapeToken
+from snapshotd.store import raised_by_stores
 
 log = logging.getLogger("snapshotd.api")
 
 # Paths that hold no data: reachable without a token.
-OPEN_PATHS = frozenset({PREFIX + "/healthz", PREFIX + "/console"})
+OPEN_PATHS = frozenset({PREFIX + "/healthz", PREFIX + "/readyz", PREFIX + "/console"})
 # Crawlbot's endpoints take the token as an argument, maybe in the body: they check it
-# themselves (api/crawlbot.py), with the same tokens and comparison.
+# themselves (api/crawlbot.py), with the same tokens and comparison; so does recache.
 SELF_CHECKED = PREFIX + "/v3/"
+RECACHE = PREFIX + "/recache"
+# The endpoints that take X-Prerender-Token, and clients of ``render_clients``.
+RENDERING = (PREFIX + "/render", PREFIX + "/screenshot")
+METRICS = PREFIX + "/metrics"
 
 
 def token_from(scope: Scope, *, prerender: bool) -> str | None:
@@ -58,22 +70,52 @@ class TokenAuth:
     """ASGI middleware: a Bearer token for all but the open paths; the render endpoint also
     takes ``X-Prerender-Token``. With no tokens, every request to a checked path is refused."""
 
-    def __init__(self, app: ASGIApp, tokens: Sequence[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: Sequence[str],
+        render_clients: Sequence[str] = (),
+        scrape: ScrapeToken | None = None,
+    ) -> None:
         self.app = app
+        self.scrape = scrape
         self.tokens = tuple(t for t in tokens if t)
+        self.render_clients = tuple(ipaddress.ip_network(n) for n in render_clients)
+
+    def render_client(self, scope: Scope) -> bool:
+        """Whether the connection comes from a network of ``render_clients``."""
+        if not self.render_clients:
+            return False
+        try:
+            address = ipaddress.ip_address((scope.get("client") or ("",))[0])
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.render_clients)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if path in OPEN_PATHS or path.startswith(SELF_CHECKED) or (
+        rendering = path.startswith(RENDERING)
+        if path in OPEN_PATHS or path.startswith(SELF_CHECKED) or path == RECACHE or (
             path.startswith(PREFIX + "/console/")
             and path.removeprefix(PREFIX + "/console/") in CONSOLE_FILES
         ):
             await self.app(scope, receive, send)
             return
-        refusal = self.refusal(scope, prerender=path.startswith(PREFIX + "/render"))
+        refusal = None
+        if not (rendering and self.render_client(scope)):
+            refusal = self.refusal(scope, prerender=rendering)
+        if refusal is not None and path == METRICS and scope["method"] in ("GET", "HEAD"):
+            try:
+                if await self.scraper_matches(scope):
+                    refusal = None
+            except raised_by_stores():
+                await send_error(send, 503, "store unavailable")
+                return
         if refusal is not None:
             status, message = refusal
             log.info(
@@ -89,6 +131,11 @@ class TokenAuth:
             await send_error(send, 400, "the path holds control characters", "path")
             return
         await self.app(scope, receive, send)
+
+    async def scraper_matches(self, scope: Scope) -> bool:
+        """Whether the request's Bearer token is the metrics token kept in the store."""
+        token = token_from(scope, prerender=False)
+        return token is not None and self.scrape is not None and await self.scrape.matches(token)
 
     def refusal(self, scope: Scope, *, prerender: bool) -> tuple[int, str] | None:
         token = token_from(scope, prerender=prerender)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit
 
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
@@ -28,6 +28,7 @@ from snapshotd.web.bots import is_static_asset
 from snapshotd.web.urls import BadRequest, hashbang, site_path_from_request
 
 if TYPE_CHECKING:
+    from snapshotd.config.settings import SiteSettings
     from snapshotd.services import Services
 
 log = logging.getLogger("snapshotd.api")
@@ -41,21 +42,20 @@ def _reescape(url: str, encoding: str) -> str:
     return url if url.isascii() and " " not in url else quote(url, URL_SAFE, encoding)
 
 
-def render_target(scope: Scope) -> str:
-    """The absolute URL a render request names: after ``/render/`` (raw, query included) or
-    in ``?url=``."""
+def render_target(scope: Scope, endpoint: str = "render") -> str:
+    """The absolute URL a render (or screenshot) request names: after ``/render/`` (raw,
+    query included), or in ``?url=``."""
     query = scope.get("query_string", b"").decode("latin-1")
     raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
     raw_path = raw_path.split("?", 1)[0]  # some servers leave the query on raw_path
-    marker = PREFIX + "/render"
+    marker = f"{PREFIX}/{endpoint}"
     rest = raw_path[raw_path.find(marker) + len(marker) :] if marker in raw_path else ""
     if not rest.strip("/"):
         values = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "url"]
         if not values or not values[0]:
             raise ApiError(
                 400,
-                "url is required: /_snapshotd/render/<absolute URL> or "
-                "/_snapshotd/render?url=<absolute URL>",
+                f"url is required: {marker}/<absolute URL> or {marker}?url=<absolute URL>",
                 "url",
             )
         return _reescape(values[0], "utf-8")
@@ -87,31 +87,20 @@ class RenderEndpoint:
         await render_endpoint(context(Request(scope)), scope, receive, send)
 
 
-async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: Send) -> None:
-    """Answer a Prerender-style request as the proxy answers a bot asking for that URL."""
-    try:
-        target = render_target(scope)
-    except ApiError as exc:
-        await send_error(send, exc.status, str(exc), exc.field)
-        return
+def page_named(ctx: Services, target: str) -> tuple[SiteSettings, SplitResult, str]:
+    """The configured site an absolute URL belongs to, the URL's parts and its site path;
+    ApiError (400 naming ``url``, or 403 for a host no site serves) otherwise."""
     try:
         parts = urlsplit(target)
         hostname = parts.hostname
     except ValueError as exc:
-        await send_error(send, 400, f"url is not a URL ({exc}): {target[:200]!r}", "url")
-        return
+        raise ApiError(400, f"url is not a URL ({exc}): {target[:200]!r}", "url") from None
     if parts.scheme.lower() not in ("http", "https") or not hostname:
-        await send_error(
-            send, 400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url"
-        )
-        return
+        raise ApiError(400, f"url must be an absolute http(s) URL, got {target[:200]!r}", "url")
     site = ctx.sites.site_for_url(target)
     if site is None:
         log.info("render refused host=%s: no configured site", parts.netloc[:200])
-        await send_error(
-            send, 403, f"{parts.hostname!r} is not the host of a configured site", "url"
-        )
-        return
+        raise ApiError(403, f"{parts.hostname!r} is not the host of a configured site", "url")
     raw_path = parts.path or "/"
     try:
         path, _escaped = site_path_from_request(
@@ -119,8 +108,18 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
         )
         no_dot_segments(raw_path)
     except BadRequest as exc:
-        await send_error(send, exc.status, f"url: {exc}", "url")
+        raise ApiError(exc.status, f"url: {exc}", "url") from None
+    return site, parts, path
+
+
+async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer a Prerender-style request as the proxy answers a bot asking for that URL."""
+    try:
+        site, parts, path = page_named(ctx, render_target(scope))
+    except ApiError as exc:
+        await send_error(send, exc.status, str(exc), exc.field)
         return
+    raw_path = parts.path or "/"
     dropped = {b"authorization", b"x-prerender-token", b"host", b"content-length"}
     headers = [(k, v) for k, v in scope["headers"] if k.lower() not in dropped]
     headers.append((b"host", parts.netloc.encode("latin-1")))

@@ -14,6 +14,7 @@ from typing import Any
 from snapshotd.cli.capture import cmd_capture
 from snapshotd.cli.common import UserError
 from snapshotd.cli.crawl import cmd_crawl, cmd_worker
+from snapshotd.cli.metrics_token import cmd_metrics_token
 from snapshotd.cli.recipe import cmd_recipe
 from snapshotd.cli.report import cmd_report
 from snapshotd.cli.rules import cmd_rules
@@ -216,6 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site", metavar="NAME", help="the site of --config (default: the first)")
     p.add_argument("--listen", metavar="ADDR", help="the front server's listen address")
     p.set_defaults(func=cmd_recipe)
+
+    p = command(
+        "metrics-token",
+        "make the read-only token for /_snapshotd/metrics, kept in the store (shown once)",
+        "snapshotd metrics-token --db snapshotd.db > /etc/prometheus/snapshotd.token",
+    )
+    common(p)
+    p.add_argument("--rotate", action="store_true", help="replace the token kept")
+    p.set_defaults(func=cmd_metrics_token)
 
     p = command(
         "status", "counts of paths per state, per site", "snapshotd status --db snapshotd.db"

@@ -8,6 +8,7 @@ API, Crawlbot or the store is read by :func:`site_from_mapping`).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -56,6 +57,17 @@ __all__ = [
     "site_to_mapping",
 ]
 
+
+def _network(where: str, text: Any) -> str:
+    """A ``render_clients`` entry (an address or a network, ``10.0.0.0/8``), written as the
+    network it names."""
+    try:
+        return str(ipaddress.ip_network(str(text).strip(), strict=False))
+    except ValueError:
+        raise ConfigError(
+            f"{where}: server.render_clients: {text!r} is not an address or network"
+        ) from None
+
 _SERVER_KINDS = {
     "host": "str",
     "port": "int",
@@ -74,6 +86,7 @@ _SERVER_KINDS = {
     "trusted_proxies": "list",
     "bot_ranges": "list",
     "bot_ranges_every": "float",
+    "render_clients": "list",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -330,6 +343,9 @@ def load_settings(
         server_values["api_tokens"] = tuple(
             t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
         )
+    server_values["render_clients"] = tuple(
+        _network(where, n) for n in server_values.get("render_clients", ())
+    )
     if server_values.get("rules_dir"):
         server_values["rules_dir"] = str(base_dir / server_values["rules_dir"])
     port = server_values.get("port", 8080)

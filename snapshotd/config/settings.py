@@ -285,6 +285,9 @@ class Settings:
     bot_ranges: tuple[str, ...] = ()
     # Seconds between two loads of every bot_ranges list.
     bot_ranges_every: float = 86400.0
+    # Networks whose clients use the render and screenshot endpoints without a token
+    # (Rendertron's middleware sends none); none by default.
+    render_clients: tuple[str, ...] = ()
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     sites: tuple[SiteSettings, ...] = ()
     config_path: str = ""

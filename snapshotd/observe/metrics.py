@@ -18,6 +18,12 @@ from snapshotd.web.crawler_families import claim_family
 
 __all__ = ["Metrics", "share_between_processes"]
 
+REQUEST_RESULTS = (
+    "HIT", "STALE", "MISS", "RETRY", "BYPASS", "UNAVAILABLE", "RULE", "PASS", "ERROR"
+)
+CAPTURE_OUTCOMES = ("ok", "crawled", "duplicate", "error")
+REFUSAL_REASONS = ("max_pages", "rate", "miss_queue", "paused")
+
 _SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -84,6 +90,15 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="mostrecent",
         )
+
+        # Every documented label value from the start, at 0, so that a rate over them (a
+        # dashboard's) exists before the first such event.
+        for result in REQUEST_RESULTS:
+            self.requests.labels(result)
+        for outcome in CAPTURE_OUTCOMES:
+            self.captures.labels(outcome)
+        for reason in REFUSAL_REASONS:
+            self.refused.labels(reason)
 
     def claim(self, site: str, bot: str, claim: str) -> None:
         """Count a bot's request by its crawler family and claim (``verified``,

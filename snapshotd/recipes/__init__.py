@@ -1,4 +1,5 @@
-"""Front-server recipes (``nginx.conf``, ``apache.conf``; also in docs/integrations/) and
+"""Front-server recipes (``nginx.conf``, ``apache.conf``, ``Caddyfile``, ``haproxy.cfg``;
+also in docs/integrations/) and
 ``snapshotd recipe``, which prints one with its ``{{SLOT}}`` slots filled for a site.
 
 Invariant: the text printed is the shipped file, only its slots replaced, so what
@@ -14,12 +15,17 @@ from snapshotd.config.settings import Settings, SiteSettings
 
 __all__ = ["RECIPES", "fill_recipe", "recipe_text"]
 
-RECIPES = ("nginx", "apache")
-DEFAULT_LISTEN = {"nginx": "80", "apache": "*:80"}
+RECIPE_FILES = {
+    "nginx": "nginx.conf", "apache": "apache.conf", "caddy": "Caddyfile", "haproxy": "haproxy.cfg"
+}
+RECIPES = tuple(RECIPE_FILES)
+# Caddy's default is the site's names: Caddy then serves them over HTTPS with a certificate
+# it gets and renews.
+DEFAULT_LISTEN = {"nginx": "80", "apache": "*:80", "haproxy": ":80"}
 
 
 def recipe_text(name: str) -> str:
-    return (files(__name__) / f"{name}.conf").read_text(encoding="utf-8")
+    return (files(__name__) / RECIPE_FILES[name]).read_text(encoding="utf-8")
 
 
 def fill_recipe(
@@ -36,9 +42,9 @@ def fill_recipe(
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     values = {
-        "LISTEN": listen or DEFAULT_LISTEN[name],
-        # nginx takes every name; Apache's ServerName takes one.
-        "SERVER_NAME": " ".join(site.hosts) if name == "nginx" else site.hosts[0],
+        "LISTEN": listen or DEFAULT_LISTEN.get(name) or ", ".join(site.hosts),
+        # nginx and HAProxy take every name; Apache's ServerName takes one.
+        "SERVER_NAME": site.hosts[0] if name == "apache" else " ".join(site.hosts),
         "APP": origin.netloc,
         "SNAPSHOTD": f"{host}:{settings.port}",
     }

@@ -29,10 +29,24 @@ class CaptureResult:
     error: str | None = None
     elapsed: float = 0.0
     readiness_limit: bool = False
+    png: bytes = b""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class Shot:
+    """A screenshot asked of a capture: the viewport it is rendered and taken in (CSS
+    pixels), the page's first screen, taken when the page is ready, as the HTML is."""
+
+    width: int
+    height: int
+
+
+# The viewport of every capture that asks for no screenshot (Playwright's default).
+DEFAULT_VIEWPORT = {"width": 1280, "height": 720}
 
 
 class Renderer(Protocol):

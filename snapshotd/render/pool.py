@@ -34,7 +34,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import check_url
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.base import CaptureResult, Shot
 from snapshotd.render.chromium import (
     LAUNCH_ARGS,
     ChromiumNotFound,
@@ -146,8 +146,11 @@ class BrowserPool:
             self._manager = None
             self._playwright = None
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
-        """Render ``url`` for ``site``; every problem is reported in the result."""
+    async def capture(
+        self, url: str, site: SiteSettings, shot: Shot | None = None
+    ) -> CaptureResult:
+        """Render ``url`` for ``site`` (with ``shot``, its screenshot too); every problem is
+        reported in the result."""
         started = time.monotonic()
         reason = check_url(url, site.origin)
         if reason is not None:
@@ -165,7 +168,7 @@ class BrowserPool:
                     return self._finish(self._failed(url, error, started))
                 self.stats.active += 1
                 try:
-                    result = await slot.capture(url, site)
+                    result = await slot.capture(url, site, shot)
                 except CaptureCrashed as exc:
                     log.warning("capture of %s crashed: %s", url, exc)
                     result = self._failed(url, "crashed", started)
@@ -179,6 +182,33 @@ class BrowserPool:
         finally:
             if chromium is not None:
                 self._in_background(self._after(chromium, slot))
+
+    async def probe(self, timeout: float = 15.0) -> str | None:
+        """None when a page can be rendered now: on the current Chromium (launched again,
+        as a capture would, if it is gone), a context of its own renders a line of HTML and
+        runs a script; else why not, in a few words. Takes no capture's slot."""
+        if self._closed:
+            return "renderer closed"
+        chromium: _Chromium | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                chromium = await self._acquire()
+                chromium.started -= 1  # not a capture: it does not bring a recycle nearer
+                context = await chromium.browser.new_context()
+                try:
+                    page = await context.new_page()
+                    await page.set_content("<p id=probe>ready</p>")
+                    text = await page.evaluate("document.getElementById('probe').textContent")
+                finally:
+                    await context.close()
+            return None if text == "ready" else f"the page showed {str(text)[:40]!r}"
+        except TimeoutError:
+            return f"no page rendered in {timeout:g} s"
+        except (ChromiumNotFound, PlaywrightError, OSError) as exc:
+            return f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+        finally:
+            if chromium is not None:
+                self._release(chromium)
 
     # ------------------------------------------------------------------ internals
 

@@ -58,7 +58,7 @@ from playwright.async_api import Error as PlaywrightError
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.base import DEFAULT_VIEWPORT, CaptureResult, Shot
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
 
@@ -398,10 +398,14 @@ class Slot:
 
     # --------------------------------------------------------------- capture
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
-        """Capture ``url``; raises :class:`CaptureCrashed`, reports everything else.
+    async def capture(
+        self, url: str, site: SiteSettings, shot: Shot | None = None
+    ) -> CaptureResult:
+        """Capture ``url`` (in ``shot``'s viewport, and its screenshot); raises
+        :class:`CaptureCrashed`, reports everything else.
 
-        The slot stays usable only after a clean capture and a clean reset.
+        The slot stays usable only after a clean capture and a clean reset (the viewport
+        back to :data:`DEFAULT_VIEWPORT`).
         """
         started = time.monotonic()
         assert self._page is not None
@@ -424,7 +428,13 @@ class Slot:
         clean = False
         try:
             async with asyncio.timeout(self.settings.timeouts(site)[1]):
-                result = await self._capture(self._page, url, site, signals, started)
+                if shot is not None:
+                    await self._page.set_viewport_size(
+                        {"width": shot.width, "height": shot.height}
+                    )
+                result = await self._capture(self._page, url, site, signals, started, shot)
+                if shot is not None:
+                    await self._page.set_viewport_size(DEFAULT_VIEWPORT)  # type: ignore[arg-type]
             clean = result.error is None or result.error.startswith(("http ", "empty body"))
             return result
         except TimeoutError:
@@ -449,7 +459,13 @@ class Slot:
         )
 
     async def _capture(
-        self, page: Page, url: str, site: SiteSettings, signals: _Signals, started: float
+        self,
+        page: Page,
+        url: str,
+        site: SiteSettings,
+        signals: _Signals,
+        started: float,
+        shot: Shot | None = None,
     ) -> CaptureResult:
         def result(**kw: Any) -> CaptureResult:
             kw.setdefault("final_url", page.url if page.url != "about:blank" else url)
@@ -515,6 +531,8 @@ class Slot:
         cut = not by_page and await readiness.still_working(signals, page)
 
         html = await self._serialize(page, signals)
+        # What the page shows now, as its HTML was taken (the first screen, no scrolling).
+        png = await page.screenshot(type="png", animations="disabled") if shot else b""
         # The document now shown: a client-side navigation may have replaced the first one.
         document = signals.document
         status = document.status if document is not None else 200
@@ -541,7 +559,9 @@ class Slot:
             return result(status=status, headers=headers, error=f"http {status}")
         if status < 300 and cleaned.empty:
             return result(status=status, headers=headers, error="empty body")
-        return result(status=status, headers=headers, html=cleaned.html, readiness_limit=cut)
+        return result(
+            status=status, headers=headers, html=cleaned.html, readiness_limit=cut, png=png
+        )
 
     def _unreachable(self, signals: _Signals) -> str:
         """The error of a capture that lost a request to its origin: what the guard saw when
