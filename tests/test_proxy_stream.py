@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from snapshotd.config.settings import Settings, SiteSettings
-from snapshotd.proxy.handler import SnapshotCache
+from snapshotd.proxy.snapshots import SnapshotCache
 from snapshotd.server.app import create_app
 from snapshotd.store.base import Snapshot
 from snapshotd.store.sqlite import SQLiteStore

@@ -42,7 +42,7 @@ from snapshotd.api.openapi import (
     param,
 )
 from snapshotd.config.settings import SiteSettings
-from snapshotd.proxy.handler import accepts_gzip
+from snapshotd.proxy.snapshots import accepts_gzip
 from snapshotd.sites.admission import StoreFacts, admit, decide
 from snapshotd.store.base import PRIORITY_API, STATES, iso_time
 from snapshotd.web.urls import BadRequest

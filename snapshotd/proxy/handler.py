@@ -4,35 +4,32 @@ A request is either a snapshot request (bot or ``_escaped_fragment_``, GET/HEAD,
 static asset, not ignored, not one of our own renders) answered from the store, or it is
 passed through to the origin untouched. Snapshot answers fail open: when no snapshot can
 be had in time, the origin's own response goes out, marked ``BYPASS``. Requests of the
-SEO4Ajax face (:mod:`snapshotd.proxy.seo4ajax_face`) take the same way, found by their token, and
-get its 503 instead of the origin's page.
+SEO4Ajax face (:mod:`snapshotd.proxy.seo4ajax_face`) take the same way, found by their
+token, and get its 503 instead of the origin's page.
 
 Floods are bounded: a miss for a path the store does not know adds it only within the site's
-``max_pages`` and ``new_paths_per_minute`` (:class:`NewPaths`), and only while a miss place
-is free (``CaptureService.start_miss``); otherwise the bot gets ``BYPASS`` at once and
-nothing is queued or stored. Every refusal is counted; the log gets a line now and then.
-A trusted crawler's new path (:mod:`snapshotd.verify.claims`) is queued even when no render
-starts now; a path queued but not had in time gets ``miss_answer``: 503 (``RETRY``) or origin.
+``max_pages`` and ``new_paths_per_minute`` (:class:`~snapshotd.proxy.bounds.NewPaths`), and
+only while a miss place is free (``CaptureService.start_miss``); otherwise the bot gets
+``BYPASS`` at once and nothing is queued or stored. Every refusal is counted; the log gets
+a line now and then. A trusted crawler's new path (:mod:`snapshotd.verify.claims`) is queued
+even when no render starts now; a path queued but not had in time gets ``miss_answer``: 503
+(``RETRY``) or origin.
 
 Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
 share one store read and one ``Snapshot`` object, the in-process cache holds at most
-``max_bytes`` of ``Snapshot.footprint``, and a body goes out in pieces of ``CHUNK`` bytes
-(decompressed piece by piece when large), so the server's flow control holds back each slow
-client after a piece rather than after the whole body.
+``max_bytes`` of ``Snapshot.footprint`` (:mod:`snapshotd.proxy.snapshots`), and a body goes
+out in pieces of ``CHUNK`` bytes (decompressed piece by piece when large), so the server's
+flow control holds back each slow client after a piece rather than after the whole body.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import math
 import os
 import time
-import weakref
 import zlib
-from collections import OrderedDict, deque
-from collections.abc import Callable, Generator, Iterator, MutableMapping
+from collections.abc import Generator, MutableMapping
 from typing import Any, NamedTuple
 
 from starlette.types import Receive, Scope, Send
@@ -41,10 +38,12 @@ from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import SiteSettings
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
+from snapshotd.proxy.bounds import NewPaths, RefusalLog
 from snapshotd.proxy.passthrough import Upstream, relay_target
 from snapshotd.proxy.passthrough import send_text as _send_simple
 from snapshotd.proxy.relay import AtOnce, Relay
 from snapshotd.proxy.seo4ajax_face import Face, origin_scope, unavailable
+from snapshotd.proxy.snapshots import SnapshotCache, snapshot_answer
 from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import unavailable as store_unavailable
@@ -53,7 +52,6 @@ from snapshotd.store.base import (
     Snapshot,
     Store,
 )
-from snapshotd.store.count_cache import CountCache
 from snapshotd.store.shared_read import SharedRead
 from snapshotd.verify import Verifier
 from snapshotd.verify.claims import Claims, Who, after_refusal
@@ -82,8 +80,6 @@ _STATUS_TEXT = {
 
 # The scope key of a request's headers and route, decided by Proxy.answer_at_once.
 ROUTED = "snapshotd.route"
-# The largest body message sent for a snapshot.
-CHUNK = 64 * 2**10
 # On snapshot answers and health checks, with the ``worker_header`` setting: the pid of the
 # worker process that answered.
 WORKER_HEADER = "x-snapshotd-worker"
@@ -92,123 +88,6 @@ ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 # A crawler's page queued but not had in time, with miss_answer = "503".
 RETRY_TEXT = "Service Unavailable: this page is being prepared, ask again later\n"
 RETRY_HEADERS = [(b"retry-after", b"60"), (b"x-snapshotd-cache", b"RETRY")]
-
-
-@functools.lru_cache(maxsize=256)  # clients send a few values, on every request
-def accepts_gzip(value: str) -> bool:
-    """Whether an ``Accept-Encoding`` value allows gzip: an explicit ``gzip`` entry decides,
-    else ``*``; a ``q`` of 0 refuses and an entry with an unreadable ``q`` is ignored."""
-    found: dict[str, float] = {}
-    for part in value.split(","):
-        name, *params = (p.strip() for p in part.split(";"))
-        name = name.lower()
-        if name not in ("gzip", "x-gzip", "*"):
-            continue
-        q = 1.0
-        for param in params:
-            key, _, number = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(number.strip())
-                except ValueError:
-                    q = 0.0
-        found.setdefault("gzip" if name == "x-gzip" else name, q)
-    q = found.get("gzip", found.get("*", 0.0))
-    return q > 0
-
-
-def _etag_matches(if_none_match: str, etag: str) -> bool:
-    if if_none_match.strip() == "*":
-        return True
-    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
-    return etag in tags
-
-
-class SnapshotCache:
-    """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
-
-    Writes made here evict their key at once; writes by other processes (a separate worker,
-    another replica) show within ``ttl``. Bounded by entries and by ``max_bytes`` of
-    ``Snapshot.footprint``. A snapshot over an eighth of that is held only weakly: it is
-    shared within ``ttl`` while some response is still sending it, and costs nothing more.
-    """
-
-    def __init__(
-        self, ttl: float = 1.0, max_entries: int = 4096, max_bytes: int = 64 * 2**20
-    ) -> None:
-        self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
-        self._large: dict[tuple[str, str], tuple[float, weakref.ref[Snapshot]]] = {}
-        self._bytes = 0
-
-    def get(self, key: tuple[str, str]) -> Snapshot | None:
-        snapshot: Snapshot | None
-        if (item := self._items.get(key)) is not None:
-            stamp, snapshot = item
-        elif (large := self._large.get(key)) is not None:
-            stamp, snapshot = large[0], large[1]()
-        else:
-            return None
-        if snapshot is None or time.monotonic() - stamp > self.ttl:
-            self.evict(key)
-            return None
-        return snapshot
-
-    def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
-        self.evict(key)
-        size = snapshot.footprint
-        if size > self.max_bytes // 8:
-            self._large[key] = (time.monotonic(), weakref.ref(snapshot, self._forget(key)))
-            return
-        self._items[key] = (time.monotonic(), snapshot)
-        self._bytes += size
-        while len(self._items) > self.max_entries or self._bytes > self.max_bytes:
-            _, (_, old) = self._items.popitem(last=False)
-            self._bytes -= old.footprint
-
-    def _forget(self, key: tuple[str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
-        """Drops a weak entry once no response holds its snapshot any more."""
-
-        def gone(ref: weakref.ref[Snapshot]) -> None:
-            if (entry := self._large.get(key)) is not None and entry[1] is ref:
-                del self._large[key]
-
-        return gone
-
-    def evict(self, key: tuple[str, str]) -> None:
-        self._large.pop(key, None)
-        item = self._items.pop(key, None)
-        if item is not None:
-            self._bytes -= item[1].footprint
-
-
-class NewPaths:
-    """What admission needs to bound a site's new paths: how many it has (a :class:`CountCache`
-    of the store's count, read again ``count_ttl`` seconds or more after the last time, plus
-    the ones added here since) and how many bots added in the last 60 s. That one is
-    counted in this process, one of ``processes`` sharing the budget evenly (the workers of
-    one ``serve``), so each path added here counts ``processes`` times."""
-
-    def __init__(self, store: Store, count_ttl: float = 1.0, processes: int = 1) -> None:
-        self.processes = processes
-        self._sizes = CountCache(store.site_size, every=count_ttl)
-        self._added: dict[str, deque[float]] = {}
-
-    async def size(self, site: str) -> int:
-        return await self._sizes.get(site)
-
-    def lately(self, site: str) -> int:
-        added = self._added.setdefault(site, deque())
-        while added and added[0] <= time.monotonic() - 60.0:
-            added.popleft()
-        return len(added) * self.processes
-
-    def add(self, site: str, *, lately: bool = True) -> None:
-        """Count a path just added; ``lately``: against the minute's budget too (not for a
-        trusted crawler's, which is held to ``max_pages`` alone)."""
-        if lately:
-            self._added.setdefault(site, deque()).append(time.monotonic())
-        self._sizes.add(site)
 
 
 class _BotFacts(StoreFacts):
@@ -231,27 +110,6 @@ class _BotFacts(StoreFacts):
 
     async def new_lately(self) -> int:
         return self.proxy.new_paths.lately(self.site)
-
-
-class RefusalLog:
-    """One log line for a site's refusals of one reason at most every ``every`` seconds,
-    telling how many were not logged in between."""
-
-    def __init__(self, every: float = 10.0) -> None:
-        self.every = every
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}
-
-    def __call__(self, site: str, reason: str, path: str) -> None:
-        now = time.monotonic()
-        at, unlogged = self._last.get((site, reason), (-math.inf, 0))
-        if now - at < self.every:
-            self._last[(site, reason)] = (at, unlogged + 1)
-            return
-        self._last[(site, reason)] = (now, 0)
-        log.warning(
-            "refused new capture, passing through site=%s reason=%s path=%.200s unlogged=%d",
-            site, reason, path, unlogged,
-        )
 
 
 class Proxy:
@@ -423,7 +281,9 @@ class Proxy:
         if decision is None or decision.kind != "serve" or not decision.fresh:
             return None
         assert decision.snapshot is not None
-        status, out, pieces = self._snapshot_answer(decision.snapshot, "HIT", headers, method)
+        status, out, pieces = snapshot_answer(
+            decision.snapshot, "HIT", headers, method, self._worker
+        )
         try:
             body = next(pieces, b"")
             if next(pieces, None) is not None:
@@ -653,10 +513,12 @@ class Proxy:
         scope: Scope,
         send: Send,
     ) -> int:
-        """Send ``snapshot`` (:meth:`_snapshot_answer`); the status sent. A body damaged past
-        its first piece is cut off, and logged."""
+        """Send ``snapshot`` (:func:`~snapshotd.proxy.snapshots.snapshot_answer`); the status
+        sent. A body damaged past its first piece is cut off, and logged."""
         self.metrics.request(result)
-        status, out, pieces = self._snapshot_answer(snapshot, result, headers, scope["method"])
+        status, out, pieces = snapshot_answer(
+            snapshot, result, headers, scope["method"], self._worker
+        )
         # A damaged body fails here, before the answer starts, so it still fails open.
         last = next(pieces, b"")
         await send({"type": "http.response.start", "status": status, "headers": out})
@@ -674,24 +536,6 @@ class Proxy:
             return status
         await send({"type": "http.response.body", "body": last})
         return status
-
-    def _snapshot_answer(
-        self, snapshot: Snapshot, result: str, headers: dict[str, str], method: str
-    ) -> tuple[int, list[tuple[bytes, bytes]], Iterator[bytes]]:
-        """The status, headers and body pieces of an answer with ``snapshot``: 304 when the
-        client has it, gzipped when it accepts that, no body for HEAD."""
-        out = [*snapshot.http_headers, (b"x-snapshotd-cache", result.encode()), *self._worker]
-        inm = headers.get("if-none-match")
-        if inm and _etag_matches(inm, snapshot.etag):
-            return 304, out, iter(())
-        gzipped = accepts_gzip(headers.get("accept-encoding", ""))
-        if gzipped:
-            out.append((b"content-encoding", b"gzip"))
-        length = len(snapshot.body_gz) if gzipped else snapshot.size
-        out.append((b"content-length", b"%d" % length))
-        pieces = () if method == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped)
-        return snapshot.status, out, iter(pieces)
-
 
 class Destination(NamedTuple):
     """Where a request goes (:meth:`Proxy.destination`): ``bot`` (``site``, its ``path``),
