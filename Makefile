@@ -95,6 +95,12 @@ tests/corpus/apps/node_modules/.package-lock.json: tests/corpus/apps/package-loc
 		npm ci --prefix tests/corpus/apps --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the corpus's framework apps will be skipped"; fi
 
+# The device-profile corpus's libraries (lozad, react-intersection-observer, React, Vue) from npm.
+tests/corpus/devices/node_modules/.package-lock.json: tests/corpus/devices/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/corpus/devices --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the device corpus's apps will fail their test"; fi
+
 # The prerender server bench/bench_readiness.py compares against.
 bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -106,7 +112,8 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/rendertron/node_modules/.package-lock.json \
 		tests/deploy/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
-		tests/corpus/apps/node_modules/.package-lock.json
+		tests/corpus/apps/node_modules/.package-lock.json \
+		tests/corpus/devices/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
@@ -126,6 +133,7 @@ bench/docs_spa/node_modules/.package-lock.json: bench/docs_spa/package-lock.json
 	else echo "npm not found: bench_crawl_waste.py needs docsify"; fi
 
 bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json \
+		tests/corpus/devices/node_modules/.package-lock.json \
 		bench/docs_spa/node_modules/.package-lock.json
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 

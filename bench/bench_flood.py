@@ -43,7 +43,9 @@ class FixedRenderer:
     async def close(self) -> None:
         pass
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult:
         assert self._sem is not None
         async with self._sem:
             self.renders += 1

@@ -69,7 +69,7 @@ else:
     class NoRender:
         async def start(self): pass
         async def close(self): pass
-        async def capture(self, url, site): raise RuntimeError("the bench renders nothing")
+        async def capture(self, url, site, profile=None): raise RuntimeError("renders nothing")
     settings = Settings(db=arg, sites=(SiteSettings(origin="http://127.0.0.1:9"),))
     app = create_app(settings, renderer=NoRender(), crawler=False)
     from snapshotd.server.run import uvicorn_config

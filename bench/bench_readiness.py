@@ -122,8 +122,9 @@ async def prerender(executable: str, timeout: float):  # type: ignore[no-untyped
     base = f"http://127.0.0.1:{port}"
     client = httpx.AsyncClient(timeout=timeout + 30, trust_env=False)
 
-    async def capture(url: str) -> tuple[str | None, str | None]:
-        r = await client.get(f"{base}/render?url={quote(url, safe='')}")
+    async def capture(url: str, extra: str = "") -> tuple[str | None, str | None]:
+        """``extra``: more of prerender's /render parameters (``&width=...``)."""
+        r = await client.get(f"{base}/render?url={quote(url, safe='')}{extra}")
         return (r.text, None) if r.status_code == 200 else (None, f"http {r.status_code}")
 
     try:

@@ -42,9 +42,13 @@ def record(path: str, state: str, **kw: Any) -> PathRecord:
     return PathRecord(site="s", path=path, state=state, priority=kw.pop("priority", 1), **kw)
 
 
-def snapshot(path: str, state: str = "processed", expires_at: float | None = NOW + 60) -> Snapshot:
+def snapshot(
+    path: str, state: str = "processed", expires_at: float | None = NOW + 60,
+    profile: str = "mobile", own: str = "",
+) -> Snapshot:
     return Snapshot(
-        site="s", path=path, body_gz=b"", status=200, state=state, expires_at=expires_at
+        site="s", path=path, body_gz=b"", status=200, state=state, expires_at=expires_at,
+        profile=profile, own_profile=own or profile,
     )
 
 
@@ -112,6 +116,18 @@ ROWS: list[tuple[str, str, str, dict[str, Any], tuple[Any, ...]]] = [
      ("capture", "/a", PRIORITY_NEW, False, True)),
     ("bot: fresh snapshot is a hit", "bot", "/a", {"snapshots": {"/a": snapshot("/a")}},
      ("serve", "/a", "fresh", False)),
+    ("bot: a snapshot of another profile than the site's first is stale and made again", "bot",
+     "/a", {"snapshots": {"/a": snapshot("/a", profile="desktop")}},
+     ("serve", "/a", "stale", True)),
+    ("bot: a profile's own snapshot beside the path's is fresh", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", profile="desktop", own="mobile")}},
+     ("serve", "/a", "fresh", False)),
+    ("bot: a site serving desktop to all has its desktop snapshot fresh", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", profile="desktop")},
+      "site": replace(SITE, devices="desktop")}, ("serve", "/a", "fresh", False)),
+    ("bot: a pending snapshot of another profile is not queued twice", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", state="pending", profile="desktop")}},
+     ("serve", "/a", "stale", False)),
     ("bot: expired snapshot is stale and queued again", "bot", "/a",
      {"snapshots": {"/a": snapshot("/a", expires_at=NOW)}}, ("serve", "/a", "stale", True)),
     ("bot: expired snapshot, capture_expired off", "bot", "/a",

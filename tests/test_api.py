@@ -34,6 +34,7 @@ from snapshotd.render.base import CaptureResult
 from snapshotd.rewrite import load_rules
 from snapshotd.server.app import SnapshotdApp, console_url, create_app
 from snapshotd.store.base import Store
+from snapshotd.web.devices import PROFILE_NAMES
 from tests.servers import serve_asgi
 
 TOKEN = "s3cret-token"
@@ -51,7 +52,9 @@ class RefusingRenderer:
 
     async def close(self) -> None: ...
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult:
         self.captures.append(url)
         return CaptureResult(url=url, final_url=url, error="no renderer in this test")
 
@@ -815,7 +818,10 @@ async def test_render_fails_open_to_the_origin_without_leaking_the_token(
     assert r.status_code == 200
     assert r.headers["x-snapshotd-cache"] == "BYPASS"
     assert "origin page" in r.text
-    assert render_env.renderer.captures == [f"http://127.0.0.1:{origin.port}/about"]
+    # One capture: a render per device profile.
+    assert render_env.renderer.captures == [f"http://127.0.0.1:{origin.port}/about"] * len(
+        PROFILE_NAMES
+    )
     request, _ = origin.log[-1]
     assert request.path == "/about"
     assert "X-Prerender-Token" not in request.headers and "Authorization" not in request.headers
@@ -823,7 +829,7 @@ async def test_render_fails_open_to_the_origin_without_leaking_the_token(
     # Static assets go straight through, as for a bot at the proxy.
     r = await c.get("/_snapshotd/render/http://shop.test/app.js", headers=AUTH)
     assert r.text == "js" and "x-snapshotd-cache" not in r.headers
-    assert len(render_env.renderer.captures) == 1
+    assert len(render_env.renderer.captures) == len(PROFILE_NAMES)
     await asyncio.sleep(0)
 
 

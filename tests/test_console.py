@@ -130,6 +130,10 @@ async def test_sign_in_queue_watch_it_captured_view_and_delete(page: Page, env: 
     frame = page.frame_locator("#snapshot-frame")
     await expect(frame.locator("body")).to_contain_text("Item 5 is a sturdy thing")
     assert await page.get_attribute("#snapshot-frame", "sandbox") == ""
+    # The page renders alike on both devices: one snapshot of its own serves both.
+    await expect(page.locator('#detail-fields dd[data-field="profiles"]')).to_have_text("mobile")
+    await page.select_option("#detail-profile", "desktop")
+    await expect(frame.locator("body")).to_contain_text("Item 5 is a sturdy thing")
 
     # The prefix filter.
     await page.fill("#prefix", "/about")

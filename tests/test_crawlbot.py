@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.server.app import create_app
+from snapshotd.web.devices import PROFILE_NAMES
 from snapshotd.web.patterns import url_matches
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
@@ -192,7 +193,7 @@ def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
                               json={"token": TOKEN, "name": "shop", "roundStart": 1})
         assert rounded.json()["response"].startswith("Successfully started a new round")
         wait_status(client, "shop", 9, [7])
-        assert shop.counts()["/"] == before + 1
+        assert shop.counts()["/"] == before + len(PROFILE_NAMES)  # each device profile
 
         # maxToCrawl reached: 2. No seed could be crawled: 10.
         client.post("/_snapshotd/v3/crawl", data={

@@ -114,6 +114,7 @@ def shop_site(origin: str, **kw: object) -> SiteSettings:
         seeds=("/",),
         sitemaps=("/sitemap_index.xml.gz",),
         ignore=("/admin/",),
+        devices="mobile",  # one render a capture: these tests count the origin's documents
     )
     values.update(kw)
     return SiteSettings(**values)  # type: ignore[arg-type]
@@ -212,8 +213,9 @@ async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):
             SiteSettings(name="fixed", origin=origin, seeds=("/b/2",), capture_new=False),
             SiteSettings(name="nolinks", origin=origin, seeds=("/a/2",), crawl_links=False),
             SiteSettings(name="canon", origin=origin, seeds=("/canon-copy",), use_canonical=False),
-            SiteSettings(
-                name="paced", origin=slow_origin, seeds=("/a",), max_pages=3, crawl_delay=0.4
+            SiteSettings(  # one render a capture: its documents' times are its captures'
+                name="paced", origin=slow_origin, seeds=("/a",), max_pages=3, crawl_delay=0.4,
+                devices="mobile",
             ),
         )
         db = str(tmp_path / "sites.db")
@@ -257,9 +259,13 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
     await store.enqueue("fresh", "/deep/2", 1)
     await store.claim_path("fresh", "/deep/2", "elsewhere:1:1", 0.5)
 
+    # One render a capture: the origin's documents count the captures.
     sites = (
-        SiteSettings(name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0),
         SiteSettings(
+            name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0, devices="mobile"
+        ),
+        SiteSettings(
+            devices="mobile",
             name="frozen",
             origin=origin,
             seeds=("/a/3",),

@@ -38,6 +38,8 @@ def write_config(
         "javascript_timeout = 0.2\nrender_timeout = 5.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nrules = "{RULES}"\n'
         f'seeds = ["/"]\nsitemaps = {sitemaps}\nignore = ["/admin/"]\n'
+        # One render a capture: these tests count the origin's documents.
+        'devices = "mobile"\n'
     )
     return config
 

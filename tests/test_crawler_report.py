@@ -71,6 +71,7 @@ def test_report_csv(db, capsys):
         "hops",
         "duplicate_of",
         "error",
+        "profiles",
     ]
     by_path = {row[1]: row for row in rows[1:]}
     assert len(rows) == 7
@@ -85,6 +86,7 @@ def test_report_csv(db, capsys):
         "0",
         "",
         "",
+        "mobile",  # its own snapshot serves every device profile
     ]
     assert by_path["/a"][8] == "/"
     assert by_path["/b,c"] == [
@@ -98,6 +100,7 @@ def test_report_csv(db, capsys):
         "1",
         "",
         'http 503, "busy"',
+        "",
     ]
     assert by_path["/asked"][2:4] == ["pending", "2"]
     assert by_path["/admin/x"][2:4] == ["ignored", "0"]
@@ -119,6 +122,7 @@ def test_report_jsonl(db, capsys):
         "hops",
         "duplicate_of",
         "error",
+        "profiles",
     ]
     assert first["captured_at"] == "2023-11-14T22:13:20Z" and first["status"] == 200
 

@@ -16,6 +16,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
+from snapshotd.web.devices import PROFILE_NAMES
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
 OTHER = SiteSettings(name="o", origin="https://other.example.org")
@@ -123,7 +124,9 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
     renders: list[str] = []
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             renders.append(url)
             html = '<a href="/linked">x</a><link rel="next" href="/next">'
             return CaptureResult(url=url, final_url=url, html=html)
@@ -147,7 +150,8 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
     for path in ("/linked", "/next"):
         linked = await store.get_path("s", path)
         assert (linked.state, linked.hops) == ("pending", 1), path
-    assert renders == ["http://127.0.0.1:3000/page"]  # followed from the stored snapshot
+    # Followed from the stored snapshot: only the one capture rendered it (each profile once).
+    assert renders == ["http://127.0.0.1:3000/page"] * len(PROFILE_NAMES)
 
 
 async def test_links_followed_after_a_capture_are_not_due(store):
@@ -157,7 +161,9 @@ async def test_links_followed_after_a_capture_are_not_due(store):
     settings = Settings(sites=(site,))
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             return CaptureResult(url=url, final_url=url, html='<a href="/linked">x</a>')
 
     crawler = await _crawler(settings, store, Renderer())
@@ -261,7 +267,9 @@ def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_pa
 
         async def close(self) -> None: ...
 
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             html = '<a href="/linked">x</a>' if url.endswith("/page") else "<p>leaf</p>"
             return CaptureResult(url=url, final_url=url, html=html)
 
@@ -304,7 +312,9 @@ async def test_a_capture_is_stored_and_followed_even_when_learning_from_it_fails
     words = " ".join(f"word{i}" for i in range(40))
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             html = f'<main><p>{words}</p><a href="/linked">x</a></main>'
             return CaptureResult(url=url, final_url=url, html=html)
 
@@ -332,7 +342,9 @@ async def test_a_capture_is_counted_before_the_store_shows_it(store) -> None:  #
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             return CaptureResult(url=url, final_url=url, html="<main><p>a page</p></main>")
 
     crawler = await _crawler(Settings(sites=(site,)), store, Renderer())
@@ -374,7 +386,9 @@ async def test_a_stored_capture_is_counted_before_anything_else_is_awaited(store
     words = " ".join(f"word{i}" for i in range(40))
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             return CaptureResult(url=url, final_url=url, html=f"<main><p>{words}</p></main>")
 
     crawler = await _crawler(Settings(sites=(site,)), store, Renderer())

@@ -74,7 +74,9 @@ class NoRenderer:
     async def close(self) -> None:
         pass
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult:
         self.captures.append(url)
         return CaptureResult(url=url, final_url=url, error="not expected")
 

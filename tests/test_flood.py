@@ -50,7 +50,9 @@ class SlotRenderer:
     async def close(self) -> None:
         self.gate.set()
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult:
         assert self._sem is not None
         async with self._sem:
             self.urls.append(url)
@@ -120,6 +122,7 @@ def flood_env(
                 SiteSettings(
                     name="s",
                     origin=origin_url,
+                    devices="mobile",  # one render a capture: these count captures
                     seeds=(),
                     obey_robots=False,
                     crawl_links=False,

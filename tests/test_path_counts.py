@@ -14,6 +14,7 @@ import pytest
 from snapshotd.store import sqlite as sqlite_store
 from snapshotd.store.base import PRIORITY_LINK
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
+from snapshotd.store.profiles import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
 from tests.conftest import Clock, drop_postgres_schema, postgres_schema
 
@@ -162,6 +163,27 @@ LATER_COLUMNS = (
     "found INTEGER NOT NULL DEFAULT 1",
     "readiness_limit BOOLEAN NOT NULL DEFAULT FALSE",
 )
+# The other schema steps after the kept counts, each undone by the statement beside it.
+LATER_STEPS = (
+    (
+        "ALTER TABLE snapshots ADD COLUMN profile TEXT NOT NULL DEFAULT 'desktop'",
+        "ALTER TABLE snapshots DROP COLUMN profile",
+    ),
+    (
+        SQLITE_PROFILES.split(";")[1] + ";",
+        "DROP TABLE profile_snapshots",
+    ),
+)
+
+
+async def _run(store: Any, statement: str) -> None:
+    if isinstance(store, SQLiteStore):
+        async with store._lock:
+            await store._writer.execute(statement)
+    else:
+        await store._db.execute(
+            statement.replace(" BLOB ", " BYTEA ").replace(" REAL ", " DOUBLE PRECISION ")
+        )
 
 
 async def _alter(store: Any, change: str) -> None:
@@ -204,11 +226,15 @@ async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: i
         # Today's writes need the columns later steps add: there while they run, not after.
         for column in LATER_COLUMNS:
             await _alter(old, f"ADD COLUMN {column}")
+        for step_in, _ in LATER_STEPS:
+            await _run(old, step_in)
         rng = random.Random(3)
         for _ in range(200):
             await change_at_random(old, rng, "me")
         for column in LATER_COLUMNS:
             await _alter(old, f"DROP COLUMN {column.split()[0]}")
+        for _, step_out in reversed(LATER_STEPS):
+            await _run(old, step_out)
         await old.close()
         monkeypatch.setattr(module, "MIGRATIONS", full)
         new = make()

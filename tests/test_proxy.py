@@ -24,6 +24,7 @@ from examples.spa.app import create_app as create_spa
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.server.app import create_app
+from snapshotd.web.devices import PROFILE_NAMES
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 
@@ -84,9 +85,9 @@ class CountingRenderer(BrowserPool):
         super().__init__(browser)
         self.urls: list[str] = []
 
-    async def capture(self, url, site):  # type: ignore[no-untyped-def]
+    async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
         self.urls.append(url)
-        return await super().capture(url, site)
+        return await super().capture(url, site, profile)
 
 
 class Env:
@@ -139,7 +140,7 @@ def test_bot_gets_a_rendered_snapshot_then_a_hit_and_a_person_gets_the_app(env: 
     second = env.bot("/items/3")
     assert second.headers["x-snapshotd-cache"] == "HIT"
     assert second.text == first.text
-    assert env.renderer.urls.count(env.origin + "/items/3") == 1
+    assert env.renderer.urls.count(env.origin + "/items/3") == len(PROFILE_NAMES)
 
     person = env.client.get("/items/3", headers={"User-Agent": PERSON})
     assert "x-snapshotd-cache" not in person.headers
@@ -176,7 +177,7 @@ def test_concurrent_misses_share_one_render(env: Env) -> None:
     assert all(r.status_code == 200 for r in responses)
     assert all("Item 5 is a sturdy" in r.text for r in responses)
     assert {r.headers["x-snapshotd-cache"] for r in responses} == {"MISS"}
-    assert env.renderer.urls.count(env.origin + "/items/5") == 1
+    assert env.renderer.urls.count(env.origin + "/items/5") == len(PROFILE_NAMES)
 
 
 def test_expired_snapshot_is_served_stale_and_requeued(env: Env) -> None:
@@ -350,7 +351,7 @@ def test_502_page_when_origin_is_down(tmp_path) -> None:
     class NoRender:
         async def start(self) -> None: ...
         async def close(self) -> None: ...
-        async def capture(self, url, site):  # type: ignore[no-untyped-def]
+        async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
             raise AssertionError("nothing renders here")
 
     with serve_asgi(create_app(settings, renderer=NoRender(), crawler=False)) as base:
@@ -422,7 +423,7 @@ def _no_render_app(tmp_path, origin_url: str):  # type: ignore[no-untyped-def]
     class NoRender:
         async def start(self) -> None: ...
         async def close(self) -> None: ...
-        async def capture(self, url, site):  # type: ignore[no-untyped-def]
+        async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
             raise AssertionError("nothing renders here")
 
     settings = Settings(db=str(tmp_path / "p.db"), sites=(SiteSettings(origin=origin_url),))
@@ -517,7 +518,7 @@ class _CountingNoRender:
     async def start(self) -> None: ...
     async def close(self) -> None: ...
 
-    async def capture(self, url, site):  # type: ignore[no-untyped-def]
+    async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
         from snapshotd.render.base import CaptureResult
 
         self.urls.append(url)
@@ -651,7 +652,8 @@ def test_a_bot_is_served_from_postgresql(tmp_path) -> None:
         assert first.headers["x-snapshotd-cache"] == "MISS"
         assert second.headers["x-snapshotd-cache"] == "HIT"
         assert "Item 3 is a sturdy thing" in second.text and "Loading" in person.text
-        assert origin.hits.count("/items/3") == 2  # one render, one person
+        # One render per device profile, one person.
+        assert origin.hits.count("/items/3") == len(PROFILE_NAMES) + 1
     finally:
         asyncio.run(drop_postgres_schema(name))
 

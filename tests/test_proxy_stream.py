@@ -39,7 +39,7 @@ class NoRender:
     async def start(self) -> None: ...
     async def close(self) -> None: ...
 
-    async def capture(self, url, site):  # type: ignore[no-untyped-def]
+    async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
         raise AssertionError("nothing renders here")
 
 
@@ -131,7 +131,7 @@ def test_concurrent_requests_for_one_snapshot_share_one_store_read(tmp_path) -> 
         arrived = 0
         all_in: asyncio.Event | None = None
 
-        async def get_snapshot(self, site, path):  # type: ignore[no-untyped-def]
+        async def get_snapshot(self, site, path, profile=None):  # type: ignore[no-untyped-def]
             GatedStore.reads += 1
             assert self.all_in is not None
             await self.all_in.wait()
@@ -172,7 +172,7 @@ def test_a_large_snapshot_being_sent_is_shared_with_the_next_request(tmp_path) -
     class CountingStore(SQLiteStore):
         reads = 0
 
-        async def get_snapshot(self, site, path):  # type: ignore[no-untyped-def]
+        async def get_snapshot(self, site, path, profile=None):  # type: ignore[no-untyped-def]
             CountingStore.reads += 1
             return await super().get_snapshot(site, path)
 
@@ -287,7 +287,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 class NoRender:
     async def start(self): pass
     async def close(self): pass
-    async def capture(self, url, site): raise RuntimeError("nothing renders here")
+    async def capture(self, url, site, profile=None): raise RuntimeError("nothing renders here")
 
 db, origin = sys.argv[1], sys.argv[2]
 settings = Settings(db=db, sites=(SiteSettings(origin=origin),))

@@ -58,7 +58,9 @@ class NoRenderer:
 
     async def close(self) -> None: ...
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult:
         return CaptureResult(url=url, final_url=url, error="nothing renders here")
 
 

@@ -207,6 +207,7 @@ async def test_strip_scripts_false_keeps_scripts(pool, site, servers) -> None:
     ("page", "status", "location"),
     [
         ("meta404", 404, None),
+        ("rendertron404", 404, None),
         ("metaredirect", 301, "/moved-here"),
         ("ready404", 404, None),
         ("readyredirect", 301, "/new"),
@@ -219,6 +220,7 @@ async def test_page_declared_status(pool, site, servers, page, status, location)
     assert result.headers.get("Location") == location
     assert "Set-Cookie" not in result.headers
     assert "prerender-" not in result.html
+    assert "render:status_code" not in result.html
     if status == 404:
         assert "<p>" in result.html
 
@@ -531,7 +533,12 @@ async def test_capture_command_prints_the_snapshot(servers, tmp_path, capsys) ->
     assert code == 0
     assert "Arrived." in out.read_text()
     err = capsys.readouterr().err
-    assert re.search(r"status 200, \d+\.\d\d s, final URL http://127\.0\.0\.1:\d+/p/target", err)
+    assert re.search(
+        r"status 200, \d+\.\d\d s, final URL http://127\.0\.0\.1:\d+/p/target, device mobile", err
+    )
+    code = await capture_command(f"{servers.origin}/p/target", settings, str(out), "desktop")
+    assert code == 0
+    assert capsys.readouterr().err.rstrip().endswith(", device desktop")
     code = await capture_command(f"{servers.origin}/status?code=500", settings, None)
     assert code == 1
     assert "http 500" in capsys.readouterr().err

@@ -168,6 +168,12 @@ def test_screenshot_is_a_png_of_the_rendered_page_in_the_asked_size_then_cached(
     again = httpx.get(url, params={"width": 400, "height": 300}, headers=AUTH, timeout=60,
                       trust_env=False)
     assert again.headers["x-snapshotd-cache"] == "HIT" and again.content == first.content
+    # Rendertron's mobile option: the phone crawler's device, a screenshot of its own.
+    mobile = httpx.get(url, params={"width": 400, "height": 300, "mobile": ""}, headers=AUTH,
+                       timeout=60, trust_env=False)
+    assert mobile.status_code == 200, mobile.text
+    assert mobile.headers["x-snapshotd-cache"] == "MISS"
+    assert _png_size(mobile.content) == (400, 300)
     # Another page shows something else; the default size is Rendertron's, 1000 x 1000.
     other = httpx.get(base + f"http://{HOST}/items/12", headers=AUTH, timeout=60,
                       trust_env=False)

@@ -126,6 +126,7 @@ def write_config(tmp_path: Path, origin: str, db: Path) -> Path:
         "javascript_timeout = 0.2\nrender_timeout = 60.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nseeds = []\nsitemaps = []\n'
         "wait_for_capture_ready = true\n"
+        'devices = "mobile"\n'  # one render a capture: the 6 miss slots are 6 captures
     )
     return config
 

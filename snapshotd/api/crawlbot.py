@@ -270,7 +270,8 @@ async def crawl_data(request: Request) -> Response:
     if num is not None:
         records = sorted(records, key=lambda r: r.captured_at or 0, reverse=True)[: int(num)]
     if args.get("type") == "urls":
-        rows = [{"url": site.url_for(r.path), **record_json(r),
+        profiles = await ctx.store.own_profiles(site.name, [r.path for r in records])
+        rows = [{"url": site.url_for(r.path), **record_json(r, profiles.get(r.path, ())),
                  "ignored_params": " ".join(_learned(site, r.path))} for r in records]
     else:
         rows = [await _page(ctx, site, r, str(args.get("html")) == "1") for r in records]

@@ -159,7 +159,9 @@ def api_param(path: str) -> str:
     return quote(path[1:], safe="/")
 
 
-def record_json(r: PathRecord) -> dict[str, Any]:
+def record_json(r: PathRecord, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A path as the API shows it; ``profiles``: the device profiles it holds a snapshot of
+    its own for, its own snapshot's first (``Store.own_profiles``)."""
     return {
         "site": r.site,
         "path": r.path,
@@ -176,4 +178,5 @@ def record_json(r: PathRecord) -> dict[str, Any]:
         "error": r.error,
         "duplicate_of": r.duplicate_of,
         "readiness_limit": r.readiness_limit,
+        "profiles": list(profiles),
     }

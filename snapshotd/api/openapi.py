@@ -118,7 +118,8 @@ _RECORD = {
             "duplicate_of": "string",
             "readiness_limit": "boolean",
         }.items()
-    },
+    }
+    | {"profiles": {"type": "array", "items": {"type": "string"}}},
 }
 
 

@@ -45,6 +45,7 @@ from snapshotd.config.settings import SiteSettings
 from snapshotd.proxy.snapshots import accepts_gzip
 from snapshotd.sites.admission import StoreFacts, admit, decide
 from snapshotd.store.base import PRIORITY_API, STATES, iso_time
+from snapshotd.web.devices import PROFILE_NAMES
 from snapshotd.web.urls import BadRequest
 
 if TYPE_CHECKING:
@@ -180,10 +181,11 @@ async def list_paths(request: Request) -> Response:
         cursor=int(raw_cursor) if raw_cursor else None,
         crawl_order=order == "crawl",
     )
+    profiles = await context(request).store.own_profiles(site.name, [r.path for r in records])
     return JSONResponse(
         {
             "site": site.name,
-            "paths": [record_json(r) for r in records],
+            "paths": [record_json(r, profiles.get(r.path, ())) for r in records],
             "next_cursor": None if next_cursor is None else str(next_cursor),
         }
     )
@@ -283,10 +285,12 @@ async def post_paths(request: Request) -> Response:
 )
 async def get_path(request: Request) -> Response:
     site, path = await site_and_path(request)
-    record = await context(request).store.get_path(site.name, path)
+    store = context(request).store
+    record = await store.get_path(site.name, path)
     if record is None:
         raise ApiError(404, f"no path {path!r} in site {site.name!r}", "path")
-    return JSONResponse(record_json(record))
+    profiles = await store.own_profiles(site.name, [path])
+    return JSONResponse(record_json(record, profiles.get(path, ())))
 
 
 @operation(
@@ -308,14 +312,25 @@ async def delete_path(request: Request) -> Response:
 
 
 @operation(
-    "the stored snapshot HTML (its own status in X-Snapshotd-Status)",
-    params=[SITE, PATH],
-    responses={"200": "HTML", "400": "a bad path", **AUTH_ERRORS, **NOT_FOUND},
+    "the stored snapshot HTML served for a device profile (its own status in "
+    "X-Snapshotd-Status, the profile it was rendered as in X-Snapshotd-Profile)",
+    params=[
+        SITE,
+        PATH,
+        param(
+            "profile", "query", "mobile or desktop; default: the path's own snapshot",
+            {"type": "string", "enum": list(PROFILE_NAMES)},
+        ),
+    ],
+    responses={"200": "HTML", "400": "a bad path or profile", **AUTH_ERRORS, **NOT_FOUND},
     content="text/html",
 )
 async def get_snapshot(request: Request) -> Response:
     site, path = await site_and_path(request)
-    snapshot = await context(request).store.get_snapshot(site.name, path)
+    profile = request.query_params.get("profile")
+    if profile is not None and profile not in PROFILE_NAMES:
+        raise ApiError(400, f"profile must be one of {', '.join(PROFILE_NAMES)}", "profile")
+    snapshot = await context(request).store.get_snapshot(site.name, path, profile)
     if snapshot is None:
         raise ApiError(404, f"no snapshot of {path!r} in site {site.name!r}", "path")
     headers = {
@@ -323,6 +338,7 @@ async def get_snapshot(request: Request) -> Response:
         "Content-Security-Policy": "sandbox",
         "X-Content-Type-Options": "nosniff",
         "X-Snapshotd-Status": str(snapshot.status),
+        "X-Snapshotd-Profile": snapshot.profile,
         "X-Snapshotd-Captured-At": iso_time(snapshot.captured_at) or "",
         "ETag": snapshot.etag,
         "Vary": "Accept-Encoding",

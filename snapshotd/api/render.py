@@ -7,7 +7,10 @@ Invariants:
   never makes the server fetch an address of a client's choosing;
 - the client's token and Host are not passed on: the request goes on as one for the named
   URL, with that URL's host;
-- the endpoint is an ASGI app rather than a request handler: the proxy needs the raw call.
+- the endpoint is an ASGI app rather than a request handler: the proxy needs the raw call;
+- the device profile served is Rendertron's way: ``mobile`` in the query of the ``?url=``
+  form (any value, or none) asks for ``mobile``; otherwise the caller's user agent decides,
+  as for a bot asking the proxy (a middleware passes on the bot's).
 """
 
 from __future__ import annotations
@@ -40,6 +43,20 @@ _FRONT_ESCAPED = re.compile(r"%3[Ff]|%25[0-9A-Fa-f]{2}")
 def _reescape(url: str, encoding: str) -> str:
     """``url`` with what a browser would have percent-encoded (non-ASCII, spaces) encoded."""
     return url if url.isascii() and " " not in url else quote(url, URL_SAFE, encoding)
+
+
+def render_profile(scope: Scope) -> str | None:
+    """``mobile`` when the ``?url=`` form asks for it (Rendertron's ``mobile`` parameter),
+    else None: the caller's user agent decides."""
+    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    marker = PREFIX + "/render"
+    rest = raw_path.split("?", 1)[0]
+    rest = rest[rest.find(marker) + len(marker) :] if marker in rest else ""
+    if rest.strip("/"):
+        return None  # the path form: the query is the target URL's own
+    query = scope.get("query_string", b"").decode("latin-1")
+    names = {k for k, _ in parse_qsl(query, keep_blank_values=True)}
+    return "mobile" if "mobile" in names else None
 
 
 def render_target(scope: Scope, endpoint: str = "render") -> str:
@@ -137,7 +154,9 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
         ctx.metrics.request("PASS")
         await ctx.upstream.forward(site.origin, target_scope, receive, send)
         return
-    await ctx.proxy.snapshot_request(site, path, by_name, target_scope, receive, send)
+    await ctx.proxy.snapshot_request(
+        site, path, by_name, target_scope, receive, send, profile=render_profile(scope)
+    )
 
 
 def _endpoint(summary: str, where: str, bad_url: str) -> RenderEndpoint:

@@ -46,7 +46,7 @@ TTL = 600.0
 CACHE_BYTES = 64 * 2**20
 IN_FLIGHT = 2
 
-Key = tuple[str, str, int, int]
+Key = tuple[str, str, int, int, str]  # site, path, width, height, device profile
 
 
 class Screenshots:
@@ -95,7 +95,9 @@ class Screenshots:
         renderer = ctx.renderer
         if not isinstance(renderer, BrowserPool):
             raise ApiError(501, "this renderer takes no screenshots")
-        future = asyncio.ensure_future(renderer.capture(site.url_for(key[1]), site, shot))
+        future = asyncio.ensure_future(
+            renderer.capture(site.url_for(key[1]), site, key[4], shot=shot)
+        )
         self._running[key] = future
         try:
             return await asyncio.shield(future)
@@ -117,13 +119,15 @@ def _side(raw: str | None, name: str) -> int:
 
 async def screenshot(request: Request) -> Response:
     ctx = context(request)
-    args = query(request, {"url", "width", "height"})
+    args = query(request, {"url", "width", "height", "mobile"})
     width, height = _side(args.get("width"), "width"), _side(args.get("height"), "height")
     # The request's query is this endpoint's: a URL in the path keeps its own query escaped
     # (%3F), as Rendertron's clients send it.
     scope = request.scope if "url" in args else {**request.scope, "query_string": b""}
     site, _parts, path = page_named(ctx, render_target(scope, "screenshot"))
-    key = (site.name, path, width, height)
+    # Rendertron's ``mobile`` option: the phone crawler's device, else the desktop one's.
+    profile = "mobile" if "mobile" in args else "desktop"
+    key = (site.name, path, width, height, profile)
     shots: Screenshots = request.app.state.screenshots
     png = shots.cached(key)
     result = "HIT"

@@ -3,6 +3,10 @@
 Invariants:
 - a path is rendered only while this process holds its lease (``store.claim*``);
 - a failed render never replaces a stored snapshot (``store.fail`` keeps it);
+- a path is rendered for every device profile its site serves (:mod:`snapshotd.web.devices`), at
+  once; the first profile's capture is the path's snapshot and decides everything below, and
+  another profile's is kept beside it only when it shows a crawler something else
+  (``devices.renders_alike``), so a page that renders the same keeps one copy;
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
   same page to a reader, :mod:`snapshotd.web.fingerprints`) is stored as that page's duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
@@ -15,7 +19,9 @@ Invariants:
   ``crawled``: its links are followed, no snapshot is kept;
 - concurrent proxy misses for one path share a single render (``capture_now``);
 - proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
-  when there are several), and at most ``browser.miss_queue`` more wait for one
+  when there are several): a miss takes one for each profile it renders at once, all
+  together (:class:`~snapshotd.capture.weighted.WeightedSemaphore`), and renders its profiles one
+  after another when there is only one, and at most ``browser.miss_queue`` more wait for one
   (``start_miss``): past that a miss is refused rather than queued;
 - between ``start`` and ``close``, leases past their deadline (whoever held them) go back to
   pending every ``reclaim_every`` seconds;
@@ -46,13 +52,15 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from snapshotd.capture.weighted import WeightedSemaphore
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
-from snapshotd.store.base import PathRecord, Store, content_hash
+from snapshotd.store.base import PathRecord, Store, Variant, content_hash
 from snapshotd.store.count_cache import CountCache
+from snapshotd.web.devices import profiles_served, renders_alike
 from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
 from snapshotd.web.urls import split_site_path
 
@@ -135,7 +143,7 @@ class CaptureService:
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
-        self._miss_slots = asyncio.Semaphore(settings.browser.miss_slots)
+        self._miss_slots = WeightedSemaphore(settings.browser.miss_slots)
         self._miss_places = settings.browser.miss_slots + settings.browser.miss_queue
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
@@ -197,7 +205,12 @@ class CaptureService:
     # ------------------------------------------------------------------ captures
 
     async def run(
-        self, site: SiteSettings, record: PathRecord, *, follow_links: bool = False
+        self,
+        site: SiteSettings,
+        record: PathRecord,
+        *,
+        follow_links: bool = False,
+        at_once: int | None = None,
     ) -> Outcome:
         """Render a claimed path and store the outcome; proxy misses for it wait on this.
 
@@ -206,16 +219,19 @@ class CaptureService:
         if self.stopping.is_set():
             return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
-        future = asyncio.ensure_future(self._run(site, record, follow_links))
+        future = asyncio.ensure_future(self._run(site, record, follow_links, at_once))
         self._inflight[key] = future
         future.add_done_callback(lambda _f: self._inflight.pop(key, None))
         return await asyncio.shield(future)
 
-    async def _run(self, site: SiteSettings, record: PathRecord, follow_links: bool) -> Outcome:
+    async def _run(
+        self, site: SiteSettings, record: PathRecord, follow_links: bool, at_once: int | None
+    ) -> Outcome:
         url = site.url_for(record.path)
         started = time.monotonic()
+        profiles = profiles_served(site.devices)
         try:
-            result = await self.renderer.capture(url, site)
+            result, variants = await self._render(url, site, profiles, at_once)
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -225,6 +241,7 @@ class CaptureService:
             result = CaptureResult(
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
+            variants = []
         self.metrics.render_seconds.observe(time.monotonic() - started)
         self.metrics.minutes.render(site.name, time.monotonic() - started)
         now = self.clock()
@@ -284,6 +301,8 @@ class CaptureService:
                     shared=site.dedup == "content" and duplicate_of is not None,
                     print_=print_,
                     readiness_limit=result.readiness_limit,
+                    profile=profiles[0],
+                    variants=variants,
                 )
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)
@@ -315,6 +334,37 @@ class CaptureService:
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
+
+    async def _render(
+        self, url: str, site: SiteSettings, profiles: tuple[str, ...], at_once: int | None
+    ) -> tuple[CaptureResult, list[Variant]]:
+        """Render ``url`` for each profile the site serves, ``at_once`` at a time (all, by
+        default); the first profile's result, and the others' captures that differ from it
+        (``devices.renders_alike``). Another profile's failed render leaves it served the
+        first one's, and is logged."""
+        step = at_once or len(profiles)
+        results: list[CaptureResult] = []
+        for start in range(0, len(profiles), step):
+            results += await asyncio.gather(
+                *(self.renderer.capture(url, site, p) for p in profiles[start : start + step])
+            )
+        first, variants = results[0], []
+        for profile, other in zip(profiles[1:], results[1:], strict=True):
+            if not first.ok:
+                break
+            if not other.ok:
+                log.info(
+                    "capture for profile %s failed, served the %s one site=%s url=%s error=%r",
+                    profile, profiles[0], site.name, url, other.error,
+                )
+                continue
+            if not renders_alike(
+                (first.status, first.headers, first.html), (other.status, other.headers, other.html)
+            ):
+                variants.append(
+                    Variant(profile, other.html, other.status, other.headers, other.final_url)
+                )
+        return first, variants
 
     async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
         """A page of the site that shows a reader what ``print_`` shows: one with the same
@@ -393,10 +443,14 @@ class CaptureService:
     async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
         # A bot's request: it does not make the path one the crawler found.
         await self.store.enqueue(site.name, path, priority, found=False)
-        async with self._miss_slots:
-            return await self.capture_now(site, path)
+        # A render slot for each profile rendered at once, all taken together.
+        at_once = min(len(profiles_served(site.devices)), self._miss_slots.units)
+        async with self._miss_slots.take(at_once):
+            return await self.capture_now(site, path, at_once)
 
-    async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
+    async def capture_now(
+        self, site: SiteSettings, path: str, at_once: int | None = None
+    ) -> Outcome | None:
         """Capture a pending path at once, or join the render already under way for it.
 
         Returns None when another process holds the path (the caller polls the store), or
@@ -411,7 +465,7 @@ class CaptureService:
         if record is None:
             future = self._inflight.get((site.name, path))
             return await asyncio.shield(future) if future is not None else None
-        return await self.run(site, record)
+        return await self.run(site, record, at_once=at_once)
 
 
 def _page_and_params(path: str) -> tuple[str, set[str]]:

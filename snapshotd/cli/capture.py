@@ -35,8 +35,11 @@ def site_for_url(url: str, settings: Settings) -> SiteSettings:
     return replace(SiteSettings(), name="adhoc", origin=origin)
 
 
-async def capture_command(url: str, settings: Settings, output: str | None) -> int:
-    """Print the snapshot of ``url`` (or write it to ``output``); 0 on success, 1 on failure.
+async def capture_command(
+    url: str, settings: Settings, output: str | None, device: str = "mobile"
+) -> int:
+    """Print the snapshot of ``url`` as the crawler of ``device`` renders it (or write it to
+    ``output``); 0 on success, 1 on failure.
 
     Raises :class:`~snapshotd.render.chromium.ChromiumNotFound` when there is no Chromium.
     """
@@ -48,7 +51,7 @@ async def capture_command(url: str, settings: Settings, output: str | None) -> i
     pool = BrowserPool(replace(settings.browser, concurrency=1))
     await pool.start()
     try:
-        result = await pool.capture(url, site)
+        result = await pool.capture(url, site, device)
     finally:
         await pool.close()
     if not result.ok:
@@ -70,7 +73,8 @@ async def capture_command(url: str, settings: Settings, output: str | None) -> i
     if result.readiness_limit:  # the page was still changing when a limit ended the wait
         extra += ", readiness limit"
     print(
-        f"status {result.status}, {result.elapsed:.2f} s, final URL {result.final_url}{extra}",
+        f"status {result.status}, {result.elapsed:.2f} s, final URL {result.final_url}{extra}"
+        f", device {device}",
         file=sys.stderr,
     )
     return 0
@@ -79,4 +83,4 @@ async def capture_command(url: str, settings: Settings, output: str | None) -> i
 def cmd_capture(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     check_chromium(settings)
-    return asyncio.run(capture_command(args.url, settings, args.output))
+    return asyncio.run(capture_command(args.url, settings, args.output, args.device))

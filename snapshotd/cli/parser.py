@@ -26,6 +26,7 @@ from snapshotd.observe.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES
 from snapshotd.render.chromium import BrowserCannotStart
 from snapshotd.store import StoreError
+from snapshotd.web.devices import PROFILE_NAMES
 
 log = logging.getLogger("snapshotd")
 
@@ -185,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="take the browser and site settings from this file"
     )
     p.add_argument("--output", "-o", metavar="FILE", help="write the HTML here, not to stdout")
+    p.add_argument(
+        "--device",
+        choices=PROFILE_NAMES,
+        default="mobile",
+        help="render as this crawler's device: mobile (Googlebot Smartphone, the default) or "
+        "desktop",
+    )
     p.set_defaults(func=cmd_capture)
 
     p = command(

@@ -15,11 +15,13 @@ from snapshotd.store.base import iso_time
 
 REPORT_COLUMNS = (
     "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",
-    "duplicate_of", "error",
+    "duplicate_of", "error", "profiles",
 )
 
 
-def report_row(r: PathRecord) -> dict[str, Any]:
+def report_row(r: PathRecord, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A path's report row; ``profiles``: the device profiles it holds a snapshot of its own
+    for, space-separated, its own snapshot's first."""
     return {
         "site": r.site,
         "path": r.path,
@@ -31,6 +33,7 @@ def report_row(r: PathRecord) -> dict[str, Any]:
         "hops": r.hops,
         "duplicate_of": r.duplicate_of,
         "error": r.error,
+        "profiles": " ".join(profiles),
     }
 
 
@@ -41,12 +44,26 @@ async def _report(db: str, fmt: str, out: Any) -> int:
         writer = csv.DictWriter(out, fieldnames=REPORT_COLUMNS, lineterminator="\n")
         if fmt == "csv":
             writer.writeheader()
+        batch: list[PathRecord] = []
+
+        async def write() -> None:
+            profiles: dict[tuple[str, str], tuple[str, ...]] = {}
+            for site in {r.site for r in batch}:
+                own = await store.own_profiles(site, [r.path for r in batch if r.site == site])
+                profiles.update({(site, path): p for path, p in own.items()})
+            for record in batch:
+                row = report_row(record, profiles.get((record.site, record.path), ()))
+                if fmt == "csv":
+                    writer.writerow({k: "" if v is None else v for k, v in row.items()})
+                else:
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            batch.clear()
+
         async for record in store.iter_paths():
-            row = report_row(record)
-            if fmt == "csv":
-                writer.writerow({k: "" if v is None else v for k, v in row.items()})
-            else:
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            batch.append(record)
+            if len(batch) >= 500:
+                await write()
+        await write()
     finally:
         await store.close()
     return 0

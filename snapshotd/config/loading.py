@@ -253,6 +253,9 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
             raise ConfigError(
                 f"{where}.{key}: expected one of {', '.join(choices)}, got {values[key]!r:.60}"
             )
+    for key in ("user_agent_mobile", "user_agent_desktop"):
+        if len(values.get(key, "")) > 1000:
+            raise ConfigError(f"{where}.{key}: longer than 1000 characters")
     for name in values.get("ignore_params", ()):
         if not name or "&" in name or "=" in name:
             raise ConfigError(f"{where}.ignore_params: {name!r} is not a parameter name")

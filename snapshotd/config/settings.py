@@ -18,6 +18,7 @@ from snapshotd.config.values import (
     parse_header,
 )
 from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
+from snapshotd.web.devices import DEVICES_CHOICES
 from snapshotd.web.links import normalize_url
 from snapshotd.web.patterns import UrlRegex, url_matches
 from snapshotd.web.urls import (
@@ -43,6 +44,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "verify_bots": ("off", "on", "strict"),
     "unverifiable_bots": ("unverified", "verified"),
     "miss_answer": ("503", "origin"),
+    "devices": DEVICES_CHOICES,
 }
 SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
 
@@ -141,6 +143,17 @@ class SiteSettings:
     # What a crawler gets when its page is queued but cannot be had in time: "503" (with
     # Retry-After) or "origin" (the origin's own page).
     miss_answer: str = "503"
+    # Which device profiles are rendered and served (snapshotd.web.devices): each bot the one
+    # its user agent resembles ("per_bot"), or one for all ("mobile", "desktop").
+    devices: str = "per_bot"
+    # The crawler's tall viewport, in CSS pixels, a page is laid out in after its first layout.
+    viewport_height_mobile: int = 12000
+    viewport_height_desktop: int = 9000
+    # The user agent the page and its origin see for each profile ("": the crawler's own).
+    user_agent_mobile: str = ""
+    user_agent_desktop: str = ""
+    # Scroll the page to its end in the tall viewport (the crawler never scrolls: opt-in).
+    scroll: bool = False
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
@@ -243,6 +256,7 @@ SITE_RANGES: dict[str, tuple[float, float]] = {
     "max_hops": (-1, 1_000_000), "max_pages": (1, 1_000_000_000),
     "max_to_process": (-1, 1_000_000_000), "max_rounds": (0, 1_000_000),
     "new_paths_per_minute": (1, 1_000_000),
+    "viewport_height_mobile": (320, 50_000), "viewport_height_desktop": (320, 50_000),
 }
 
 MAX_DEFAULT_WORKERS = 4

@@ -803,6 +803,7 @@
     ["expires_at", "Expires"],
     ["duplicate_of", "Duplicate of"],
     ["readiness_limit", "Readiness limit"],
+    ["profiles", "Own snapshots"],
     ["error", "Error"],
   ];
 
@@ -825,17 +826,30 @@
     const dl = $("detail-fields");
     dl.replaceChildren();
     for (const [key, label] of FIELDS) {
-      if (record[key] === null || record[key] === undefined) continue;
+      const value = record[key];
+      if (value === null || value === undefined || (Array.isArray(value) && !value.length)) {
+        continue;
+      }
       const dt = document.createElement("dt");
       dt.textContent = label;
       const dd = document.createElement("dd");
-      dd.textContent = String(record[key]);
+      // The device profiles with a snapshot of their own: the others are served the first.
+      dd.textContent = Array.isArray(value) ? value.join(", ") : String(value);
       dd.dataset.field = key;
       dl.append(dt, dd);
     }
     if (!changed) return;
     $("detail").dataset.capturedAt = record.captured_at || "";
-    const snap = await api("GET", sitePath(`snapshot/${ref(path)}`), { raw: true });
+    await loadFrame(path);
+  }
+
+  // The snapshot a crawler of the chosen device profile is served.
+  async function loadFrame(path) {
+    const profile = $("detail-profile").value;
+    const snap = await api("GET", sitePath(`snapshot/${ref(path)}?profile=${profile}`), {
+      raw: true,
+    });
+    if (ui.detail !== path || $("detail-profile").value !== profile) return;
     const frame = $("snapshot-frame");
     if (snap.ok) {
       // sandbox="" (no scripts, no same-origin) and srcdoc: the snapshot never runs.
@@ -858,6 +872,9 @@
   }
 
   $("detail-close").addEventListener("click", closeDetail);
+  $("detail-profile").addEventListener(
+    "change", () => ui.detail && loadFrame(ui.detail).catch(reportError),
+  );
   $("detail-recapture").addEventListener("click", () => ui.detail && recapture(ui.detail));
   $("detail-delete").addEventListener("click", () => ui.detail && remove(ui.detail));
 

@@ -57,6 +57,7 @@ from snapshotd.verify import Verifier
 from snapshotd.verify.claims import Claims, Who, after_refusal
 from snapshotd.web.bots import is_static_asset
 from snapshotd.web.client_address import TrustedProxies
+from snapshotd.web.devices import PROFILE_NAMES, served_profile
 from snapshotd.web.urls import (
     BadRequest,
     check_origin_form,
@@ -94,16 +95,17 @@ class _BotFacts(StoreFacts):
     """Admission's facts for a bot: snapshots through the cache, pages and new paths as
     :class:`NewPaths` counts them, its claim as the verifier judges it."""
 
-    def __init__(self, proxy: Proxy, site: SiteSettings, who: Who) -> None:
+    def __init__(self, proxy: Proxy, site: SiteSettings, who: Who, profile: str) -> None:
         super().__init__(proxy.store, site.name)
         self.proxy = proxy
         self.who = who
+        self.profile = profile
 
     async def claim(self) -> str:
         return await self.proxy.claims.claim(self.who)
 
     async def snapshot(self, path: str) -> Snapshot | None:
-        return await self.proxy._snapshot(self.site, path)
+        return await self.proxy._snapshot(self.site, path, self.profile)
 
     async def size(self) -> int:
         return await self.proxy.new_paths.size(self.site)
@@ -149,17 +151,26 @@ class Proxy:
         self.face = Face(settings.seo4ajax_hosts, settings.seo4ajax_port, sites.site_for_token)
         self.new_paths = NewPaths(store, processes=processes)
         self.refusal_log = RefusalLog()
-        self._read_snapshot: SharedRead[tuple[str, str], Snapshot | None] = SharedRead(self._read)
+        self._read_snapshot: SharedRead[tuple[str, str, str], Snapshot | None] = SharedRead(
+            self._read
+        )
 
-    async def _snapshot(self, site: str, path: str) -> Snapshot | None:
-        """The snapshot from the cache, else from the store: one read for concurrent asks."""
-        key = (site, path)
+    @staticmethod
+    def profile_for(site: SiteSettings, headers: dict[str, str]) -> str:
+        """The device profile a request is served
+        (:func:`snapshotd.web.devices.served_profile`)."""
+        return served_profile(site.devices, headers.get("user-agent", ""))
+
+    async def _snapshot(self, site: str, path: str, profile: str) -> Snapshot | None:
+        """The snapshot of ``profile`` from the cache, else from the store: one read for
+        concurrent asks."""
+        key = (site, path, profile)
         snapshot = self.cache.get(key)
         if snapshot is not None:
             return snapshot
         return await self._read_snapshot(key)
 
-    async def _read(self, key: tuple[str, str]) -> Snapshot | None:
+    async def _read(self, key: tuple[str, str, str]) -> Snapshot | None:
         snapshot = await self.store.get_snapshot(*key)
         if snapshot is not None:
             self.cache.put(key, snapshot)
@@ -273,9 +284,10 @@ class Proxy:
             return None
         assert site is not None
         who = self.claims.who(site.name, headers, scope)
+        profile = self.profile_for(site, headers)
         decision = decide_now(
             self._decide(site, route.path, headers),
-            lambda p: self.cache.get((site.name, p)),
+            lambda p: self.cache.get((site.name, p, profile)),
             lambda: self.claims.now(who, site.verify_bots),
         )
         if decision is None or decision.kind != "serve" or not decision.fresh:
@@ -309,20 +321,24 @@ class Proxy:
         send: Send,
         *,
         fail_open: bool = True,
+        profile: str | None = None,
     ) -> None:
         """Answer a bot's request for a site path (rules, then the store, then fail-open),
         then log one access line: bot, site, path, result, status and milliseconds. A fault
         before the answer starts (the store, a capture) fails open too: the bot gets the
         origin's page, marked ``BYPASS`` (without ``fail_open``, the SEO4Ajax face's 503).
+        It is served the snapshot of ``profile``, by default the one its user agent gets
+        (:meth:`profile_for`).
 
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
         who = self.claims.who(site.name, headers, scope)
         claim = ""  # the claim admission asked, else as known now
+        profile = profile or self.profile_for(site, headers)
         try:
             result, status, claim = await self._answer(
-                site, path, headers, scope, receive, send, who, fail_open
+                site, path, headers, scope, receive, send, who, profile, fail_open
             )
         except Exception as exc:
             if store_unavailable(exc):  # every bot's request says it while the store is away
@@ -364,13 +380,15 @@ class Proxy:
         receive: Receive,
         send: Send,
         who: Who,
+        profile: str,
         fail_open: bool = True,
     ) -> tuple[str, int, str]:
         """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
         ``RETRY``, ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``), status, and the claim
         admission asked (``refused`` when it was not trusted and was refused). What raises
         has sent nothing."""
-        decision = await admit(self._decide(site, path, headers), _BotFacts(self, site, who))
+        facts = _BotFacts(self, site, who, profile)
+        decision = await admit(self._decide(site, path, headers), facts)
         path, claim = decision.path, decision.claim
         if decision.kind == "person":
             return "PASS", await self._pass(site, scope, receive, send), "refused"
@@ -396,7 +414,8 @@ class Proxy:
             assert decision.snapshot is not None
             if decision.requeue:
                 await self.store.enqueue(site.name, path, PRIORITY_EXPIRED, found=False)
-                self.cache.evict((site.name, path))
+                for each in PROFILE_NAMES:
+                    self.cache.evict((site.name, path, each))
             result = "HIT" if decision.fresh else "STALE"
             status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
             return result, status, claim
@@ -412,7 +431,7 @@ class Proxy:
                 future, new = started
                 if new and decision.new:
                     self.new_paths.add(site.name, lately=not decision.queue)
-                snapshot, queued = await self._wait_for_capture(site, path, future)
+                snapshot, queued = await self._wait_for_capture(site, path, future, profile)
                 if snapshot is not None:
                     status = await self._send_snapshot(snapshot, "MISS", headers, scope, send)
                     return "MISS", status, claim
@@ -463,11 +482,11 @@ class Proxy:
         )
 
     async def _wait_for_capture(
-        self, site: SiteSettings, path: str, task: asyncio.Future[Any]
+        self, site: SiteSettings, path: str, task: asyncio.Future[Any], profile: str
     ) -> tuple[Snapshot | None, bool]:
-        """The snapshot of a path being captured, within ``miss_wait``, and whether its path
-        stays queued without it (time was up); (None, False) on failure, and at once on
-        shutdown, so the bot gets the origin's page before the server stops."""
+        """The snapshot of ``profile`` of a path being captured, within ``miss_wait``, and
+        whether its path stays queued without it (time was up); (None, False) on failure, and
+        at once on shutdown, so the bot gets the origin's page before the server stops."""
         stopping = self.capture.stopping
         if stopping.is_set():
             return None, False
@@ -494,14 +513,14 @@ class Proxy:
         if outcome is not None:
             if not outcome.stored:
                 return None, False
-            return await self.store.get_snapshot(site.name, path), False
+            return await self.store.get_snapshot(site.name, path, profile), False
         # Another process holds the lease: watch the store until it lands or time is up.
         while time.monotonic() < deadline and not stopping.is_set():
             record = await self.store.get_path(site.name, path)
             if record is None or record.state in ("error", "ignored"):
                 return None, False
             if record.state == "processed":
-                return await self.store.get_snapshot(site.name, path), False
+                return await self.store.get_snapshot(site.name, path, profile), False
             await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
         return None, not stopping.is_set()
 

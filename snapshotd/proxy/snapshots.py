@@ -57,7 +57,8 @@ def etag_matches(if_none_match: str, etag: str) -> bool:
 
 
 class SnapshotCache:
-    """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip.
+    """Snapshots read in the last ``ttl`` seconds, so a hot path costs no store round trip;
+    keyed by (site, path, device profile).
 
     Writes made here evict their key at once; writes by other processes (a separate worker,
     another replica) show within ``ttl``. Bounded by entries and by ``max_bytes`` of
@@ -69,11 +70,11 @@ class SnapshotCache:
         self, ttl: float = 1.0, max_entries: int = 4096, max_bytes: int = 64 * 2**20
     ) -> None:
         self.ttl, self.max_entries, self.max_bytes = ttl, max_entries, max_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[float, Snapshot]] = OrderedDict()
-        self._large: dict[tuple[str, str], tuple[float, weakref.ref[Snapshot]]] = {}
+        self._items: OrderedDict[tuple[str, str, str], tuple[float, Snapshot]] = OrderedDict()
+        self._large: dict[tuple[str, str, str], tuple[float, weakref.ref[Snapshot]]] = {}
         self._bytes = 0
 
-    def get(self, key: tuple[str, str]) -> Snapshot | None:
+    def get(self, key: tuple[str, str, str]) -> Snapshot | None:
         snapshot: Snapshot | None
         if (item := self._items.get(key)) is not None:
             stamp, snapshot = item
@@ -86,7 +87,7 @@ class SnapshotCache:
             return None
         return snapshot
 
-    def put(self, key: tuple[str, str], snapshot: Snapshot) -> None:
+    def put(self, key: tuple[str, str, str], snapshot: Snapshot) -> None:
         self.evict(key)
         size = snapshot.footprint
         if size > self.max_bytes // 8:
@@ -98,7 +99,7 @@ class SnapshotCache:
             _, (_, old) = self._items.popitem(last=False)
             self._bytes -= old.footprint
 
-    def _forget(self, key: tuple[str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
+    def _forget(self, key: tuple[str, str, str]) -> Callable[[weakref.ref[Snapshot]], None]:
         """Drops a weak entry once no response holds its snapshot any more."""
 
         def gone(ref: weakref.ref[Snapshot]) -> None:
@@ -107,7 +108,7 @@ class SnapshotCache:
 
         return gone
 
-    def evict(self, key: tuple[str, str]) -> None:
+    def evict(self, key: tuple[str, str, str]) -> None:
         self._large.pop(key, None)
         item = self._items.pop(key, None)
         if item is not None:

@@ -45,9 +45,6 @@ class Shot:
     height: int
 
 
-# The viewport of every capture that asks for no screenshot (Playwright's default).
-DEFAULT_VIEWPORT = {"width": 1280, "height": 720}
-
 
 class Renderer(Protocol):
     """A pool of browsers. ``capture`` never raises for page problems: it reports them."""
@@ -56,4 +53,6 @@ class Renderer(Protocol):
 
     async def close(self) -> None: ...
 
-    async def capture(self, url: str, site: SiteSettings) -> CaptureResult: ...
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult: ...

@@ -6,8 +6,9 @@ Pure: HTML text in, :class:`Cleaned` out.
   speculation rules, script preloads); data blocks such as JSON-LD stay, since they are what
   crawlers read.
 - Prerender's ``<meta name="prerender-status-code">`` and ``<meta name="prerender-header">``
-  tags are read and always removed. Only the Location, Link, X-Robots-Tag and
-  Content-Language headers are honoured; the first status tag with a valid code wins.
+  tags, and Rendertron's ``<meta name="render:status_code">``, are read and always removed.
+  Only the Location, Link, X-Robots-Tag and Content-Language headers are honoured; the first
+  status tag with a valid code wins.
 - A body is empty when it holds no visible text and no media or embedded content.
 """
 
@@ -125,7 +126,7 @@ def clean(html: str, *, strip_scripts: bool = True) -> Cleaned:
 
     for meta in tree.css("meta[name]"):
         name = _meta_name(meta)
-        if name == "prerender-status-code":
+        if name in ("prerender-status-code", "render:status_code"):
             if status is None:
                 status = _status(meta.attributes.get("content"))
         elif name == "prerender-header":

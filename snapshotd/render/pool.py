@@ -44,12 +44,20 @@ from snapshotd.render.chromium import (
 )
 from snapshotd.render.guard import Resolver
 from snapshotd.render.slot import CaptureCrashed, Slot
+from snapshotd.web.devices import PROFILES, Profile
 
 __all__ = ["BrowserPool", "PoolStats"]
 
 log = logging.getLogger("snapshotd.render")
 
 _LAUNCH_TIMEOUT = 60.0
+
+
+def _slot_kind(site: SiteSettings, profile: str) -> tuple[Profile, str]:
+    """The slot a capture for ``profile`` on ``site`` needs: the profile and the site's
+    override of its user agent."""
+    chosen = PROFILES.get(profile, PROFILES["desktop"])
+    return chosen, str(getattr(site, chosen.agent_setting))
 
 
 @dataclass
@@ -147,9 +155,14 @@ class BrowserPool:
             self._playwright = None
 
     async def capture(
-        self, url: str, site: SiteSettings, shot: Shot | None = None
+        self,
+        url: str,
+        site: SiteSettings,
+        profile: str = "desktop",
+        shot: Shot | None = None,
     ) -> CaptureResult:
-        """Render ``url`` for ``site`` (with ``shot``, its screenshot too); every problem is
+        """Render ``url`` for ``site`` as the crawler of ``profile`` renders it
+        (:mod:`snapshotd.web.devices`), with ``shot`` its screenshot too; every problem is
         reported in the result."""
         started = time.monotonic()
         reason = check_url(url, site.origin)
@@ -162,7 +175,7 @@ class BrowserPool:
                 if self._closed:
                     return self._finish(self._failed(url, "renderer closed", started))
                 try:
-                    chromium, slot = await self._open_slot()
+                    chromium, slot = await self._open_slot(_slot_kind(site, profile))
                 except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
                     error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
                     return self._finish(self._failed(url, error, started))
@@ -240,12 +253,13 @@ class BrowserPool:
         finally:
             self._release(chromium)
 
-    async def _open_slot(self) -> tuple[_Chromium, Slot]:
-        """A Chromium and a slot on it; a Chromium that cannot open a context is replaced."""
+    async def _open_slot(self, kind: tuple[Profile, str]) -> tuple[_Chromium, Slot]:
+        """A Chromium and a slot of ``kind`` on it; a Chromium that cannot open a context is
+        replaced."""
         for attempt in range(2):
             chromium = await self._acquire()
             try:
-                return chromium, await self._take_slot(chromium)
+                return chromium, await self._take_slot(chromium, kind)
             except BaseException as exc:
                 # Released whatever went wrong (a cancelled wait too), or it never drains.
                 self._release(chromium)
@@ -259,22 +273,33 @@ class BrowserPool:
                 self._retire(chromium)
         raise AssertionError("unreachable")
 
-    async def _take_slot(self, chromium: _Chromium) -> Slot:
-        """The most recently wiped idle slot, or a new one while there are fewer than
-        ``concurrency`` + ``spares``."""
+    async def _take_slot(self, chromium: _Chromium, kind: tuple[Profile, str]) -> Slot:
+        """The most recently wiped idle slot of ``kind`` (a profile and a user agent
+        override), or a new one while there are fewer than ``concurrency`` + ``spares``; at
+        that bound an idle slot of another kind is closed to make room."""
         while True:
-            while chromium.idle:
-                slot = chromium.idle.pop()
-                if slot.usable:
-                    return slot
-                chromium.slots -= 1
-                await slot.close()
-            if chromium.slots < self._slot_limit:
-                break
-            chromium.freed.clear()
-            await chromium.freed.wait()
+            for slot in reversed(chromium.idle):
+                if not slot.usable or (slot.profile, slot.agent) == kind:
+                    chromium.idle.remove(slot)
+                    if slot.usable:
+                        return slot
+                    chromium.slots -= 1
+                    await slot.close()
+                    break
+            else:
+                if chromium.slots < self._slot_limit:
+                    break
+                if chromium.idle:  # all of other kinds: the oldest makes room
+                    chromium.slots -= 1
+                    await chromium.idle.pop(0).close()
+                    break
+                chromium.freed.clear()
+                await chromium.freed.wait()
         chromium.slots += 1
-        slot = Slot(chromium.browser, self.settings, resolve=self._resolve)
+        profile, agent = kind
+        slot = Slot(
+            chromium.browser, self.settings, resolve=self._resolve, profile=profile, agent=agent
+        )
         try:
             await slot.open()
         except BaseException:

@@ -27,6 +27,12 @@ Invariants:
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
   (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
+- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, both set
+  on its context: the page's ``navigator.userAgent`` and every request's ``User-Agent`` are
+  the crawler's, and every request carries ``X-Snapshotd: 1``. The page is put in the
+  crawler's tall viewport (:mod:`.viewport`) before any readiness rule can end the wait, so
+  what the taller view brings in (IntersectionObserver, ``loading="lazy"``) is waited for
+  like the rest; it is back at the normal height before the slot's next capture.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
@@ -41,7 +47,6 @@ import logging
 import re
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,9 +63,12 @@ from playwright.async_api import Error as PlaywrightError
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
-from snapshotd.render.base import DEFAULT_VIEWPORT, CaptureResult, Shot
+from snapshotd.render.base import CaptureResult, Shot
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
+from snapshotd.render.signals import UNREACHABLE, Signals, settle
+from snapshotd.render.viewport import Viewport
+from snapshotd.web.devices import PROFILES, Profile
 
 __all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
 
@@ -114,7 +122,6 @@ SERIALIZE = """() => {
   return head + (document.documentElement ? document.documentElement.outerHTML : "");
 }"""
 
-_MAX_URL, _MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
 _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
 # V8 collects lazily while memory is plentiful: each capture leaves its documents' garbage in
@@ -122,94 +129,8 @@ _RESET_TIMEOUT = 10.0
 # size it piles up to some 70 MB a renderer before V8 acts.
 _COLLECT_ABOVE = 16 * 2**20
 _NET_ERROR = re.compile(r"net::ERR_[A-Z_0-9]+")
-# Chromium's errors for a request that never got a whole answer from the server: no
-# connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
-# or the capture cancelled them, a policy refused them) are not among them.
-_UNREACHABLE = re.compile(
-    r"net::ERR_(?:CONNECTION_|SOCKS_|PROXY_|TUNNEL_|ADDRESS_|NAME_|NETWORK_|INTERNET_|SSL_|"
-    r"CERT_|HTTP2_|TIMED_OUT|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING|"
-    r"CONTENT_LENGTH_MISMATCH|INVALID_HTTP_RESPONSE|RESPONSE_HEADERS_)[A-Z_0-9]*"
-)
 class CaptureCrashed(Exception):
     """The page or the whole browser died during a capture."""
-
-
-@dataclass
-class _Signals:
-    """What the page and the network told one capture so far."""
-
-    origin: str = ""  # the site's
-    in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
-    last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
-    shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
-    background: set[str] = field(default_factory=set)  # requested by idle tasks
-    tasked: set[str] = field(default_factory=set)  # requested by other tasks
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    busy: asyncio.Event = field(default_factory=asyncio.Event)
-    loaded: asyncio.Event = field(default_factory=asyncio.Event)
-    ready: asyncio.Future[tuple[Any, Any]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    redirected: asyncio.Future[Response] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    crashed: asyncio.Future[str] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    # The first request to the site's origin that failed at the network level.
-    lost: asyncio.Future[tuple[str, str]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    first_document: Response | None = None
-    document: Response | None = None
-    origins: set[str] = field(default_factory=set)
-    blocked: int = 0
-
-    def __post_init__(self) -> None:
-        self.idle.set()
-
-    def started(self, request: Request) -> None:
-        origin = _origin_of(request.url)
-        if origin:
-            self.origins.add(origin)
-        if request.url in self.shared_workers:
-            return
-        self.in_flight[request] = self.last_seen[request.url] = time.monotonic()
-        self.idle.clear()
-        self.busy.set()
-
-    def ended(self, request: Request) -> None:
-        if self.in_flight.pop(request, None) is None:
-            return
-        self.last_seen[request.url] = time.monotonic()
-        if not self.in_flight:
-            self.idle.set()
-        self.busy.set()
-
-    def in_background(self, url: str, idle: bool) -> None:
-        """A task of the page asked for ``url``; an idle one's no longer holds the page
-        (:mod:`.readiness`)."""
-        urls = self.background if idle else self.tasked
-        if len(url) <= _MAX_URL and len(urls) < _MAX_URLS:  # what a page sends is bounded
-            urls.add(url)
-        self.busy.set()
-
-    def shared_worker(self, url: str) -> None:
-        """A shared worker started from ``url``: its script request will never end."""
-        self.shared_workers.add(url)
-        for request in [r for r in self.in_flight if r.url == url]:
-            self.ended(request)
-
-    def failed(self, request: Request) -> None:
-        self.ended(request)
-        match = _UNREACHABLE.search(request.failure or "")
-        if match and self.origin and is_origin_url(request.url, self.origin):
-            parts = urlsplit(request.url)
-            target = parts.path + (f"?{parts.query}" if parts.query else "")
-            _settle(self.lost, (match.group(0), f"{request.method} {target}"))
-
-    def crash(self, why: str) -> None:
-        _settle(self.crashed, why)
 
 
 def _rule(page: Page, rule: Awaitable[None]) -> asyncio.Future[None]:
@@ -221,18 +142,6 @@ def _rule(page: Page, rule: Awaitable[None]) -> asyncio.Future[None]:
         await readiness.undeclared(page)
 
     return asyncio.ensure_future(run())
-
-
-def _settle(future: asyncio.Future[Any], value: Any) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-def _origin_of(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
-    return None
 
 
 def _target(url: str) -> str:
@@ -270,10 +179,19 @@ class Slot:
     """One context and page of a browser, capturing one URL at a time."""
 
     def __init__(
-        self, browser: Browser, settings: BrowserSettings, *, resolve: Resolver | None = None
+        self,
+        browser: Browser,
+        settings: BrowserSettings,
+        *,
+        resolve: Resolver | None = None,
+        profile: Profile = PROFILES["desktop"],
+        agent: str = "",
     ) -> None:
         self.browser = browser
         self.settings = settings
+        self.profile = profile
+        self.agent = agent  # the site's override of the profile's user agent, or ""
+        self._viewport = Viewport(profile)
         self.captures = 0
         self.collections = 0  # garbage collections asked of V8
         self.usable = False
@@ -283,7 +201,7 @@ class Slot:
         self._page: Page | None = None
         self._cdp: CDPSession | None = None
         self._context_id = ""  # the DevTools id of the context, to find its workers
-        self._signals = _Signals()
+        self._signals = Signals()
         self._pauses = Pauses(settings.block_resources)
         self._patterns: list[dict[str, str]] = []  # what Fetch was last told to pause
         self._tasks: set[asyncio.Future[None]] = set()
@@ -295,6 +213,7 @@ class Slot:
             service_workers="block",
             extra_http_headers={"X-Snapshotd": "1"},
             accept_downloads=False,
+            **self.profile.context_options(self.browser.version, self.agent),
         )
         await context.expose_binding(READY_BINDING, self._on_ready)
         await context.expose_binding(
@@ -378,7 +297,7 @@ class Slot:
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
         frame = source.get("frame")
         if self._page is not None and frame is not None and frame == self._page.main_frame:
-            _settle(self._signals.ready, (status, redirect))
+            settle(self._signals.ready, (status, redirect))
 
     def _on_response(self, response: Response) -> None:
         request = response.request
@@ -391,7 +310,7 @@ class Slot:
         if signals.first_document is None:
             signals.first_document = response
             if 300 <= response.status < 400:
-                _settle(signals.redirected, response)
+                settle(signals.redirected, response)
                 return
         if not 300 <= response.status < 400:
             signals.document = response
@@ -405,7 +324,7 @@ class Slot:
         :class:`CaptureCrashed`, reports everything else.
 
         The slot stays usable only after a clean capture and a clean reset (the viewport
-        back to :data:`DEFAULT_VIEWPORT`).
+        back at the profile's size).
         """
         started = time.monotonic()
         assert self._page is not None
@@ -419,7 +338,7 @@ class Slot:
             await self._pause()
         self._guard.refused.clear()
         self._guard.unreachable.clear()
-        signals = self._signals = _Signals(origin=site.origin)
+        signals = self._signals = Signals(origin=site.origin)
 
         def on_disconnect(_: Browser) -> None:
             signals.crash("browser disconnected")
@@ -429,12 +348,10 @@ class Slot:
         try:
             async with asyncio.timeout(self.settings.timeouts(site)[1]):
                 if shot is not None:
-                    await self._page.set_viewport_size(
-                        {"width": shot.width, "height": shot.height}
-                    )
+                    await self._viewport.screen(self._page, shot.width, shot.height)
                 result = await self._capture(self._page, url, site, signals, started, shot)
                 if shot is not None:
-                    await self._page.set_viewport_size(DEFAULT_VIEWPORT)  # type: ignore[arg-type]
+                    await self._viewport.reset(self._page)
             clean = result.error is None or result.error.startswith(("http ", "empty body"))
             return result
         except TimeoutError:
@@ -463,7 +380,7 @@ class Slot:
         page: Page,
         url: str,
         site: SiteSettings,
-        signals: _Signals,
+        signals: Signals,
         started: float,
         shot: Shot | None = None,
     ) -> CaptureResult:
@@ -495,9 +412,9 @@ class Slot:
                 raise CaptureCrashed(signals.crashed.result()) from None
             if self._guard.refused:
                 return result(status=0, error=f"refused: {self._guard.refused[0]}", final_url=url)
-            lost = _UNREACHABLE.search(str(exc))
+            lost = UNREACHABLE.search(str(exc))
             if lost and is_origin_url(url, site.origin):
-                _settle(signals.lost, (lost.group(0), f"GET {urlsplit(url).path or '/'}"))
+                settle(signals.lost, (lost.group(0), f"GET {urlsplit(url).path or '/'}"))
             if signals.lost.done():
                 return result(status=0, error=self._unreachable(signals), final_url=url)
             match = _NET_ERROR.search(str(exc))
@@ -506,6 +423,10 @@ class Slot:
         document = signals.document
         if document is not None and document.status >= 500:
             return result(status=document.status, error=f"http {document.status}")
+        if shot is None:  # a screenshot is of its own first screen
+            await self._viewport.grow(page, int(getattr(site, self.profile.tall_setting)))
+            if site.scroll:
+                await self._viewport.scroll(page)
 
         waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
         rules: list[asyncio.Future[None]] = []
@@ -532,7 +453,10 @@ class Slot:
 
         html = await self._serialize(page, signals)
         # What the page shows now, as its HTML was taken (the first screen, no scrolling).
-        png = await page.screenshot(type="png", animations="disabled") if shot else b""
+        # In CSS pixels: the size asked for, whatever the profile's device scale factor.
+        png = (
+            await page.screenshot(type="png", animations="disabled", scale="css") if shot else b""
+        )
         # The document now shown: a client-side navigation may have replaced the first one.
         document = signals.document
         status = document.status if document is not None else 200
@@ -563,14 +487,14 @@ class Slot:
             status=status, headers=headers, html=cleaned.html, readiness_limit=cut, png=png
         )
 
-    def _unreachable(self, signals: _Signals) -> str:
+    def _unreachable(self, signals: Signals) -> str:
         """The error of a capture that lost a request to its origin: what the guard saw when
         it tried to connect, else Chromium's error for the request."""
         error, request = signals.lost.result()
         why = self._guard.unreachable[0] if self._guard.unreachable else error
         return f"origin unreachable: {why} ({request})"
 
-    async def _serialize(self, page: Page, signals: _Signals) -> str:
+    async def _serialize(self, page: Page, signals: Signals) -> str:
         """The serialised DOM; retried when a navigation replaces the document meanwhile."""
         for attempt in range(5):
             try:
@@ -665,6 +589,7 @@ class Slot:
                 ]
                 await asyncio.gather(*clears)
                 await self._forget_fetched(cdp)
+                await self._viewport.reset(page)
                 await self._collect_garbage(cdp)
             return True
         except (TimeoutError, PlaywrightError) as exc:

@@ -63,6 +63,7 @@ from snapshotd.store.base import (
     Snapshot,
     Store,
 )
+from snapshotd.web.devices import profiles_served
 from snapshotd.web.urls import MAX_PATH, MAX_QUERY
 
 __all__ = [
@@ -252,13 +253,20 @@ def decide(
     else:
         snapshot: Snapshot | None = yield Stored(path)
         if snapshot is not None:
-            fresh = snapshot.state == "processed" and not is_due(snapshot.expires_at, now)
+            # Rendered as the site's first device profile, or under settings since changed
+            # (before profiles, or another ``devices``): served, and made again.
+            current = snapshot.own_profile == profiles_served(site.devices)[0]
+            fresh = (
+                current and snapshot.state == "processed" and not is_due(snapshot.expires_at, now)
+            )
             # A failed recapture waits out its retry delay (``expires_at``) like any other.
             requeue = (
                 not fresh
                 and site.capture_expired
-                and snapshot.state in ("processed", "error")
-                and is_due(snapshot.expires_at, now)
+                and (
+                    (snapshot.state in ("processed", "error") and is_due(snapshot.expires_at, now))
+                    or (not current and snapshot.state == "processed")
+                )
             )
             return Decision("serve", path, snapshot=snapshot, fresh=fresh, requeue=requeue)
         if not site.processes(path):

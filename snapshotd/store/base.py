@@ -78,13 +78,19 @@ def iso_time(t: float | None) -> str | None:
     return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+# A snapshot's columns, in the order SNAPSHOT_OF reads them.
+SNAPSHOT_COLUMNS = (
+    "body_gz", "status", "headers", "etag", "content_hash", "final_url", "captured_at",
+)
+
 # A path's snapshot: its own, else, for a page known by what it shows (stored ``shared``),
 # that of the page it duplicates; with the path's own expiry and state.
 SNAPSHOT_OF = (
     "SELECT COALESCE(s.body_gz, c.body_gz), COALESCE(s.status, c.status), "
     "COALESCE(s.headers, c.headers), COALESCE(s.etag, c.etag), "
     "COALESCE(s.content_hash, c.content_hash), COALESCE(s.final_url, c.final_url), "
-    "COALESCE(s.captured_at, c.captured_at), p.expires_at, p.state "
+    "COALESCE(s.captured_at, c.captured_at), p.expires_at, p.state, "
+    "COALESCE(s.profile, c.profile) "
     "FROM paths p LEFT JOIN snapshots s ON s.path_id = p.id "
     "LEFT JOIN paths d ON s.path_id IS NULL AND d.site = p.site AND d.path = p.duplicate_of "
     "LEFT JOIN snapshots c ON c.path_id = d.id "
@@ -92,11 +98,13 @@ SNAPSHOT_OF = (
 )
 
 # Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
-# final URL, time, then its main text's hash, SimHash and words (placeholders 1 to 11).
+# final URL, time, then its main text's hash, SimHash and words, and the device profile it
+# was rendered as (placeholders 1 to 12).
 SNAPSHOT_PUT = (
     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
-    "captured_at, text_hash, simhash, words) VALUES ({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-    "{8}, {9}, {10}) ON CONFLICT (path_id) DO UPDATE SET body_gz = excluded.body_gz, "
+    "captured_at, text_hash, simhash, words, profile) VALUES ({0}, {1}, {2}, {3}, {4}, {5}, "
+    "{6}, {7}, {8}, {9}, {10}, {11}) ON CONFLICT (path_id) DO UPDATE SET "
+    "body_gz = excluded.body_gz, profile = excluded.profile, "
     "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
     "content_hash = excluded.content_hash, final_url = excluded.final_url, "
     "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
@@ -109,8 +117,21 @@ def snapshot_from_row(site: str, path: str, row: Sequence[Any]) -> Snapshot:
     return Snapshot(
         site=site, path=path, body_gz=bytes(row[0]), status=row[1],
         headers=json.loads(row[2]), etag=row[3], content_hash=row[4], final_url=row[5],
-        captured_at=row[6], expires_at=row[7], state=row[8],
+        captured_at=row[6], expires_at=row[7], state=row[8], profile=row[9],
+        own_profile=row[10] if len(row) > 10 else row[9],
     )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A path's capture for one more device profile, stored beside its own snapshot
+    (:mod:`snapshotd.store.profiles`) because it differs from it."""
+
+    profile: str
+    html: str
+    status: int
+    headers: dict[str, str]
+    final_url: str
 
 
 class StoreError(Exception):
@@ -204,6 +225,9 @@ class Snapshot:
     captured_at: float = 0.0
     expires_at: float | None = None
     state: str = "processed"
+    profile: str = "mobile"  # the device profile it was rendered as (snapshotd.web.devices)
+    # The profile of the path's own snapshot: its last capture's first (store/profiles.py).
+    own_profile: str = "mobile"
 
     @cached_property
     def body(self) -> bytes:
@@ -286,7 +310,17 @@ class Store(Protocol):
 
     async def get_path(self, site: str, path: str) -> PathRecord | None: ...
 
-    async def get_snapshot(self, site: str, path: str) -> Snapshot | None: ...
+    async def get_snapshot(
+        self, site: str, path: str, profile: str | None = None
+    ) -> Snapshot | None:
+        """The snapshot served for ``profile`` (its own row, else the path's own snapshot;
+        :mod:`snapshotd.store.profiles`); with None, the path's own snapshot."""
+        ...
+
+    async def own_profiles(self, site: str, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """For each of ``paths`` with a snapshot of its own, the device profiles it holds one
+        for, its own snapshot's first (:mod:`snapshotd.store.profiles`)."""
+        ...
 
     async def enqueue(
         self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False,
@@ -337,6 +371,8 @@ class Store(Protocol):
         shared: bool = False,
         print_: Print | None = None,
         readiness_limit: bool = False,
+        profile: str = "mobile",
+        variants: Sequence[Variant] = (),
     ) -> bool: ...
 
     async def fail(

@@ -36,6 +36,10 @@ _REPOINT = (
     "AND (path = {0}3 OR duplicate_of = {0}3)"
 )
 _MASTER = "UPDATE paths SET duplicate_of = NULL WHERE site = {0}1 AND path = {0}2"
+_DROP_OWN_PROFILES = (
+    "DELETE FROM profile_snapshots WHERE path_id = (SELECT id FROM paths WHERE site = {0}1 "
+    "AND path = {0}2)"
+)
 _DROP_OWN = (
     "DELETE FROM snapshots WHERE path_id = (SELECT id FROM paths WHERE site = {0}1 "
     "AND path = {0}2)"
@@ -77,6 +81,7 @@ class SQLiteCopies:
             await wr.execute(_REPOINT.format("?"), (site, path, old))
             await wr.execute(_MASTER.format("?"), (site, path))
             if shared:
+                await wr.execute(_DROP_OWN_PROFILES.format("?"), (site, old))
                 await wr.execute(_DROP_OWN.format("?"), (site, old))
 
 
@@ -106,4 +111,5 @@ class PostgresCopies:
             await conn.execute(_REPOINT.format("$"), site, path, old)
             await conn.execute(_MASTER.format("$"), site, path)
             if shared:
+                await conn.execute(_DROP_OWN_PROFILES.format("$"), site, old)
                 await conn.execute(_DROP_OWN.format("$"), site, old)

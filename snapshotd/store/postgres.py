@@ -34,6 +34,7 @@ from snapshotd.store.base import (
     PathRecord,
     Snapshot,
     StoreError,
+    Variant,
     encode_capture,
     path_record,
     snapshot_from_row,
@@ -51,6 +52,12 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
 )
 from snapshotd.store.postgres_schema import MIGRATIONS
+from snapshotd.store.profiles import (
+    PROFILE_DELETE,
+    PROFILE_PUT,
+    SNAPSHOT_OF_PROFILE,
+    PostgresProfiles,
+)
 from snapshotd.store.query_params import PostgresParams
 from snapshotd.store.sites import PostgresSites
 from snapshotd.web.fingerprints import Print
@@ -67,7 +74,12 @@ CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyn
 
 
 class PostgresStore(
-    PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases
+    PostgresCounters,
+    PostgresSites,
+    PostgresParams,
+    PostgresCopies,
+    PostgresLeases,
+    PostgresProfiles,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
@@ -172,8 +184,15 @@ class PostgresStore(
         )
         return path_record(row) if row else None
 
-    async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
-        row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
+    async def get_snapshot(
+        self, site: str, path: str, profile: str | None = None
+    ) -> Snapshot | None:
+        if profile is None:
+            row = await self._db.fetchrow(SNAPSHOT_OF.format("$"), site, path)
+        else:
+            row = await self._db.fetchrow(
+                SNAPSHOT_OF_PROFILE.format("$"), site, path, profile
+            )
         return None if row is None else snapshot_from_row(site, path, row)
 
     async def counts(self, site: str | None = None) -> dict[str, dict[str, int]]:
@@ -463,6 +482,8 @@ class PostgresStore(
         shared: bool = False,
         print_: Print | None = None,
         readiness_limit: bool = False,
+        profile: str = "mobile",
+        variants: Sequence[Variant] = (),
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
@@ -470,7 +491,9 @@ class PostgresStore(
         and whatever snapshot it had is removed. ``shared``: the page shows what
         ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
         ``print_``: the fingerprints of what it shows, kept with its snapshot.
-        ``readiness_limit``: a limit ended the wait for its page (kept with the path)."""
+        ``readiness_limit``: a limit ended the wait for its page (kept with the path).
+        ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
+        captures for other profiles that differ from it, replacing those it had."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
@@ -494,11 +517,19 @@ class PostgresStore(
             )
             if pid is None:
                 return False
+            await conn.execute(PROFILE_DELETE.format("$1"), pid)
             if not keep or shared:
                 await conn.execute("DELETE FROM snapshots WHERE path_id = $1", pid)
                 return True
+            for v in variants:
+                v_digest, v_body, v_etag = encode_capture(v.html)
+                await conn.execute(
+                    PROFILE_PUT.format(*(f"${n}" for n in range(1, 10))),
+                    pid, v.profile, v_body, v.status, json.dumps(v.headers), v_etag, v_digest,
+                    v.final_url, now,
+                )
             await conn.execute(
-                SNAPSHOT_PUT.format(*(f"${n}" for n in range(1, 12))),
+                SNAPSHOT_PUT.format(*(f"${n}" for n in range(1, 13))),
                 pid,
                 body,
                 status,
@@ -508,6 +539,7 @@ class PostgresStore(
                 final_url,
                 now,
                 *(astuple(print_) if print_ else (None, None, None)),
+                profile,
             )
         return True
 

@@ -8,6 +8,7 @@ from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
+from snapshotd.store.profiles import POSTGRES_PROFILES
 from snapshotd.store.query_params import PRINTS_AND_PARAMS
 from snapshotd.store.sites import (
     EXPIRE_AFTER_FLOOR,
@@ -71,4 +72,5 @@ MIGRATIONS: list[str] = [
     READINESS_LIMIT_COLUMN,
     SITE_TOKENS["postgres"],
     EXPIRE_AFTER_FLOOR["postgres"],
+    POSTGRES_PROFILES,
 ]

@@ -29,6 +29,7 @@ from snapshotd.store.base import (
     PathRecord,
     Snapshot,
     StoreError,
+    Variant,
     content_hash,
     encode_capture,
     path_record,
@@ -44,6 +45,13 @@ from snapshotd.store.path_counts import (
     SITE_COUNTS,
     SITE_SIZE,
     SQLITE_PATH_COUNTS,
+)
+from snapshotd.store.profiles import (
+    PROFILE_DELETE,
+    PROFILE_PUT,
+    SNAPSHOT_OF_PROFILE,
+    SQLITE_PROFILES,
+    SQLiteProfiles,
 )
 from snapshotd.store.query_params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.sites import (
@@ -112,6 +120,7 @@ MIGRATIONS: list[str] = [
     READINESS_LIMIT_COLUMN,
     SITE_TOKENS["sqlite"],
     EXPIRE_AFTER_FLOOR["sqlite"],
+    SQLITE_PROFILES,
 ]
 
 
@@ -140,7 +149,9 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
             raise
 
 
-class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases):
+class SQLiteStore(
+    SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles
+):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -256,8 +267,13 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLit
         )
         return path_record(row) if row else None
 
-    async def get_snapshot(self, site: str, path: str) -> Snapshot | None:
-        row = await self._one(SNAPSHOT_OF.format("?"), (site, path))
+    async def get_snapshot(
+        self, site: str, path: str, profile: str | None = None
+    ) -> Snapshot | None:
+        if profile is None:
+            row = await self._one(SNAPSHOT_OF.format("?"), (site, path))
+        else:
+            row = await self._one(SNAPSHOT_OF_PROFILE.format("?"), (site, path, profile))
         return None if row is None else snapshot_from_row(site, path, row)
 
     async def counts(self, site: str | None = None) -> dict[str, dict[str, int]]:
@@ -457,6 +473,8 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLit
         shared: bool = False,
         print_: Print | None = None,
         readiness_limit: bool = False,
+        profile: str = "mobile",
+        variants: Sequence[Variant] = (),
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
@@ -464,7 +482,9 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLit
         and whatever snapshot it had is removed. ``shared``: the page shows what
         ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
         ``print_``: the fingerprints of what it shows, kept with its snapshot.
-        ``readiness_limit``: a limit ended the wait for its page (kept with the path)."""
+        ``readiness_limit``: a limit ended the wait for its page (kept with the path).
+        ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
+        captures for other profiles that differ from it, replacing those it had."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
@@ -488,15 +508,23 @@ class SQLiteStore(SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLit
                 if row is None:
                     await _rollback(wr)
                     return False
+                await wr.execute(PROFILE_DELETE.format("?"), (row[0],))
                 if not keep or shared:
                     await wr.execute("DELETE FROM snapshots WHERE path_id = ?", (row[0],))
                     await wr.execute("COMMIT")
                     return True
                 await wr.execute(
-                    SNAPSHOT_PUT.format(*"?" * 11),
+                    SNAPSHOT_PUT.format(*"?" * 12),
                     (row[0], body, status, json.dumps(headers), etag, digest, final_url, now,
-                     *(astuple(print_) if print_ else (None, None, None))),
+                     *(astuple(print_) if print_ else (None, None, None)), profile),
                 )
+                for v in variants:
+                    v_digest, v_body, v_etag = encode_capture(v.html)
+                    await wr.execute(
+                        PROFILE_PUT.format(*"?" * 9),
+                        (row[0], v.profile, v_body, v.status, json.dumps(v.headers), v_etag,
+                         v_digest, v.final_url, now),
+                    )
                 await wr.execute("COMMIT")
             except BaseException:
                 await _rollback(wr)

@@ -1,0 +1,126 @@
+"""What the page and the network tell one capture: the requests in flight and when each URL
+was last seen, the tasks that asked for URLs, shared workers, the documents, the page's own
+"ready", a redirect, a crash, and the first request to the site's origin that never got a
+whole answer.
+
+Invariants:
+- a request is in flight from its start to its end or failure, a shared worker's script
+  never (its request never ends); ``idle`` is set exactly when nothing is in flight;
+- what the page's side reports is bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` URLs);
+- each future is settled once, by the first thing that happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import Request, Response
+
+from snapshotd.net.address_policy import is_origin_url
+
+__all__ = ["MAX_URL", "MAX_URLS", "UNREACHABLE", "Signals", "origin_of", "settle"]
+
+MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
+# Chromium's errors for a request that never got a whole answer from the server: no
+# connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
+# or the capture cancelled them, a policy refused them) are not among them.
+UNREACHABLE = re.compile(
+    r"net::ERR_(?:CONNECTION_|SOCKS_|PROXY_|TUNNEL_|ADDRESS_|NAME_|NETWORK_|INTERNET_|SSL_|"
+    r"CERT_|HTTP2_|TIMED_OUT|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING|"
+    r"CONTENT_LENGTH_MISMATCH|INVALID_HTTP_RESPONSE|RESPONSE_HEADERS_)[A-Z_0-9]*"
+)
+
+
+def settle(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def origin_of(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    return None
+
+
+@dataclass
+class Signals:
+    """What the page and the network told one capture so far."""
+
+    origin: str = ""  # the site's
+    in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
+    last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
+    shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
+    background: set[str] = field(default_factory=set)  # requested by idle tasks
+    tasked: set[str] = field(default_factory=set)  # requested by other tasks
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    busy: asyncio.Event = field(default_factory=asyncio.Event)
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: asyncio.Future[tuple[Any, Any]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    redirected: asyncio.Future[Response] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    crashed: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    # The first request to the site's origin that failed at the network level.
+    lost: asyncio.Future[tuple[str, str]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    first_document: Response | None = None
+    document: Response | None = None
+    origins: set[str] = field(default_factory=set)
+    blocked: int = 0
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def started(self, request: Request) -> None:
+        origin = origin_of(request.url)
+        if origin:
+            self.origins.add(origin)
+        if request.url in self.shared_workers:
+            return
+        self.in_flight[request] = self.last_seen[request.url] = time.monotonic()
+        self.idle.clear()
+        self.busy.set()
+
+    def ended(self, request: Request) -> None:
+        if self.in_flight.pop(request, None) is None:
+            return
+        self.last_seen[request.url] = time.monotonic()
+        if not self.in_flight:
+            self.idle.set()
+        self.busy.set()
+
+    def in_background(self, url: str, idle: bool) -> None:
+        """A task of the page asked for ``url``; an idle one's no longer holds the page
+        (:mod:`.readiness`)."""
+        urls = self.background if idle else self.tasked
+        if len(url) <= MAX_URL and len(urls) < MAX_URLS:  # what a page sends is bounded
+            urls.add(url)
+        self.busy.set()
+
+    def shared_worker(self, url: str) -> None:
+        """A shared worker started from ``url``: its script request will never end."""
+        self.shared_workers.add(url)
+        for request in [r for r in self.in_flight if r.url == url]:
+            self.ended(request)
+
+    def failed(self, request: Request) -> None:
+        self.ended(request)
+        match = UNREACHABLE.search(request.failure or "")
+        if match and self.origin and is_origin_url(request.url, self.origin):
+            parts = urlsplit(request.url)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            settle(self.lost, (match.group(0), f"{request.method} {target}"))
+
+    def crash(self, why: str) -> None:
+        settle(self.crashed, why)
