@@ -232,7 +232,9 @@ async def test_a_page_whose_canonical_is_elsewhere_has_its_other_links_followed(
     settings = Settings(sites=(site,))
 
     class Renderer:
-        async def capture(self, url: str, site: SiteSettings) -> CaptureResult:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
             html = '<link rel="canonical" href="/main"><a href="/only-here">x</a>'
             return CaptureResult(url=url, final_url=url, html=html)
 

@@ -21,6 +21,7 @@ from snapshotd.config.loading import load_settings
 from snapshotd.config.settings import BrowserSettings
 from snapshotd.middleware import Choice
 from snapshotd.server.app import create_app
+from snapshotd.web.devices import PROFILE_NAMES
 from tests.chromium import require_chromium
 from tests.front import free_port
 from tests.python_apps import FRAMEWORKS, Seen, serve_app
@@ -98,8 +99,9 @@ def test_a_bot_gets_snapshotds_snapshot_and_a_person_the_apps_own_page(stack: St
             assert "x-snapshotd-cache" not in asset.headers
             assert "Rendered by the browser" in asset.text
         assert stack.snapshot_requests() == before
-        # Snapshotd's browser got the app's page through the middleware, untouched.
-        assert stack.seen.of("/items/7")[(True, False)] == 1
+        # Snapshotd's browser got the app's page through the middleware, untouched: once
+        # for each device profile the site serves.
+        assert stack.seen.of("/items/7")[(True, False)] == len(PROFILE_NAMES)
 
 
 def test_an_escaped_fragment_request_gets_the_hashbang_pages_snapshot(stack: Stack) -> None:
