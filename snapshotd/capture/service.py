@@ -6,7 +6,10 @@ Invariants:
 - a path is rendered for every device profile its site serves (:mod:`snapshotd.web.devices`), at
   once; the first profile's capture is the path's snapshot and decides everything below, and
   another profile's is kept beside it only when it shows a crawler something else
-  (``devices.renders_alike``), so a page that renders the same keeps one copy;
+  (``devices.renders_alike``), so a page that renders the same keeps one copy. A page whose
+  last capture rendered alike in every profile is rendered in the first alone, and in the
+  others only when its main text is not what it was: a page that does not change costs one
+  render;
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
   same page to a reader, :mod:`snapshotd.web.fingerprints`) is stored as that page's duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
@@ -231,7 +234,8 @@ class CaptureService:
         started = time.monotonic()
         profiles = profiles_served(site.devices)
         try:
-            result, variants = await self._render(url, site, profiles, at_once)
+            alike = await self._alike_before(site, record, profiles)
+            result, variants = await self._render(url, site, profiles, at_once, alike)
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -335,18 +339,51 @@ class CaptureService:
             self.links.put_nowait((site.name, record.path))
         return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
 
+    async def _alike_before(
+        self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
+    ) -> str | None:
+        """The main-text hash of the path's own snapshot when its last capture rendered alike
+        in every profile the site serves (it holds the first profile's alone); else None."""
+        if len(profiles) < 2 or record.captured_at is None:
+            return None
+        own = (await self.store.own_profiles(site.name, [record.path])).get(record.path)
+        if own != profiles[:1]:
+            return None
+        snapshot = await self.store.get_snapshot(site.name, record.path, profiles[0])
+        if snapshot is None or snapshot.path != record.path:
+            return None  # a copy, served its master's
+        return fingerprint(snapshot.html).text_hash
+
     async def _render(
-        self, url: str, site: SiteSettings, profiles: tuple[str, ...], at_once: int | None
+        self,
+        url: str,
+        site: SiteSettings,
+        profiles: tuple[str, ...],
+        at_once: int | None,
+        alike: str | None = None,
     ) -> tuple[CaptureResult, list[Variant]]:
         """Render ``url`` for each profile the site serves, ``at_once`` at a time (all, by
         default); the first profile's result, and the others' captures that differ from it
         (``devices.renders_alike``). Another profile's failed render leaves it served the
-        first one's, and is logged."""
-        step = at_once or len(profiles)
+        first one's, and is logged. With ``alike``, the main-text hash of a last capture that
+        rendered alike in every profile, the first profile is rendered alone first, and the
+        others only when its main text is another now."""
         results: list[CaptureResult] = []
-        for start in range(0, len(profiles), step):
+        if alike is not None:
+            results.append(await self.renderer.capture(url, site, profiles[0]))
+            first = results[0]
+            if not first.ok or fingerprint(first.html).text_hash == alike:
+                return first, []
+            profiles_left = profiles[1:]
+        else:
+            profiles_left = profiles
+        step = at_once or len(profiles_left)
+        for start in range(0, len(profiles_left), step):
             results += await asyncio.gather(
-                *(self.renderer.capture(url, site, p) for p in profiles[start : start + step])
+                *(
+                    self.renderer.capture(url, site, p)
+                    for p in profiles_left[start : start + step]
+                )
             )
         first, variants = results[0], []
         for profile, other in zip(profiles[1:], results[1:], strict=True):
