@@ -49,6 +49,7 @@ async def db(tmp_path):
             final_url="",
             expires_at=Clock.now + 86400,
             duplicate_of="/",
+            readiness_limit=True,  # still changing when the readiness limit ended it
         )
         await store.claim_path("shop", "/b,c", "w", 60)
         await store.fail(
@@ -72,6 +73,7 @@ def test_report_csv(db, capsys):
         "duplicate_of",
         "error",
         "profiles",
+        "readiness_limit",
     ]
     by_path = {row[1]: row for row in rows[1:]}
     assert len(rows) == 7
@@ -87,8 +89,9 @@ def test_report_csv(db, capsys):
         "",
         "",
         "mobile",  # its own snapshot serves every device profile
+        "False",
     ]
-    assert by_path["/a"][8] == "/"
+    assert by_path["/a"][8] == "/" and by_path["/a"][11] == "True"
     assert by_path["/b,c"] == [
         "shop",
         "/b,c",
@@ -101,6 +104,7 @@ def test_report_csv(db, capsys):
         "",
         'http 503, "busy"',
         "",
+        "False",
     ]
     assert by_path["/asked"][2:4] == ["pending", "2"]
     assert by_path["/admin/x"][2:4] == ["ignored", "0"]
@@ -123,8 +127,10 @@ def test_report_jsonl(db, capsys):
         "duplicate_of",
         "error",
         "profiles",
+        "readiness_limit",
     ]
     assert first["captured_at"] == "2023-11-14T22:13:20Z" and first["status"] == 200
+    assert first["readiness_limit"] is False
 
 
 def test_status(db, capsys):

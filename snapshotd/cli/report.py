@@ -15,7 +15,7 @@ from snapshotd.store.base import iso_time
 
 REPORT_COLUMNS = (
     "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",
-    "duplicate_of", "error", "profiles",
+    "duplicate_of", "error", "profiles", "readiness_limit",
 )
 
 
@@ -34,6 +34,7 @@ def report_row(r: PathRecord, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
         "duplicate_of": r.duplicate_of,
         "error": r.error,
         "profiles": " ".join(profiles),
+        "readiness_limit": r.readiness_limit,
     }
 
 
