@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -74,3 +78,40 @@ async def store(request, tmp_path):
     finally:
         if schema is not None:
             await drop_postgres_schema(schema)
+
+
+@dataclass
+class Upgrade:
+    """One database of an engine to upgrade: its store module (whose ``MIGRATIONS`` a test
+    cuts short to build the older schema), the full list of its schema steps, and ``make``,
+    a new store on that database."""
+
+    module: Any
+    full: list[str]
+    make: Callable[[], Any]
+
+
+@contextlib.asynccontextmanager
+async def upgrade(engine: str, tmp_path: Any) -> AsyncIterator[Upgrade]:
+    """A database of ``engine`` (a SQLite file, or a PostgreSQL schema dropped afterwards)
+    for a test that builds an older schema and upgrades it."""
+    from snapshotd.store import sqlite as sqlite_store
+
+    if engine == "sqlite":
+        yield Upgrade(
+            sqlite_store,
+            list(sqlite_store.MIGRATIONS),
+            lambda: SQLiteStore(str(tmp_path / "s.db"), clock=Clock()),
+        )
+        return
+    from snapshotd.store import postgres as postgres_store
+
+    schema, url = await postgres_schema()
+    try:
+        yield Upgrade(
+            postgres_store,
+            list(postgres_store.MIGRATIONS),
+            lambda: postgres_store.PostgresStore(url, clock=Clock(), pool_size=2),
+        )
+    finally:
+        await drop_postgres_schema(schema)

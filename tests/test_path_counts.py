@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from snapshotd.store import sqlite as sqlite_store
 from snapshotd.store.base import PRIORITY_LINK
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.profiles import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
-from tests.conftest import Clock, drop_postgres_schema, postgres_schema
+from tests.conftest import upgrade
 
 pytestmark = pytest.mark.asyncio
 SITES = ("a", "b", "c")
@@ -198,27 +197,10 @@ async def _alter(store: Any, change: str) -> None:
 async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: ignore[no-untyped-def]
     engine, tmp_path, monkeypatch
 ) -> None:
-    if engine == "sqlite":
-        module: Any = sqlite_store
-    else:
-        from snapshotd.store import postgres as module
-    full = list(module.MIGRATIONS)
-    schema = None
-    if engine == "sqlite":
-
-        def make() -> Any:
-            return SQLiteStore(str(tmp_path / "s.db"), clock=Clock())
-    else:
-        from snapshotd.store.postgres import PostgresStore
-
-        schema, url = await postgres_schema()
-
-        def make() -> Any:
-            return PostgresStore(url, clock=Clock(), pool_size=2)
-
-    # The schema before the step that keeps the counts.
-    step = full.index(SQLITE_PATH_COUNTS if engine == "sqlite" else POSTGRES_PATH_COUNTS)
-    try:
+    async with upgrade(engine, tmp_path) as db:
+        module, full, make = db.module, db.full, db.make
+        # The schema before the step that keeps the counts.
+        step = full.index(SQLITE_PATH_COUNTS if engine == "sqlite" else POSTGRES_PATH_COUNTS)
         monkeypatch.setattr(module, "MIGRATIONS", full[:step])
         old = make()
         await old.open()
@@ -245,6 +227,4 @@ async def test_a_store_upgraded_to_kept_counts_starts_from_its_paths(  # type: i
             await assert_counts_are_a_scan(new)
         finally:
             await new.close()
-    finally:
-        if schema is not None:
-            await drop_postgres_schema(schema)
+

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import pytest
 
-from snapshotd.store import sqlite as sqlite_store
 from snapshotd.store.sites import SITE_TOKENS
-from snapshotd.store.sqlite import SQLiteStore
-from tests.conftest import Clock, drop_postgres_schema, postgres_schema
+from tests.conftest import upgrade
 
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
@@ -41,30 +38,13 @@ async def test_a_site_gets_a_token_of_its_own_kept_until_it_is_rotated(store) ->
 async def test_sites_stored_before_tokens_get_one_each_and_a_zero_expiry_becomes_a_minute(  # type: ignore[no-untyped-def]
     engine, tmp_path, monkeypatch
 ) -> None:
-    if engine == "sqlite":
-        module: Any = sqlite_store
-    else:
-        from snapshotd.store import postgres as module
-    full = list(module.MIGRATIONS)
-    schema = None
-    if engine == "sqlite":
-
-        def make() -> Any:
-            return SQLiteStore(str(tmp_path / "s.db"), clock=Clock())
-    else:
-        from snapshotd.store.postgres import PostgresStore
-
-        schema, url = await postgres_schema()
-
-        def make() -> Any:
-            return PostgresStore(url, clock=Clock(), pool_size=2)
-
-    settings = {
-        "zero": {"origin": "http://127.0.0.1:1", "expire_after": 0.0, "seeds": ["/"]},
-        "half": {"expire_after": 30.5, "origin": "http://127.0.0.1:2"},
-        "day": {"origin": "http://127.0.0.1:3", "expire_after": 86400.0},
-    }
-    try:
+    async with upgrade(engine, tmp_path) as db:
+        module, full, make = db.module, db.full, db.make
+        settings = {
+            "zero": {"origin": "http://127.0.0.1:1", "expire_after": 0.0, "seeds": ["/"]},
+            "half": {"expire_after": 30.5, "origin": "http://127.0.0.1:2"},
+            "day": {"origin": "http://127.0.0.1:3", "expire_after": 86400.0},
+        }
         # Back to the schema before site tokens (and every step after them).
         monkeypatch.setattr(module, "MIGRATIONS", full[: full.index(SITE_TOKENS[engine])])
         old = make()
@@ -102,6 +82,4 @@ async def test_sites_stored_before_tokens_get_one_each_and_a_zero_expiry_becomes
             assert rows["bad"].settings == '{"expire_after":0'
         finally:
             await new.close()
-    finally:
-        if schema is not None:
-            await drop_postgres_schema(schema)
+
