@@ -19,7 +19,7 @@ import httpx
 from protego import Protego
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.net.fetch import Fetcher, describe
+from snapshotd.net.fetch import Fetcher, describe, read_body
 from snapshotd.web.urls import split_site_path
 
 __all__ = ["ROBOTS_USER_AGENT", "RobotsCache"]
@@ -69,12 +69,9 @@ class RobotsCache:
         now = self.clock()
         try:
             async with self.client.stream(url, origin=site.origin) as response:
-                body = bytearray()
-                if response.status_code == 200:
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) >= MAX_ROBOTS_BYTES:
-                            break
+                body = b""
+                if response.status_code == 200:  # its first MAX_ROBOTS_BYTES, as RFC 9309 allows
+                    body, _ = await read_body(response, MAX_ROBOTS_BYTES)
         except httpx.HTTPError as exc:
             log.warning("robots.txt unreachable site=%s: %s", site.name, describe(exc))
             self._entries[site.name] = _Entry(kept, now + self.retry)
@@ -87,11 +84,10 @@ class RobotsCache:
             log.info("robots.txt absent (%d) site=%s", response.status_code, site.name)
             self._entries[site.name] = _Entry(None, now + self.ttl)
             return
-        raw = bytes(body[:MAX_ROBOTS_BYTES])
         self._entries[site.name] = _Entry(
-            Protego.parse(raw.decode("utf-8", "replace")), now + self.ttl
+            Protego.parse(body.decode("utf-8", "replace")), now + self.ttl
         )
-        log.info("robots.txt read site=%s bytes=%d", site.name, len(raw))
+        log.info("robots.txt read site=%s bytes=%d", site.name, len(body))
 
     def allowed(self, site: SiteSettings, path: str) -> bool:
         """Whether robots.txt lets the crawler fetch a site path (``#!`` part ignored)."""

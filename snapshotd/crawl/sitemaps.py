@@ -20,7 +20,7 @@ import httpx
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from snapshotd.net.fetch import Fetcher, describe
+from snapshotd.net.fetch import Fetcher, describe, read_body
 from snapshotd.web.links import normalize_url
 
 __all__ = [
@@ -180,12 +180,10 @@ async def _download(client: Fetcher, url: str, origin: str, max_bytes: int) -> b
         async with client.stream(url, origin=origin) as response:
             if response.status_code != 200:
                 raise SitemapError(f"answered {response.status_code}")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise SitemapError(f"larger than {max_bytes // (1024 * 1024)} MB")
-            return bytes(body)
+            body, more = await read_body(response, max_bytes)
+            if more:
+                raise SitemapError(f"larger than {max_bytes // (1024 * 1024)} MB")
+            return body
     except httpx.HTTPError as exc:
         raise SitemapError(describe(exc)) from None
 

@@ -32,7 +32,7 @@ from snapshotd.net.address_policy import check_url
 from snapshotd.net.egress import Resolver, judge, resolve_host
 from snapshotd.web.urls import redact
 
-__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe"]
+__all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe", "read_body"]
 
 MAX_REDIRECTS = 5
 TIMEOUT = 15.0
@@ -115,6 +115,17 @@ class _Transport(httpx.AsyncHTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=backend,
         )
+
+
+async def read_body(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of a streamed answer's body, and whether it holds more:
+    reading stops as soon as it does."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return bytes(body[:limit]), True
+    return bytes(body), False
 
 
 class Fetcher:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from snapshotd.net.fetch import Fetcher, describe
+from snapshotd.net.fetch import Fetcher, describe, read_body
 from snapshotd.web.urls import redact
 
 __all__ = ["MAX_BYTES", "RangeLists", "Ranges", "parse_ranges"]
@@ -187,12 +187,9 @@ class RangeLists:
             async with self._fetcher.stream(source, origin=self.origin) as response:
                 if response.status_code != 200:
                     raise ValueError(f"status {response.status_code}")
-                body = bytearray()
-                async for piece in response.aiter_bytes():
-                    body += piece
-                    if len(body) > MAX_BYTES:
-                        raise ValueError(f"larger than {MAX_BYTES} bytes")
-                data = bytes(body)
+                data, more = await read_body(response, MAX_BYTES)
+                if more:
+                    raise ValueError(f"larger than {MAX_BYTES} bytes")
         return data.decode("utf-8")
 
 
