@@ -51,7 +51,7 @@ import uvicorn  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
-from bench.bench_readiness import PRERENDER, prerender  # noqa: E402
+from bench.bench_readiness import PRERENDER, prerender, throughput  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
@@ -79,19 +79,10 @@ def serve_corpus() -> str:
     return f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
 
 
-def agent(profile: Profile, browser: Browser) -> str:
-    return profile.agent(browser.version)
-
-
 def context_options(profile: Profile, browser: Browser, height: int) -> dict[str, Any]:
-    return {
-        "viewport": {"width": profile.width, "height": height},
-        "screen": {"width": profile.width, "height": profile.height},
-        "device_scale_factor": profile.device_scale_factor,
-        "is_mobile": profile.is_mobile,
-        "has_touch": profile.has_touch,
-        "user_agent": agent(profile, browser),
-    }
+    """The profile's context (:meth:`Profile.context_options`), its viewport ``height`` tall."""
+    options = profile.context_options(browser.version)
+    return {**options, "viewport": {"width": profile.width, "height": height}}
 
 
 async def reference(browser: Browser, url: str, name: str) -> str:
@@ -170,24 +161,11 @@ async def prerender_as(executable: str, timeout: float, browser: Browser, crawle
             profile = PROFILES[name]
             extra = (
                 f"&width={profile.width}&height={TALL[name]}"
-                f"&userAgent={quote(agent(profile, browser), safe='')}"
+                f"&userAgent={quote(profile.agent(browser.version), safe='')}"
             )
             return await render(url, extra)
 
         yield capture
-
-
-async def throughput(capture: Callable[[str], Awaitable[Any]], urls: list[str]) -> float:
-    """Captures per second over ``urls``, two at a time."""
-    todo = list(reversed(urls))
-
-    async def worker() -> None:
-        while todo:
-            await capture(todo.pop())
-
-    started = time.perf_counter()
-    await asyncio.gather(worker(), worker())
-    return len(urls) / (time.perf_counter() - started)
 
 
 async def main() -> None:

@@ -182,7 +182,7 @@ async def per_page(
     return rows
 
 
-async def throughput(capture: Capture, urls: list[str]) -> float:
+async def throughput(capture: Callable[[str], Awaitable[Any]], urls: list[str]) -> float:
     """Pages per second over ``urls`` with two captures at a time."""
     todo = list(reversed(urls))
 

@@ -303,7 +303,7 @@ class Proxy:
         except (zlib.error, EOFError):
             return None  # damaged: the ASGI way fails open to the origin
         self.metrics.request("HIT")
-        claim = decision.claim or self.claims.now(who, site.verify_bots) or "pending"
+        claim = self._claim_said(decision.claim, who, site)
         self._log_access(site, who, route.path, "HIT", status, 0, claim)  # as asked, as ever
         return status, out, body
 
@@ -350,8 +350,13 @@ class Proxy:
             result, status = await self._no_snapshot(site, scope, receive, send, fail_open)
         finally:
             ms = round((time.monotonic() - started) * 1000)
-            claim = claim or self.claims.now(who, site.verify_bots) or "pending"
+            claim = self._claim_said(claim, who, site)
             self._log_access(site, who, path, result, status, ms, claim)
+
+    def _claim_said(self, asked: str, who: Who, site: SiteSettings) -> str:
+        """The claim a request's access line says: the one admission asked, else the
+        claim as known now (``pending`` while its look-up is under way)."""
+        return asked or self.claims.now(who, site.verify_bots) or "pending"
 
     def _log_access(
         self, site: SiteSettings, who: Who, path: str, result: str, status: int, ms: int,
