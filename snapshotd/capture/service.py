@@ -302,11 +302,12 @@ class CaptureService:
                     duplicate_of=duplicate_of,
                     links_due=follow_links or self.links is not None,
                     keep=not unprocessed,
-                    shared=site.dedup == "content" and duplicate_of is not None,
+                    shared=site.dedup == "content",
                     print_=print_,
                     readiness_limit=result.readiness_limit,
                     profile=profiles[0],
                     variants=variants,
+                    takes_over=replaces,
                 )
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)
@@ -314,9 +315,6 @@ class CaptureService:
             if stored and not unprocessed:
                 self._processed.add(site.name)
             if stored and replaces is not None:
-                await self.store.take_master(
-                    site.name, record.path, replaces, shared=site.dedup == "content"
-                )
                 log.info("master site=%s path=%s of the copies of %s",
                          site.name, record.path, replaces)
             self.metrics.captures.labels(kind).inc()

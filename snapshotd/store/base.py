@@ -373,6 +373,7 @@ class Store(Protocol):
         readiness_limit: bool = False,
         profile: str = "mobile",
         variants: Sequence[Variant] = (),
+        takes_over: str | None = None,
     ) -> bool: ...
 
     async def fail(
@@ -395,10 +396,6 @@ class Store(Protocol):
     async def set_duplicate(self, site: str, path: str, of: str | None) -> None: ...
 
     async def find_same_content(self, site: str, content_hash: str, path: str) -> str | None: ...
-
-    async def take_master(self, site: str, path: str, old: str, *, shared: bool) -> None:
-        """``path`` stands for the copies ``old`` stood for (store/copies)."""
-        ...
 
     async def mark_found(self, site: str, path: str) -> None: ...
 

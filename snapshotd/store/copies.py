@@ -7,8 +7,10 @@ Invariants:
   a redirect, a seed) or an operator queued it; a bot's request never sets it, and once set
   it stays;
 - a group of copies stands under one path, its *master*, itself no copy: the others name it
-  in ``duplicate_of``. ``take_master`` moves a group to a new master in one transaction, so
-  no copy is ever left naming a path that is itself a copy.
+  in ``duplicate_of``. A group moves to a new master in the transaction that stores the new
+  master's capture (``complete(takes_over=...)``, with the statements of :func:`take_master`),
+  so no copy is ever left naming a path that is itself a copy, and no reader sees the new
+  master processed while the group still stands under the old one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from snapshotd.store.counters import sqlite_transaction
 
-__all__ = ["PATHS_FOUND", "PostgresCopies", "SQLiteCopies"]
+__all__ = ["PATHS_FOUND", "PostgresCopies", "SQLiteCopies", "take_master"]
 
 # A schema step of both engines: the paths stored before are taken as found.
 PATHS_FOUND = "ALTER TABLE paths ADD COLUMN found INTEGER NOT NULL DEFAULT 1"
@@ -44,6 +46,18 @@ _DROP_OWN = (
     "DELETE FROM snapshots WHERE path_id = (SELECT id FROM paths WHERE site = {0}1 "
     "AND path = {0}2)"
 )
+
+
+def take_master(
+    site: str, path: str, old: str, *, shared: bool, mark: str
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The statements, with their arguments, by which ``path`` stands for the group ``old``
+    stood for: ``old`` and its copies become copies of it; with ``shared``, ``old`` keeps no
+    snapshot of its own any more. ``mark``: the engine's parameter mark (``?`` or ``$``)."""
+    steps = [(_REPOINT, (site, path, old)), (_MASTER, (site, path))]
+    if shared:
+        steps += [(_DROP_OWN_PROFILES, (site, old)), (_DROP_OWN, (site, old))]
+    return [(sql.format(mark), args) for sql, args in steps]
 
 
 class SQLiteCopies:
@@ -74,15 +88,6 @@ class SQLiteCopies:
         async with sqlite_transaction(self) as wr:
             await wr.execute(_MARK_FOUND.format("?"), (site, path))
 
-    async def take_master(self, site: str, path: str, old: str, *, shared: bool) -> None:
-        """``path`` stands for the group ``old`` stood for: ``old`` and its copies become
-        copies of it; with ``shared``, ``old`` keeps no snapshot of its own any more."""
-        async with sqlite_transaction(self) as wr:
-            await wr.execute(_REPOINT.format("?"), (site, path, old))
-            await wr.execute(_MASTER.format("?"), (site, path))
-            if shared:
-                await wr.execute(_DROP_OWN_PROFILES.format("?"), (site, old))
-                await wr.execute(_DROP_OWN.format("?"), (site, old))
 
 
 class PostgresCopies:
@@ -106,10 +111,3 @@ class PostgresCopies:
     async def mark_found(self, site: str, path: str) -> None:
         await self._db.execute(_MARK_FOUND.format("$"), site, path)
 
-    async def take_master(self, site: str, path: str, old: str, *, shared: bool) -> None:
-        async with self._db.acquire() as conn, conn.transaction():
-            await conn.execute(_REPOINT.format("$"), site, path, old)
-            await conn.execute(_MASTER.format("$"), site, path)
-            if shared:
-                await conn.execute(_DROP_OWN_PROFILES.format("$"), site, old)
-                await conn.execute(_DROP_OWN.format("$"), site, old)

@@ -39,7 +39,7 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PostgresCopies
+from snapshotd.store.copies import PostgresCopies, take_master
 from snapshotd.store.counters import PostgresCounters, row_count
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.path_counts import (
@@ -484,16 +484,20 @@ class PostgresStore(
         readiness_limit: bool = False,
         profile: str = "mobile",
         variants: Sequence[Variant] = (),
+        takes_over: str | None = None,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed. ``shared``: the page shows what
-        ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
+        and whatever snapshot it had is removed. ``shared``: copies keep no snapshot of
+        their own and are served their master's (the path's, given ``duplicate_of``;
+        ``takes_over``'s, given that).
         ``print_``: the fingerprints of what it shows, kept with its snapshot.
         ``readiness_limit``: a limit ended the wait for its page (kept with the path).
         ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
-        captures for other profiles that differ from it, replacing those it had."""
+        captures for other profiles that differ from it, replacing those it had.
+        ``takes_over``: the master of a group of copies this path now stands for; it and its
+        copies become copies of this path in the same transaction (store/copies)."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._db.acquire() as conn, conn.transaction():
@@ -518,7 +522,7 @@ class PostgresStore(
             if pid is None:
                 return False
             await conn.execute(PROFILE_DELETE.format("$1"), pid)
-            if not keep or shared:
+            if not keep or (shared and duplicate_of is not None):
                 await conn.execute("DELETE FROM snapshots WHERE path_id = $1", pid)
                 return True
             for v in variants:
@@ -541,6 +545,9 @@ class PostgresStore(
                 *(astuple(print_) if print_ else (None, None, None)),
                 profile,
             )
+            if takes_over is not None:
+                for sql, args in take_master(site, path, takes_over, shared=shared, mark="$"):
+                    await conn.execute(sql, *args)
         return True
 
     async def fail(

@@ -35,7 +35,7 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
+from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies, take_master
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.path_counts import (
@@ -475,16 +475,20 @@ class SQLiteStore(
         readiness_limit: bool = False,
         profile: str = "mobile",
         variants: Sequence[Variant] = (),
+        takes_over: str | None = None,
     ) -> bool:
         """Store a capture and mark the path processed. False if ``owner`` lost the lease.
         ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
         ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed. ``shared``: the page shows what
-        ``duplicate_of`` shows; it keeps no snapshot of its own and is served that one's.
+        and whatever snapshot it had is removed. ``shared``: copies keep no snapshot of
+        their own and are served their master's (the path's, given ``duplicate_of``;
+        ``takes_over``'s, given that).
         ``print_``: the fingerprints of what it shows, kept with its snapshot.
         ``readiness_limit``: a limit ended the wait for its page (kept with the path).
         ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
-        captures for other profiles that differ from it, replacing those it had."""
+        captures for other profiles that differ from it, replacing those it had.
+        ``takes_over``: the master of a group of copies this path now stands for; it and its
+        copies become copies of this path in the same transaction (store/copies)."""
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
@@ -509,7 +513,7 @@ class SQLiteStore(
                     await _rollback(wr)
                     return False
                 await wr.execute(PROFILE_DELETE.format("?"), (row[0],))
-                if not keep or shared:
+                if not keep or (shared and duplicate_of is not None):
                     await wr.execute("DELETE FROM snapshots WHERE path_id = ?", (row[0],))
                     await wr.execute("COMMIT")
                     return True
@@ -525,6 +529,9 @@ class SQLiteStore(
                         (row[0], v.profile, v_body, v.status, json.dumps(v.headers), v_etag,
                          v_digest, v.final_url, now),
                     )
+                if takes_over is not None:
+                    for sql, args in take_master(site, path, takes_over, shared=shared, mark="?"):
+                        await wr.execute(sql, args)
                 await wr.execute("COMMIT")
             except BaseException:
                 await _rollback(wr)
