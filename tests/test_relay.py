@@ -556,3 +556,21 @@ def test_a_finished_request_and_its_unread_body_are_not_kept_by_the_connection(
             assert counts.answered == 3
             held = [c for c in (protocol.cycle, protocol._running) if c is not None]
             assert not [c for c in held if getattr(c, "scope", {}).get("method") == "POST"]
+
+
+@pytest.mark.parametrize("way", ["relayed", "asgi"])
+def test_an_http_1_1_request_without_host_is_refused_and_an_http_1_0_one_served(
+    tmp_path, way: str
+) -> None:
+    """RFC 9112, 3.2: an HTTP/1.1 request without Host gets 400, whichever way it is taken;
+    HTTP/1.0 has no Host to require and goes to the site that takes any Host."""
+    with raw_origin(answer_by_path) as (url, _), servers(tmp_path, url) as (fast, plain, counts):
+        base = fast if way == "relayed" else plain
+        for method in (b"GET", b"POST"):
+            head = b"%s /length HTTP/1.1\r\nUser-Agent: %s\r\nContent-Length: 0\r\n\r\n" % (
+                method, PERSON.encode())
+            answer, _closed = raw_exchange(base, head)
+            assert answer.startswith(b"HTTP/1.1 400 "), answer
+            assert answer.endswith(b"Bad Request: no Host header\n"), answer
+        answer, _closed = raw_exchange(base, b"GET /length HTTP/1.0\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"hello"), answer

@@ -186,7 +186,9 @@ class Proxy:
             raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
             query = scope.get("query_string", b"").decode("latin-1")
             headers = header_map(scope["headers"])
-            route = self.destination(scope["method"], raw_path, query, headers, _port(scope))
+            route = self.destination(
+                scope["method"], raw_path, query, headers, _port(scope), scope["http_version"]
+            )
         if route.target:  # the SEO4Ajax face's: what the origin sees has no token
             scope = origin_scope(scope, route.target)
         if route.kind in ("bot", "face"):
@@ -207,17 +209,25 @@ class Proxy:
             await _send_simple(send, route.status, route.text)
 
     def destination(
-        self, method: str, raw_path: str, query: str, headers: dict[str, str], port: int = 0
+        self,
+        method: str,
+        raw_path: str,
+        query: str,
+        headers: dict[str, str],
+        port: int = 0,
+        http_version: str = "1.1",
     ) -> Destination:
         """Where a request for a path outside ``/_snapshotd/`` goes: the target's form, the
-        Host and the site (or the SEO4Ajax face's token, taken on ``port``), then
-        pass-through or a bot's site path, decided here, once."""
+        Host (which HTTP/1.1 requires) and the site (or the SEO4Ajax face's token, taken on
+        ``port``), then pass-through or a bot's site path, decided here, once."""
         try:
             check_origin_form(raw_path)
         except BadRequest as exc:
             if method == "OPTIONS" and raw_path == "*" and not query:
                 return Destination("options")
             return Destination("error", status=400, text=f"Bad Request: {exc}\n")
+        if "host" not in headers and http_version == "1.1":
+            return Destination("error", status=400, text="Bad Request: no Host header\n")
         host = headers.get("host", "")
         if host and not valid_host(host):
             what = "more than one Host header" if ", " in host else "malformed Host header"
@@ -266,7 +276,9 @@ class Proxy:
         again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
         becomes an ASGI call."""
         headers = header_map(raw_headers)
-        route = self.destination(method, raw_path, query, headers, _port(scope))
+        route = self.destination(
+            method, raw_path, query, headers, _port(scope), scope["http_version"]
+        )
         scope[ROUTED] = (headers, route)
         site = route.site
         if route.target:

@@ -329,6 +329,8 @@ class HttpProtocol(HttpToolsProtocol):
         except httptools.HttpParserInvalidURLError:
             return False
         method = self.parser.get_method().decode("ascii")
+        # uvicorn records a version other than 1.1 only after this turn.
+        self.scope["http_version"] = self.parser.get_http_version()
         try:
             answer = self._answer_at_once(
                 method,
