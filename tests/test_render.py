@@ -341,6 +341,25 @@ async def test_captures_take_turns_on_wiped_spare_slots(servers, site, monkeypat
     assert all("Cookie" not in h for h in servers.seen("/p/checkstate"))
 
 
+async def test_a_site_serving_both_profiles_keeps_contexts_of_each_instead_of_trading_them(
+    servers, site
+) -> None:
+    # Pages captured in both profiles, two at a time: each profile keeps its spare slot.
+    pool = BrowserPool(SETTINGS)
+    await pool.start()
+    try:
+        for _ in range(6):
+            results = await asyncio.gather(*(
+                pool.capture(f"{servers.origin}/p/target", site, profile)
+                for profile in ("mobile", "desktop", "mobile", "desktop")
+            ))
+            assert all(r.ok for r in results), results
+        # At most concurrency + a spare of each profile, opened once.
+        assert pool.stats.slots_opened <= SETTINGS.concurrency + 2, pool.stats
+    finally:
+        await pool.close()
+
+
 async def test_garbage_collection_between_captures_keeps_the_slot(
     servers, site, monkeypatch
 ) -> None:

@@ -9,6 +9,12 @@ Invariants:
   another, already wiped, so no capture waits for a wipe. On the example app this took
   concurrency 1 from 0.89 to 0.97 of a plain Playwright loop's rate and concurrency 2 from
   0.80 to about 0.95, for one more renderer process (~100 MiB of RSS).
+- A slot is of one kind (a device profile and a site's override of its user agent). Each
+  kind in use may have ``concurrency`` + ``spares`` slots, and all of them together
+  ``concurrency`` + ``spares`` for each of up to as many kinds as there are profiles; only
+  past that is an idle slot of another kind closed to make room. So a site that serves both
+  profiles keeps a spare of each (one more renderer process) instead of closing one kind's
+  slot to open the other's for each page.
 - One Chromium runs at a time. After ``recycle_after`` captures it is retired: new captures
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
@@ -84,7 +90,8 @@ class _Chromium:
     active: int = 0
     retired: bool = False
     idle: list[Slot] = field(default_factory=list)
-    slots: int = 0
+    kinds: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # open slots by kind
+    wiping: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # being wiped
     freed: asyncio.Event = field(default_factory=asyncio.Event)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -120,7 +127,7 @@ class BrowserPool:
         self._generation = 0
         self._slots = asyncio.Semaphore(browser.concurrency)
         # Spare slots, so that the next capture need not wait for a wipe.
-        self._slot_limit = browser.concurrency + spares
+        self._spares = spares
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
@@ -235,17 +242,21 @@ class BrowserPool:
         try:
             if slot is not None:
                 collected = slot.collections
-                usable = (
-                    not chromium.retired
-                    and not self._closed
-                    and chromium.browser.is_connected()
-                    and await slot.reset()
-                )
+                chromium.wiping[slot.kind] += 1
+                try:
+                    usable = (
+                        not chromium.retired
+                        and not self._closed
+                        and chromium.browser.is_connected()
+                        and await slot.reset()
+                    )
+                finally:
+                    chromium.wiping[slot.kind] -= 1
                 self.stats.collections += slot.collections - collected
                 if usable and not chromium.retired:
                     chromium.idle.append(slot)
                 else:
-                    chromium.slots -= 1
+                    chromium.kinds[slot.kind] -= 1
                     # A retired Chromium is closed whole, its contexts with it.
                     keep = chromium.browser.is_connected() and not chromium.retired
                     await slot.close(context=keep)
@@ -275,27 +286,31 @@ class BrowserPool:
 
     async def _take_slot(self, chromium: _Chromium, kind: tuple[Profile, str]) -> Slot:
         """The most recently wiped idle slot of ``kind`` (a profile and a user agent
-        override), or a new one while there are fewer than ``concurrency`` + ``spares``; at
-        that bound an idle slot of another kind is closed to make room."""
+        override), or a new one while :meth:`_room_for` allows; else one of ``kind`` being
+        wiped is waited for, or an idle slot of another kind is closed to make room, or the
+        capture waits for a slot to come back."""
         while True:
             for slot in reversed(chromium.idle):
-                if not slot.usable or (slot.profile, slot.agent) == kind:
+                if not slot.usable or slot.kind == kind:
                     chromium.idle.remove(slot)
                     if slot.usable:
                         return slot
-                    chromium.slots -= 1
+                    chromium.kinds[slot.kind] -= 1
                     await slot.close()
                     break
             else:
-                if chromium.slots < self._slot_limit:
+                if self._room_for(chromium, kind):
                     break
-                if chromium.idle:  # all of other kinds: the oldest makes room
-                    chromium.slots -= 1
-                    await chromium.idle.pop(0).close()
-                    break
+                others = [s for s in chromium.idle if s.kind != kind]
+                if others and not chromium.wiping[kind] and chromium.kinds[kind] < self._per_kind:
+                    oldest = others[0]  # the oldest of another kind makes room
+                    chromium.idle.remove(oldest)
+                    chromium.kinds[oldest.kind] -= 1
+                    await oldest.close()
+                    continue
                 chromium.freed.clear()
                 await chromium.freed.wait()
-        chromium.slots += 1
+        chromium.kinds[kind] += 1
         profile, agent = kind
         slot = Slot(
             chromium.browser, self.settings, resolve=self._resolve, profile=profile, agent=agent
@@ -303,11 +318,25 @@ class BrowserPool:
         try:
             await slot.open()
         except BaseException:
-            chromium.slots -= 1
+            chromium.kinds[kind] -= 1
             await slot.close()
             raise
         self.stats.slots_opened += 1
         return slot
+
+    @property
+    def _per_kind(self) -> int:
+        """The slots one kind may have: one per concurrent capture, and the spares."""
+        return self.settings.concurrency + self._spares
+
+    def _room_for(self, chromium: _Chromium, kind: tuple[Profile, str]) -> bool:
+        """Whether a new slot of ``kind`` may open: ``kind`` is under its own bound, and all
+        slots under theirs, counted for each kind open (up to as many as there are
+        profiles)."""
+        kinds = {k for k, n in chromium.kinds.items() if n > 0} | {kind}
+        total = sum(chromium.kinds.values())
+        bound = self.settings.concurrency + self._spares * min(len(kinds), len(PROFILES))
+        return chromium.kinds[kind] < self._per_kind and total < bound
 
     def _failed(self, url: str, error: str, started: float) -> CaptureResult:
         return CaptureResult(

@@ -29,7 +29,9 @@ Invariants:
   (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
 - A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, both set
   on its context: the page's ``navigator.userAgent`` and every request's ``User-Agent`` are
-  the crawler's, and every request carries ``X-Snapshotd: 1``. The page is put in the
+  the crawler's, and every request carries ``X-Snapshotd: 1``. What the page reads, or its
+  answers say, that differs between profiles is reported with the capture
+  (:mod:`.device_probe`). The page is put in the
   crawler's tall viewport (:mod:`.viewport`) before any readiness rule can end the wait, so
   what the taller view brings in (IntersectionObserver, ``loading="lazy"``) is waited for
   like the rest; it is back at the normal height before the slot's next capture.
@@ -64,6 +66,7 @@ from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
 from snapshotd.render.base import CaptureResult, Shot
+from snapshotd.render.device_probe import DEVICE_BINDING, PROBE_SCRIPT, varies_by_device
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
 from snapshotd.render.signals import UNREACHABLE, Signals, settle
@@ -191,6 +194,7 @@ class Slot:
         self.settings = settings
         self.profile = profile
         self.agent = agent  # the site's override of the profile's user agent, or ""
+        self.kind = (profile, agent)  # what a capture asks a slot to be (render/pool)
         self._viewport = Viewport(profile)
         self.captures = 0
         self.collections = 0  # garbage collections asked of V8
@@ -223,8 +227,11 @@ class Slot:
             readiness.BACKGROUND_BINDING,
             lambda _source, url, idle=True: self._signals.in_background(str(url), idle is True),
         )
+        await context.expose_binding(
+            DEVICE_BINDING, lambda _source, name: self._signals.device_read(str(name))
+        )
         await context.add_init_script(
-            INIT_SCRIPT + readiness.settle_script(self.settings.javascript_timeout)
+            INIT_SCRIPT + PROBE_SCRIPT + readiness.settle_script(self.settings.javascript_timeout)
         )
         context.on("request", self._on_request)
         context.on("requestfinished", lambda r: self._signals.ended(r))
@@ -303,6 +310,8 @@ class Slot:
         request = response.request
         page = self._page
         signals = self._signals
+        if varies_by_device(response.headers.get("vary", "")):
+            signals.device_read("vary")
         if page is None or not request.is_navigation_request():
             return
         if not _is_main_frame(request, page):
@@ -310,6 +319,7 @@ class Slot:
         if signals.first_document is None:
             signals.first_document = response
             if 300 <= response.status < 400:
+                signals.device_read("redirect")
                 settle(signals.redirected, response)
                 return
         if not 300 <= response.status < 400:
@@ -386,6 +396,7 @@ class Slot:
     ) -> CaptureResult:
         def result(**kw: Any) -> CaptureResult:
             kw.setdefault("final_url", page.url if page.url != "about:blank" else url)
+            kw.setdefault("device", frozenset(signals.device))
             return CaptureResult(url=url, elapsed=time.monotonic() - started, **kw)
 
         # Chromium's own reading of the URL: a path it would resolve otherwise (a "\", a dot
