@@ -17,16 +17,18 @@ Each service's served HTML is shown with JavaScript off at the same screen and h
 its visible words (``innerText``, as multisets) are scored against the reference's: recall
 (the reference's words it has) and precision (its words the reference has). Services:
 
-- snapshotd: the capture of the profile the crawler is served (``BrowserPool.capture(url,
-  site, profile)``, the site's default ``devices = "per_bot"``);
+- snapshotd: what a site with the default ``devices = "per_bot"`` serves the crawler: the
+  renders the capture service makes (capture/profiles: a page that reads something of its
+  device in each profile, another once), the crawler's profile's capture where it was kept;
 - prerender 5.21.6 (bench/prerender) as prerender-node asks it (``/render?url=``: 1440×718,
   its own user agent), and given the crawler's width, tall height and user agent
   (``&width=&height=&userAgent=``, the most it takes: it has no mobile emulation).
 
 Then captures per second at concurrency 2 over the viewport-dependent apps: a snapshotd
-capture of a per-bot site renders both profiles; one of a one-profile site, one; prerender's,
-one (1440×718, so it loads less of these pages); prerender given the crawler's size, both
-profiles, loads what snapshotd loads.
+capture of a per-bot site renders both profiles of these (each reads its viewport); one of a
+one-profile site, one; prerender's, one (1440×718, so it loads less of these pages);
+prerender given the crawler's size, both profiles, loads what snapshotd loads. And a
+per-bot site's captures of the controls, pages that read nothing of their device.
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 from bench.bench_readiness import PRERENDER, prerender, throughput  # noqa: E402
+from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.render.base import CaptureResult  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
-from snapshotd.web.devices import PROFILES, Profile  # noqa: E402
+from snapshotd.web.devices import PROFILE_NAMES, PROFILES, Profile  # noqa: E402
 from tests.corpus.devices import PAGES  # noqa: E402
 from tests.corpus.devices.server import NODE_MODULES, create_app  # noqa: E402
 
@@ -136,17 +140,35 @@ def score(served: str, truth: str) -> tuple[float, float]:
 
 @contextlib.asynccontextmanager
 async def snapshotd(executable: str, origin: str, timeout: float):  # type: ignore[no-untyped-def]
+    """What a per-bot site serves each profile's crawler: the capture service's renders
+    (capture/profiles), the profile's own capture when it was kept, else the first's."""
     settings = BrowserSettings(concurrency=2, executable=executable, render_timeout=timeout)
     pool = BrowserPool(settings)
     await pool.start()
     site = SiteSettings(origin=origin)
+    renders = ProfileRenders(pool, store=None)  # type: ignore[arg-type]  # no recaptures here
+    captured: dict[str, tuple[CaptureResult, dict[str, str]]] = {}
+
+    async def render(url: str) -> tuple[CaptureResult, dict[str, str]]:
+        first, variants = await renders.render(url, site, PROFILE_NAMES)
+        return first, {v.profile: v.html for v in variants}
 
     async def capture(url: str, name: str) -> tuple[str | None, str | None]:
-        result = await pool.capture(url, site, name)
-        return (result.html, None) if result.ok else (None, result.error)
+        if url not in captured:
+            captured[url] = await render(url)
+        first, variants = captured.pop(url) if name == PROFILE_NAMES[-1] else captured[url]
+        if not first.ok:
+            return None, first.error
+        return variants.get(name, first.html), None
+
+    async def per_bot(url: str) -> None:
+        await render(url)
+
+    async def one(url: str) -> None:
+        await pool.capture(url, site, "mobile")
 
     try:
-        yield capture
+        yield capture, per_bot, one
     finally:
         await pool.close()
 
@@ -203,8 +225,10 @@ async def main() -> None:
         scores: dict[tuple[str, str, str], tuple[float, float, str | None]] = {}
         rates: dict[str, float] = {}
         apps = [origin + path for _, path, kind in PAGES if kind] * args.rounds
+        controls = [origin + path for _, path, kind in PAGES if not kind] * args.rounds
         for service, make in services:
-            async with make() as capture:
+            async with make() as made:
+                capture = made[0] if service == "snapshotd" else made
                 await capture(origin + "/static", "mobile")  # warm: the browser is up
                 for _, path, _ in PAGES:
                     for name in PROFILES:
@@ -213,15 +237,12 @@ async def main() -> None:
                         recall, precision = score(shown, truths[(path, name)])
                         scores[(service, path, name)] = (recall, precision, error)
                 if service == "snapshotd":
-
-                    async def both(url: str, capture: Capture = capture) -> None:
-                        await asyncio.gather(*(capture(url, n) for n in PROFILES))
-
-                    async def one(url: str, capture: Capture = capture) -> None:
-                        await capture(url, "mobile")
-
-                    rates["snapshotd, per-bot site (both profiles)"] = await throughput(both, apps)
+                    _, per_bot, one = made
+                    rates["snapshotd, per-bot site"] = await throughput(per_bot, apps)
                     rates["snapshotd, one-profile site"] = await throughput(one, apps)
+                    rates["snapshotd, per-bot site, controls"] = await throughput(
+                        per_bot, controls
+                    )
                 elif service == "prerender":
 
                     async def plain(url: str, capture: Capture = capture) -> None:
@@ -259,7 +280,8 @@ async def main() -> None:
         print()
     base = rates.get("prerender")
     for label, rate in rates.items():
-        line = f"{label}: {rate:.2f} captures/s at concurrency 2 over {len(apps)} app captures"
+        over = f"{len(controls)} control" if "controls" in label else f"{len(apps)} app"
+        line = f"{label}: {rate:.2f} captures/s at concurrency 2 over {over} captures"
         if base and label != "prerender":
             line += f", x{rate / base:.2f} prerender's"
         print(line)

@@ -2,6 +2,7 @@
 
     python bench/bench_readiness.py               # every page, then 3 rounds of the apps
     python bench/bench_readiness.py --rounds 1
+    python bench/bench_readiness.py --rates-only --rounds 8   # pages per second alone
 
 Pages: tests/corpus (served on loopback by tests/corpus/server.py), whose content arrives
 late in the ways real apps make it arrive, plus real apps built with Vue, React + React
@@ -9,7 +10,10 @@ Router, Preact and AngularJS + ngRoute from their npm builds. Three renderers, e
 render time bounded at ``--timeout`` seconds:
 
 - snapshotd, ``readiness = "adaptive"`` (the default) and ``readiness = "quiet"`` (SEO4Ajax's
-  rule), ``javascript_timeout`` 3 s, a ``BrowserPool`` of concurrency 2;
+  rule), ``javascript_timeout`` 3 s, a ``BrowserPool`` of concurrency 2, rendering the
+  profiles the capture service renders for a site with ``devices = "per_bot"`` (the
+  default: a page that reads something of its device in both, capture/profiles), and for
+  one with ``devices = "mobile"``;
 - prerender (npm ``prerender``, bench/prerender, installed by ``make bench``), driving the same
   Chromium binary with snapshotd's launch flags (off the network but for the pages).
 
@@ -48,9 +52,11 @@ import uvicorn  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
+from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
+from snapshotd.web.devices import profiles_served  # noqa: E402
 from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise, visible_text  # noqa: E402
 from tests.corpus.server import NODE_MODULES, create_app  # noqa: E402
 
@@ -78,14 +84,19 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def snapshotd(executable: str, origin: str, readiness: str, timeout: float):  # type: ignore[no-untyped-def]
+async def snapshotd(  # type: ignore[no-untyped-def]
+    executable: str, origin: str, readiness: str, timeout: float, devices: str = "per_bot"
+):
+    """Captures as the capture service renders them for a site with ``readiness`` and
+    ``devices``: the profiles its pages need (capture/profiles), the first one's HTML."""
     settings = BrowserSettings(concurrency=2, executable=executable, render_timeout=timeout)
     pool = BrowserPool(settings)
     await pool.start()
-    site = SiteSettings(origin=origin, readiness=readiness)
+    site = SiteSettings(origin=origin, readiness=readiness, devices=devices)
+    renders = ProfileRenders(pool, store=None)  # type: ignore[arg-type]  # no recaptures here
 
     async def capture(url: str) -> tuple[str | None, str | None]:
-        result = await pool.capture(url, site)
+        result, _ = await renders.render(url, site, profiles_served(devices))
         return (result.html, None) if result.ok else (None, result.error)
 
     try:
@@ -199,6 +210,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="passes over the apps at c=2")
     parser.add_argument("--timeout", type=float, default=15.0, help="render time bound, s")
+    parser.add_argument("--rates-only", action="store_true", help="pages per second alone")
     args = parser.parse_args()
     if not NODE_MODULES.is_dir():
         sys.exit(f"the corpus apps are missing: npm ci --prefix {NODE_MODULES.parent}")
@@ -213,6 +225,8 @@ async def main() -> None:
 
     renderers: list[tuple[str, Callable[[], Any]]] = [
         ("adaptive", lambda: snapshotd(executable, origin, "adaptive", args.timeout)),
+        ("adaptive/mobile",
+         lambda: snapshotd(executable, origin, "adaptive", args.timeout, "mobile")),
         ("quiet", lambda: snapshotd(executable, origin, "quiet", args.timeout)),
     ]
     if with_prerender:
@@ -220,6 +234,8 @@ async def main() -> None:
 
     async with async_playwright() as p:
         reader = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
+        if args.rates_only:
+            cases = []
         lives = {c.path: await live_text(reader, origin + c.path) for c in cases}
         for case in cases:
             if lives[case.path] != case.expected:
@@ -235,6 +251,20 @@ async def main() -> None:
 
     names = [name for name, _ in renderers]
     print()
+    if cases:
+        pages_table(cases, names, rows)
+    count = len(app_urls)
+    for name in names:
+        line = f"{name}: {rates[name]:.2f} pages/s at concurrency 2 over {count} app captures"
+        if "prerender" in rates and name != "prerender":
+            line += f", x{rates[name] / rates['prerender']:.2f} prerender's (target >= 2.00)"
+        print(line)
+
+
+def pages_table(
+    cases: list[Case], names: list[str], rows: dict[str, list[tuple[float, float, str | None]]]
+) -> None:
+    """Each page's capture time and truth by each renderer, and each renderer's summary."""
     print(f"{'page':<36}" + "".join(f"{n + ' s':>12}{'truth':>7}" for n in names))
     for i, case in enumerate(cases):
         line = f"{case.name:<36}"
@@ -252,12 +282,6 @@ async def main() -> None:
             f"lowest {min(scores):.2f}; {total:.1f} s for all pages one at a time"
         )
     print()
-    count = len(app_urls)
-    for name in names:
-        line = f"{name}: {rates[name]:.2f} pages/s at concurrency 2 over {count} app captures"
-        if "prerender" in rates and name != "prerender":
-            line += f", x{rates[name] / rates['prerender']:.2f} prerender's (target >= 2.00)"
-        print(line)
 
 
 if __name__ == "__main__":

@@ -193,10 +193,10 @@ async def test_a_stored_page_that_cannot_be_followed_does_not_stop_the_start(sto
     await _stored(store, "/good", '<a href="/from-good">x</a>')
     follow = crawler.follower.follow
 
-    async def fails_for_bad(site, record, result, duplicate_of):  # type: ignore[no-untyped-def]
+    async def fails_for_bad(site, record, result, duplicate_of, others):  # type: ignore[no-untyped-def]
         if record.path == "/bad":
             raise OSError("disk I/O error")
-        await follow(site, record, result, duplicate_of)
+        await follow(site, record, result, duplicate_of, others)
 
     crawler.follower.follow = fails_for_bad  # type: ignore[method-assign]
     await crawler.follower.follow_due_links(site)

@@ -3,7 +3,6 @@ origin, real Chromium and a real SQLite file."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import sqlite3
@@ -41,7 +40,8 @@ RESPONSIVE = """<!doctype html><html><head><title>product</title>
     ? "<h1>Kettle</h1><p>Quick facts for people on the move: boils in ninety seconds.</p>"
       + "<section>Questions asked on phones about the kettle and its warranty.</section>"
     : "<h1>Kettle</h1><table><tr><td>Full specification sheet for desk readers, wattage,"
-      + " capacity, dimensions and the complete comparison with other kettles.</td></tr></table>";
+      + " capacity, dimensions and the complete comparison with other kettles.</td></tr></table>"
+      + "<a href='/specs'>every specification</a>";
 </script></body></html>"""
 PLAIN = """<!doctype html><html><head><title>about</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head><body>
@@ -60,7 +60,12 @@ def _origin() -> Starlette:
     async def about(request: Request) -> HTMLResponse:
         return HTMLResponse(PLAIN)
 
-    return Starlette(routes=[Route("/product", product), Route("/about", about)])
+    async def specs(request: Request) -> HTMLResponse:
+        return HTMLResponse(PLAIN.replace("About us", "Specifications"))
+
+    return Starlette(routes=[
+        Route("/product", product), Route("/about", about), Route("/specs", specs),
+    ])
 
 
 def _settings(tmp_path: Path, origin: str, **site: object) -> Settings:
@@ -197,6 +202,9 @@ async def test_a_crawl_captures_every_profile_the_site_serves(tmp_path: Path, en
             phone = await store.get_snapshot("default", "/product", "mobile")
             desk = await store.get_snapshot("default", "/product", "desktop")
             assert PHONE_WORDS in phone.html and DESKTOP_WORDS in desk.html
+            # Linked from the desktop layout alone, and found all the same.
+            specs = await store.get_path("default", "/specs")
+            assert specs is not None and specs.state == "processed", specs
         finally:
             await store.close()
     finally:
@@ -204,37 +212,40 @@ async def test_a_crawl_captures_every_profile_the_site_serves(tmp_path: Path, en
             await drop_postgres_schema(schema)
 
 
-@pytest.mark.parametrize(("concurrency", "at_once"), [(2, 1), (3, 2)])
-async def test_a_miss_holds_a_render_slot_for_each_profile_it_renders_at_once(
-    tmp_path: Path, concurrency: int, at_once: int
+def test_a_page_that_reads_nothing_of_its_device_takes_one_render_for_both_bots(
+    tmp_path: Path,
 ) -> None:
-    from snapshotd.capture.service import CaptureService
-    from snapshotd.render.base import CaptureResult
-    from snapshotd.store.sqlite import SQLiteStore
+    # Which crawler's device each document request came as.
+    asked: list[tuple[str, bool]] = []
 
-    class Renderer:
-        def __init__(self) -> None:
-            self.running, self.most, self.profiles = 0, 0, []
+    async def plain(request: Request) -> HTMLResponse:
+        asked.append((request.url.path, "Mobile" in request.headers["user-agent"]))
+        return HTMLResponse(PLAIN.replace("About us", request.url.path.strip("/").title()))
 
-        async def capture(self, url: str, site: SiteSettings, profile: str = "desktop"):  # type: ignore[no-untyped-def]
-            self.running += 1
-            self.most = max(self.most, self.running)
-            self.profiles.append(profile)
-            await asyncio.sleep(0.05)
-            self.running -= 1
-            return CaptureResult(url=url, final_url=url, html=f"<p>{profile} page</p>")
+    async def product(request: Request) -> HTMLResponse:
+        asked.append((request.url.path, "Mobile" in request.headers["user-agent"]))
+        return HTMLResponse(RESPONSIVE)
 
-    site = SiteSettings(origin="http://127.0.0.1:9")
-    settings = Settings(browser=BrowserSettings(concurrency=concurrency), sites=(site,))
-    renderer = Renderer()
-    async with SQLiteStore(str(tmp_path / "m.db")) as store:
-        service = CaptureService(settings, store, renderer)  # type: ignore[arg-type]
-        # miss_slots render slots for misses: one per profile at once, or one after another.
-        assert settings.browser.miss_slots == at_once
-        started = service.start_miss(site, "/p", 3)
-        assert started is not None
-        outcome = await started[0]
-        await service.close()
-        assert outcome is not None and outcome.stored
-        assert renderer.most == at_once and sorted(renderer.profiles) == ["desktop", "mobile"]
-        assert (await store.get_snapshot("default", "/p", "desktop")).html == "<p>desktop page</p>"
+    app = Starlette(routes=[Route("/product", product)]
+                    + [Route(f"/{name}", plain) for name in ("about", "team", "history")])
+    with serve_asgi(app) as origin:
+        settings = _settings(tmp_path, origin)
+        with serve_asgi(create_app(settings, crawler=False)) as base:
+            # The site's first such page is checked in both profiles.
+            assert _get(base, "/about", GOOGLEBOT_SMARTPHONE).headers["x-snapshotd-cache"] == "MISS"
+            assert sorted(asked) == [("/about", False), ("/about", True)]
+            asked.clear()
+            # The next ones take one render, and the desktop crawler is served it.
+            for path in ("/team", "/history"):
+                phone = _get(base, path, GOOGLEBOT_SMARTPHONE)
+                desk = _get(base, path, GOOGLEBOT_DESKTOP)
+                assert phone.headers["x-snapshotd-cache"] == "MISS"
+                assert desk.headers["x-snapshotd-cache"] == "HIT"
+                assert desk.text == phone.text and path.strip("/").title() in desk.text
+            assert asked == [("/team", True), ("/history", True)]
+            asked.clear()
+            # A page that reads its viewport's width is rendered as each crawler.
+            desk = _get(base, "/product", GOOGLEBOT_DESKTOP)
+            assert DESKTOP_WORDS in desk.text
+            assert PHONE_WORDS in _get(base, "/product", GOOGLEBOT_SMARTPHONE).text
+            assert asked == [("/product", True), ("/product", False)]

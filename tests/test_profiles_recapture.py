@@ -1,11 +1,15 @@
-"""A page that rendered alike in both device profiles is captured again in one, while its
-main text stays what it was: the second render is made only when it can tell something new
-(both engines, the capture service over a renderer that counts its renders)."""
+"""Which device profiles a capture renders (capture/profiles): a page that read nothing of its
+device is rendered once, some of them checked in both; a page that read something of it
+and rendered alike in both is captured again in one while its main text stays what it was
+(both engines, the capture service over a renderer that counts its renders and says what
+each page read of its device, as the real probe does: tests/test_device_probe.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
+from snapshotd.capture.profiles import VERIFY_EVERY
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
@@ -14,8 +18,9 @@ from snapshotd.render.base import CaptureResult
 class Pages:
     """A renderer answering each profile with the page it is told to show."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: frozenset[str] = frozenset({"matchMedia"})) -> None:
         self.text = {"mobile": "<p>the same words on every screen</p>"}
+        self.device = device  # what the page reads of its device
         self.rendered: Counter[str] = Counter()
 
     async def capture(
@@ -23,15 +28,20 @@ class Pages:
     ) -> CaptureResult:
         self.rendered[profile] += 1
         html = self.text.get(profile, self.text["mobile"])
-        return CaptureResult(url=url, final_url=url, status=200, html=f"<body>{html}</body>")
+        return CaptureResult(
+            url=url, final_url=url, status=200, html=f"<body><h1>{url}</h1>{html}</body>",
+            device=self.device,
+        )
 
 
-async def _capture(service: CaptureService, store, site: SiteSettings) -> Counter[str]:  # type: ignore[no-untyped-def]
+async def _capture(  # type: ignore[no-untyped-def]
+    service: CaptureService, store, site: SiteSettings, path: str = "/p"
+) -> Counter[str]:
     renderer = service.renderer
     assert isinstance(renderer, Pages)
     before = renderer.rendered.copy()
-    await store.enqueue(site.name, "/p", 1, force=True)
-    record = await store.claim_path(site.name, "/p", service.owner, 60)
+    await store.enqueue(site.name, path, 1, force=True)
+    record = await store.claim_path(site.name, path, service.owner, 60)
     assert record is not None
     outcome = await service.run(site, record)
     assert outcome.stored
@@ -65,3 +75,63 @@ async def test_a_site_served_one_profile_renders_it_alone(store):  # type: ignor
     service = CaptureService(Settings(sites=(site,)), store, Pages())
     assert await _capture(service, store, site) == Counter(desktop=1)
     assert await _capture(service, store, site) == Counter(desktop=1)
+
+
+async def test_a_page_that_reads_nothing_of_its_device_is_rendered_once_and_some_checked(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    pages = Pages(device=frozenset())
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    # The site's first such page is checked in both profiles; it renders alike.
+    assert await _capture(service, store, site, "/0") == Counter(mobile=1, desktop=1)
+    # The next ones, new pages all, take one render each, until the next check.
+    for n in range(1, VERIFY_EVERY):
+        assert await _capture(service, store, site, f"/{n}") == Counter(mobile=1), n
+        assert (await store.own_profiles("site", [f"/{n}"]))[f"/{n}"] == ("mobile",)
+        served = await store.get_snapshot("site", f"/{n}", "desktop")
+        assert served is not None and "the same words" in served.html
+    assert await _capture(service, store, site, "/check") == Counter(mobile=1, desktop=1)
+
+
+async def test_a_site_whose_unread_device_still_changes_its_pages_renders_both_from_then_on(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    other = SiteSettings(name="other", origin="http://127.0.0.1:2")
+    # The server picks the desktop page by user agent, without a Vary header: the page
+    # reads nothing of its device, and still differs.
+    pages = Pages(device=frozenset())
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    service = CaptureService(Settings(sites=(site, other)), store, pages)
+    assert await _capture(service, store, site, "/0") == Counter(mobile=1, desktop=1)
+    desktop = await store.get_snapshot("site", "/0", "desktop")
+    assert desktop is not None and "wide table" in desktop.html
+    for n in range(1, VERIFY_EVERY + 2):
+        assert await _capture(service, store, site, f"/{n}") == Counter(mobile=1, desktop=1)
+    # Another site, whose pages do not differ, is judged on its own pages.
+    pages.text.pop("desktop")
+    assert await _capture(service, store, other, "/0") == Counter(mobile=1, desktop=1)
+    assert await _capture(service, store, other, "/1") == Counter(mobile=1)
+    assert await _capture(service, store, site, "/last") == Counter(mobile=1, desktop=1)
+
+
+async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # type: ignore[no-untyped-def]
+    # One render slot at a time: a miss holds one.
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    running, most = 0, 0
+
+    class Slow(Pages):
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.05)
+            running -= 1
+            return await super().capture(url, site, profile)
+
+    service = CaptureService(Settings(sites=(site,)), store, Slow())
+    started = service.start_miss(site, "/p", 3)
+    assert started is not None
+    outcome = await started[0]
+    await service.close()
+    assert outcome is not None and outcome.stored and most == 1
+    assert service.renderer.rendered == Counter(mobile=1, desktop=1)  # type: ignore[attr-defined]

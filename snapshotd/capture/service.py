@@ -3,13 +3,10 @@
 Invariants:
 - a path is rendered only while this process holds its lease (``store.claim*``);
 - a failed render never replaces a stored snapshot (``store.fail`` keeps it);
-- a path is rendered for every device profile its site serves (:mod:`snapshotd.web.devices`), at
-  once; the first profile's capture is the path's snapshot and decides everything below, and
-  another profile's is kept beside it only when it shows a crawler something else
-  (``devices.renders_alike``), so a page that renders the same keeps one copy. A page whose
-  last capture rendered alike in every profile is rendered in the first alone, and in the
-  others only when its main text is not what it was: a page that does not change costs one
-  render;
+- a path is rendered for the device profiles its site serves as :mod:`.profiles` decides
+  (a page that read nothing of its device, once); the first profile's capture is the path's
+  snapshot and decides everything below, and another profile's is kept beside it only when
+  it shows a crawler something else, so a page that renders the same keeps one copy;
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
   same page to a reader, :mod:`snapshotd.web.fingerprints`) is stored as that page's duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
@@ -22,10 +19,9 @@ Invariants:
   ``crawled``: its links are followed, no snapshot is kept;
 - concurrent proxy misses for one path share a single render (``capture_now``);
 - proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
-  when there are several): a miss takes one for each profile it renders at once, all
-  together (:class:`~snapshotd.capture.weighted.WeightedSemaphore`), and renders its profiles one
-  after another when there is only one, and at most ``browser.miss_queue`` more wait for one
-  (``start_miss``): past that a miss is refused rather than queued;
+  when there are several), one each (a capture renders its profiles one after another), and
+  at most ``browser.miss_queue`` more wait for one (``start_miss``): past that a miss is
+  refused rather than queued;
 - between ``start`` and ``close``, leases past their deadline (whoever held them) go back to
   pending every ``reclaim_every`` seconds;
 - once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
@@ -55,7 +51,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from snapshotd.capture.weighted import WeightedSemaphore
+from snapshotd.capture.profiles import ProfileRenders
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
@@ -63,7 +59,7 @@ from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
 from snapshotd.store.base import PathRecord, Store, Variant, content_hash
 from snapshotd.store.count_cache import CountCache
-from snapshotd.web.devices import profiles_served, renders_alike
+from snapshotd.web.devices import profiles_served
 from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
 from snapshotd.web.urls import split_site_path
 
@@ -85,6 +81,7 @@ class Outcome:
     stored: bool
     duplicate_of: str | None = None
     cut_short: bool = False  # by a stop: the path is pending again, nothing was recorded
+    variants: tuple[Variant, ...] = ()  # other profiles' captures kept beside the result
 
 
 # Captures (site name, path) stored here on their own, whose links the crawler of this
@@ -143,10 +140,11 @@ class CaptureService:
         self.clock = clock
         self.links = links
         self.learner = ParamLearner(store)
+        self.profiles = ProfileRenders(renderer, store)
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
-        self._miss_slots = WeightedSemaphore(settings.browser.miss_slots)
+        self._miss_slots = asyncio.Semaphore(settings.browser.miss_slots)
         self._miss_places = settings.browser.miss_slots + settings.browser.miss_queue
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
@@ -208,12 +206,7 @@ class CaptureService:
     # ------------------------------------------------------------------ captures
 
     async def run(
-        self,
-        site: SiteSettings,
-        record: PathRecord,
-        *,
-        follow_links: bool = False,
-        at_once: int | None = None,
+        self, site: SiteSettings, record: PathRecord, *, follow_links: bool = False
     ) -> Outcome:
         """Render a claimed path and store the outcome; proxy misses for it wait on this.
 
@@ -222,20 +215,18 @@ class CaptureService:
         if self.stopping.is_set():
             return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
-        future = asyncio.ensure_future(self._run(site, record, follow_links, at_once))
+        future = asyncio.ensure_future(self._run(site, record, follow_links))
         self._inflight[key] = future
         future.add_done_callback(lambda _f: self._inflight.pop(key, None))
         return await asyncio.shield(future)
 
-    async def _run(
-        self, site: SiteSettings, record: PathRecord, follow_links: bool, at_once: int | None
-    ) -> Outcome:
+    async def _run(self, site: SiteSettings, record: PathRecord, follow_links: bool) -> Outcome:
         url = site.url_for(record.path)
         started = time.monotonic()
         profiles = profiles_served(site.devices)
         try:
-            alike = await self._alike_before(site, record, profiles)
-            result, variants = await self._render(url, site, profiles, at_once, alike)
+            alike = await self.profiles.alike_before(site, record, profiles)
+            result, variants = await self.profiles.render(url, site, profiles, alike)
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -335,71 +326,9 @@ class CaptureService:
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
-        return Outcome(record, result, stored=stored, duplicate_of=duplicate_of)
-
-    async def _alike_before(
-        self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
-    ) -> str | None:
-        """The main-text hash of the path's own snapshot when its last capture rendered alike
-        in every profile the site serves (it holds the first profile's alone); else None."""
-        if len(profiles) < 2 or record.captured_at is None:
-            return None
-        own = (await self.store.own_profiles(site.name, [record.path])).get(record.path)
-        if own != profiles[:1]:
-            return None
-        snapshot = await self.store.get_snapshot(site.name, record.path, profiles[0])
-        if snapshot is None or snapshot.path != record.path:
-            return None  # a copy, served its master's
-        return fingerprint(snapshot.html).text_hash
-
-    async def _render(
-        self,
-        url: str,
-        site: SiteSettings,
-        profiles: tuple[str, ...],
-        at_once: int | None,
-        alike: str | None = None,
-    ) -> tuple[CaptureResult, list[Variant]]:
-        """Render ``url`` for each profile the site serves, ``at_once`` at a time (all, by
-        default); the first profile's result, and the others' captures that differ from it
-        (``devices.renders_alike``). Another profile's failed render leaves it served the
-        first one's, and is logged. With ``alike``, the main-text hash of a last capture that
-        rendered alike in every profile, the first profile is rendered alone first, and the
-        others only when its main text is another now."""
-        results: list[CaptureResult] = []
-        if alike is not None:
-            results.append(await self.renderer.capture(url, site, profiles[0]))
-            first = results[0]
-            if not first.ok or fingerprint(first.html).text_hash == alike:
-                return first, []
-            profiles_left = profiles[1:]
-        else:
-            profiles_left = profiles
-        step = at_once or len(profiles_left)
-        for start in range(0, len(profiles_left), step):
-            results += await asyncio.gather(
-                *(
-                    self.renderer.capture(url, site, p)
-                    for p in profiles_left[start : start + step]
-                )
-            )
-        first, variants = results[0], []
-        for profile, other in zip(profiles[1:], results[1:], strict=True):
-            if not first.ok:
-                break
-            if not other.ok:
-                log.info(
-                    "capture for profile %s failed, served the %s one site=%s url=%s error=%r",
-                    profile, profiles[0], site.name, url, other.error,
-                )
-                continue
-            if not renders_alike(
-                (first.status, first.headers, first.html), (other.status, other.headers, other.html)
-            ):
-                variants.append(
-                    Variant(profile, other.html, other.status, other.headers, other.final_url)
-                )
-        return first, variants
+        return Outcome(
+            record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants)
+        )
 
     async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
         """A page of the site that shows a reader what ``print_`` shows: one with the same
@@ -478,14 +407,10 @@ class CaptureService:
     async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
         # A bot's request: it does not make the path one the crawler found.
         await self.store.enqueue(site.name, path, priority, found=False)
-        # A render slot for each profile rendered at once, all taken together.
-        at_once = min(len(profiles_served(site.devices)), self._miss_slots.units)
-        async with self._miss_slots.take(at_once):
-            return await self.capture_now(site, path, at_once)
+        async with self._miss_slots:
+            return await self.capture_now(site, path)
 
-    async def capture_now(
-        self, site: SiteSettings, path: str, at_once: int | None = None
-    ) -> Outcome | None:
+    async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
         """Capture a pending path at once, or join the render already under way for it.
 
         Returns None when another process holds the path (the caller polls the store), or
@@ -500,7 +425,7 @@ class CaptureService:
         if record is None:
             future = self._inflight.get((site.name, path))
             return await asyncio.shield(future) if future is not None else None
-        return await self.run(site, record, at_once=at_once)
+        return await self.run(site, record)
 
 
 def _page_and_params(path: str) -> tuple[str, set[str]]:

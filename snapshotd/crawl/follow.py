@@ -11,6 +11,9 @@ Invariants:
 - links are followed only from a stored 2xx capture that is not a copy by content, those
   with a query at priority 0, behind those without; a stored 3xx
   queues its target instead, at the same hops (it stands for the same page);
+- a page kept in more than one device profile is followed in each: the links of every
+  profile's capture (a desktop layout's menu is found as a phone's is), its canonical link,
+  ``nofollow`` and redirect in the first profile's, which decides the path's record;
 - a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
   ``crawl_links``, queues nothing;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from snapshotd.capture.service import Outcome
@@ -91,7 +94,10 @@ class Follower:
 
     async def follow_outcome(self, site: SiteSettings, outcome: Outcome) -> None:
         """Follow a capture just stored for the crawler, then clear its mark."""
-        await self.follow(site, outcome.record, outcome.result, outcome.duplicate_of)
+        await self.follow(
+            site, outcome.record, outcome.result, outcome.duplicate_of,
+            [v.html for v in outcome.variants if 200 <= v.status < 300],
+        )
         await self.store.links_followed(site.name, outcome.record.path)
 
     async def follow_due_links(
@@ -121,6 +127,11 @@ class Follower:
         record = await self.store.get_path(site.name, path)
         snapshot = await self.store.get_snapshot(site.name, path)
         if record is not None and snapshot is not None:
+            others = []
+            for profile in (await self.store.own_profiles(site.name, [path])).get(path, ())[1:]:
+                other = await self.store.get_snapshot(site.name, path, profile)
+                if other is not None and other.path == path and 200 <= other.status < 300:
+                    others.append(other.html)
             url = site.url_for(path)
             result = CaptureResult(
                 url=url,
@@ -136,7 +147,7 @@ class Follower:
                 canonical = extract_links(result.html, result.final_url).canonical
                 if canonical and site.path_of(canonical) == duplicate_of:
                     duplicate_of = None
-            await self.follow(site, record, result, duplicate_of)
+            await self.follow(site, record, result, duplicate_of, others)
         await self.store.links_followed(site.name, path)
         return record is not None and snapshot is not None
 
@@ -146,13 +157,14 @@ class Follower:
         record: PathRecord,
         result: CaptureResult,
         duplicate_of: str | None,
+        others: Sequence[str] = (),
     ) -> None:
-        """Follow what a stored capture points to: its redirect, canonical, links; what a
-        page only a bot's request named points to is not found by the crawler. The site's
-        crawl regex gets one budget of matching time for them all
-        (:mod:`snapshotd.web.patterns`)."""
+        """Follow what a stored capture points to: its redirect, canonical, links, and the
+        links of ``others``, the HTML of its other profiles' captures; what a page only a
+        bot's request named points to is not found by the crawler. The site's crawl regex
+        gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
-            await self._follow(site, record, result, duplicate_of)
+            await self._follow(site, record, result, duplicate_of, others)
 
     async def _follow(
         self,
@@ -160,6 +172,7 @@ class Follower:
         record: PathRecord,
         result: CaptureResult,
         duplicate_of: str | None,
+        others: Sequence[str],
     ) -> None:
         admit = functools.partial(self.frontier.admit, found=record.found)
         page_url = result.final_url or site.url_for(record.path)
@@ -180,6 +193,9 @@ class Follower:
         nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
         own = {record.path, site.path_of(page_url)}
         links = list(page.links)
+        for html in others:
+            links += extract_links(html, page_url).links
+        links = list(dict.fromkeys(links))
         if page.canonical:
             canonical = site.path_of(page.canonical)
             if canonical is not None and canonical not in own:

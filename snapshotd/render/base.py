@@ -18,7 +18,9 @@ class CaptureResult:
     a 4xx); ``headers`` holds only the honoured ones (Location, Link, X-Robots-Tag,
     Content-Language). ``final_url`` is the page's URL when it was captured, after client-side
     redirects. ``readiness_limit`` is true when a limit, not the page, ended the wait while
-    the page was still at work (:mod:`snapshotd.render.readiness`).
+    the page was still at work (:mod:`snapshotd.render.readiness`). ``device`` names what the
+    page read, or its answers said, that differs between device profiles; empty, the page
+    renders alike in every profile (:mod:`snapshotd.render.device_probe`).
     """
 
     url: str
@@ -30,6 +32,7 @@ class CaptureResult:
     elapsed: float = 0.0
     readiness_limit: bool = False
     png: bytes = b""
+    device: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:

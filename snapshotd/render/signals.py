@@ -1,7 +1,7 @@
 """What the page and the network tell one capture: the requests in flight and when each URL
 was last seen, the tasks that asked for URLs, shared workers, the documents, the page's own
-"ready", a redirect, a crash, and the first request to the site's origin that never got a
-whole answer.
+"ready", a redirect, a crash, the first request to the site's origin that never got a
+whole answer, and what differs by device that the page read or an answer said.
 
 Invariants:
 - a request is in flight from its start to its end or failure, a shared worker's script
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from playwright.async_api import Request, Response
 
 from snapshotd.net.address_policy import is_origin_url
+from snapshotd.render.device_probe import READS
 
 __all__ = ["MAX_URL", "MAX_URLS", "UNREACHABLE", "Signals", "origin_of", "settle"]
 
@@ -78,6 +79,13 @@ class Signals:
     document: Response | None = None
     origins: set[str] = field(default_factory=set)
     blocked: int = 0
+    device: set[str] = field(default_factory=set)  # what differs by device, read or said
+
+    def device_read(self, name: str) -> None:
+        """The page read, or an answer said, something that differs between device
+        profiles (:mod:`.device_probe`); only its names are kept."""
+        if name in READS:
+            self.device.add(name)
 
     def __post_init__(self) -> None:
         self.idle.set()
