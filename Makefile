@@ -95,7 +95,8 @@ tests/corpus/apps/node_modules/.package-lock.json: tests/corpus/apps/package-loc
 		npm ci --prefix tests/corpus/apps --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the corpus's framework apps will be skipped"; fi
 
-# The device-profile corpus's libraries (lozad, react-intersection-observer, React, Vue) from npm.
+# The device-profile corpus's libraries (lozad, lazysizes, React and its hooks' libraries, Vue,
+# enquire.js, Swiper, ua-parser-js, ismobilejs, mobile-detect) from npm.
 tests/corpus/devices/node_modules/.package-lock.json: tests/corpus/devices/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix tests/corpus/devices --no-audit --no-fund --loglevel=error; \

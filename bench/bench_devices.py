@@ -4,8 +4,10 @@
     python bench/bench_devices.py --rounds 1
 
 Pages: tests/corpus/devices (served on loopback by its server.py), real libraries' apps whose
-page depends on the crawler's device and viewport (lazy blocks by lozad, an infinite list by
-react-intersection-observer, a Vue page with phone and desktop layouts) and controls.
+page depends on the crawler's device and viewport (lazy blocks by lozad and lazysizes, an
+infinite list by react-intersection-observer, phone and desktop layouts by Vue,
+react-responsive, enquire.js and Swiper, content by user agent by ua-parser-js, ismobilejs and
+mobile-detect, by ``navigator.userAgentData`` and by ``"ontouchstart" in window``) and controls.
 
 The reference is a render made as the crawler renders, written here with Playwright alone:
 the crawler's screen (Googlebot Smartphone: 412 px, mobile, touch, scale 2.625; Googlebot

@@ -2,7 +2,10 @@
 
 - ``/<page>``: ``site/<page>.html``;
 - ``/node_modules/...``: files of ``node_modules`` (``npm ci`` of the committed lock);
-- ``/shim/react.mjs``: React's UMD build as the ES module react-intersection-observer imports;
+- ``/shim/<name>.mjs``: ``site/<name>-shim.mjs``, a UMD build's global (React's, prop-types')
+  as the ES module react-intersection-observer and react-responsive import;
+- ``/cjs/<package>``: a CommonJS package's main file as an ES module, its ``require`` of other
+  packages answered by importing them the same way (matchmediaquery for react-responsive);
 - data: ``/api/block/<name>`` (an HTML block, 80 ms), ``/api/products?page=&total=`` (12 a
   page, 50 ms), ``/api/product``, ``/api/news`` (50 ms each).
 """
@@ -10,6 +13,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -82,8 +87,42 @@ async def node_module(request: Request) -> Response:
     return FileResponse(path, media_type="text/javascript")
 
 
-async def react_shim(request: Request) -> Response:
-    return FileResponse(SITE / "react-shim.mjs", media_type="text/javascript")
+_SHIMS = {"react", "prop-types"}
+_PACKAGE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_REQUIRE = re.compile(r"""\brequire\(\s*['"]([a-z0-9][a-z0-9._-]*)['"]\s*\)""")
+
+
+async def shim(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in _SHIMS:
+        return Response("not found", 404)
+    return FileResponse(SITE / f"{name}-shim.mjs", media_type="text/javascript")
+
+
+async def commonjs(request: Request) -> Response:
+    name = request.path_params["name"]
+    package = NODE_MODULES / name
+    if not _PACKAGE.fullmatch(name) or not (package / "package.json").is_file():
+        return Response("not found", 404)
+    main = json.loads((package / "package.json").read_text()).get("main") or "index.js"
+    path = (package / main).resolve()
+    if path.suffix != ".js":
+        path = path.with_suffix(path.suffix + ".js")
+    if not path.is_relative_to(package.resolve()) or not path.is_file():
+        return Response("not found", 404)
+    source = path.read_text()
+    needs = sorted(set(_REQUIRE.findall(source)))
+    imports = "".join(f'import dep{i} from "/cjs/{n}";\n' for i, n in enumerate(needs))
+    table = ", ".join(f"{json.dumps(n)}: dep{i}" for i, n in enumerate(needs))
+    module = (
+        f"{imports}const module = {{ exports: {{}} }};\n"
+        f"const required = {{ {table} }};\n"
+        "(function (module, exports, require) {\n"
+        f"{source}\n"
+        "})(module, module.exports, (name) => required[name]);\n"
+        "export default module.exports;\n"
+    )
+    return Response(module, media_type="text/javascript")
 
 
 async def block(request: Request) -> Response:
@@ -121,7 +160,8 @@ def create_app() -> Starlette:
             Route("/api/products", products),
             Route("/api/product", product_data),
             Route("/api/news", news),
-            Route("/shim/react.mjs", react_shim),
+            Route("/shim/{name}.mjs", shim),
+            Route("/cjs/{name}", commonjs),
             Route("/node_modules/{rest:path}", node_module),
             Route("/{name}", page),
         ]
