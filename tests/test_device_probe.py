@@ -41,6 +41,8 @@ READ = {
     "resized": ("new ResizeObserver(() => {}) && 1", "ResizeObserver"),
     "touchevent": ("document.createEvent('TouchEvent') && 1", "document.createEvent(TouchEvent)"),
     "text": ("document.body.innerText.length", "element.innerText"),
+    "parent": ("document.body.offsetParent === null", "element.offsetParent"),
+    "stylemap": ("document.body.computedStyleMap().size", "element.computedStyleMap"),
 }
 # Scripts that read nothing that differs between devices.
 BLIND = {

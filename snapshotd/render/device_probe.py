@@ -43,8 +43,9 @@ READS = frozenset(
                                "scrollY", "pageXOffset", "pageYOffset")]
     + [f"element.{p}" for p in ("clientWidth", "clientHeight", "scrollWidth", "scrollHeight",
                                 "offsetWidth", "offsetHeight", "offsetTop", "offsetLeft",
-                                "innerText", "currentSrc", "getBoundingClientRect",
-                                "getClientRects", "checkVisibility")]
+                                "offsetParent", "innerText", "currentSrc",
+                                "getBoundingClientRect", "getClientRects", "checkVisibility",
+                                "computedStyleMap")]
     + ["range.getBoundingClientRect", "range.getClientRects", "document.elementFromPoint",
        "document.elementsFromPoint", "document.createEvent(TouchEvent)", "getComputedStyle",
        "matchMedia", "IntersectionObserver", "ResizeObserver", "vary", "redirect"]
@@ -118,12 +119,14 @@ PROBE_SCRIPT = r"""
   for (const p of ["clientWidth", "clientHeight", "scrollWidth", "scrollHeight"]) {
     getter(Element.prototype, p, "element." + p);
   }
-  for (const p of ["offsetWidth", "offsetHeight", "offsetTop", "offsetLeft", "innerText"]) {
+  for (const p of ["offsetWidth", "offsetHeight", "offsetTop", "offsetLeft", "offsetParent",
+                   "innerText"]) {
     getter(HTMLElement.prototype, p, "element." + p);
   }
   getter(window.HTMLImageElement && HTMLImageElement.prototype, "currentSrc",
          "element.currentSrc");
-  for (const p of ["getBoundingClientRect", "getClientRects", "checkVisibility"]) {
+  for (const p of ["getBoundingClientRect", "getClientRects", "checkVisibility",
+                   "computedStyleMap"]) {
     method(Element.prototype, p, "element." + p);
   }
   for (const p of ["getBoundingClientRect", "getClientRects"]) {
