@@ -5,6 +5,8 @@ every device are not, what the probe wraps keeps working, and the page cannot sp
 from __future__ import annotations
 
 import html
+import json
+import re
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -97,20 +99,43 @@ def _origin() -> Starlette:
           native: String(Object.getOwnPropertyDescriptor(Navigator.prototype, 'userAgent')
                          .get).includes('[native code]'),  // put back once read
           width: innerWidth > 0 && innerWidth === window.innerWidth,
+          names: [IntersectionObserver.name, IntersectionObserver.length,
+                  Element.prototype.getBoundingClientRect.name,
+                  Object.getOwnPropertyDescriptor(Screen.prototype, 'width').get.name].join(),
+          plain: String(matchMedia).includes('[native code]'),
+          called: (() => { try { IntersectionObserver(() => {}); return 'no throw'; }
+                           catch (e) { return e.constructor.name; } })(),
         })"""
         return HTMLResponse(_page(script))
 
     async def forged(request: Request) -> Response:
-        # The page calls the probe's binding itself with names of its own choosing, and
-        # then removes it: what the capture reports is still only what the probe saw.
-        script = ("(window.__snapshotdDeviceRead && (window.__snapshotdDeviceRead('bogus'), "
-                  "delete window.__snapshotdDeviceRead), innerHeight)")
+        # The page looks for the probe's binding to speak through it, removes every global
+        # a binding could hang on, then reads: what the capture reports is what it read.
+        script = """(() => {
+          const found = typeof window.__snapshotdDeviceRead;
+          for (const name of Object.getOwnPropertyNames(window)) {
+            if (/binding|snapshotd|playwright/i.test(name)) {
+              try { delete window[name]; } catch (e) {}
+            }
+          }
+          return found + ' ' + innerHeight;
+        })()"""
+        return HTMLResponse(_page(script))
+
+    async def frozen(request: Request) -> Response:
+        # A page that freezes the prototypes before its reads: they answer as always.
+        script = """(() => {
+          Object.freeze(Navigator.prototype);
+          Object.freeze(Element.prototype);
+          return navigator.userAgent.includes('Googlebot') + ' '
+            + (document.body.getBoundingClientRect().width > 0);
+        })()"""
         return HTMLResponse(_page(script))
 
     return Starlette(routes=[
         Route("/read/{name}", read), Route("/blind/{name}", blind), Route("/varied", varied),
         Route("/fetched", fetched), Route("/data", data), Route("/framed", framed),
-        Route("/behaves", behaves), Route("/forged", forged),
+        Route("/behaves", behaves), Route("/forged", forged), Route("/frozen", frozen),
     ])
 
 
@@ -170,20 +195,40 @@ async def test_what_the_probe_wraps_keeps_working(pool: BrowserPool, origin: str
     result = await pool.capture(origin + "/behaves", SiteSettings(origin=origin), "mobile")
     assert result.ok, result
     shown = html.unescape(result.html.split('<pre id="out">')[1].split("</pre>")[0])
-    assert shown == (
-        '{"rect":true,"media":true,"observer":true,"agent":true,"native":true,"width":true}'
-    )
+    assert json.loads(shown) == {
+        "rect": True, "media": True, "observer": True, "agent": True, "native": True,
+        "width": True, "names": "IntersectionObserver,1,getBoundingClientRect,get width",
+        "plain": True, "called": "TypeError",
+    }
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_the_page_cannot_speak_for_the_probe(pool: BrowserPool, origin: str) -> None:
-    assert await _device(pool, origin, "/forged") == {"window.innerHeight"}
+async def test_a_page_that_freezes_prototypes_reads_them_as_always(
+    pool: BrowserPool, origin: str
+) -> None:
+    result = await pool.capture(origin + "/frozen", SiteSettings(origin=origin), "mobile")
+    assert result.ok, result
+    assert '<pre id="out">true true</pre>' in result.html, result.html
+    assert result.device == {"navigator.userAgent", "element.getBoundingClientRect"}
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_page_can_neither_unhook_the_probe_nor_speak_for_it(
+    pool: BrowserPool, origin: str
+) -> None:
+    result = await pool.capture(origin + "/forged", SiteSettings(origin=origin), "mobile")
+    assert result.ok, result
+    assert re.search(r'<pre id="out">undefined \d+</pre>', result.html), result.html
+    assert result.device == {"window.innerHeight"}
 
 
 def test_vary_names_the_device_headers_only() -> None:
+    # Any header not the same for every device may choose the answer by device, a CDN's
+    # device header or a name unknown here included.
     for vary in ("User-Agent", "accept-encoding, user-agent", "*", "Sec-CH-UA-Mobile",
-                 "Sec-CH-Viewport-Width", "DPR", "Viewport-Width"):
+                 "Sec-CH-Viewport-Width", "DPR", "Viewport-Width", "CloudFront-Is-Mobile-Viewer",
+                 "X-UA-Device", "X-Device-Type", "X-Made-Up"):
         assert varies_by_device(vary), vary
-    for vary in ("", "Accept-Encoding", "Origin, Accept", "Cookie", "X-User-Agent-Hash",
-                 "Accept-Language"):
+    for vary in ("", "Accept-Encoding", "Origin, Accept", "Cookie", "Accept-Language",
+                 " accept-encoding , ORIGIN ", "RSC, Next-Router-State-Tree"):
         assert not varies_by_device(vary), vary

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from snapshotd.capture.profiles import VERIFY_EVERY
+from snapshotd.capture.profiles import CHECK_ONE_IN
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
@@ -81,14 +81,17 @@ async def test_a_page_that_reads_nothing_of_its_device_is_rendered_once_and_some
     site = SiteSettings(name="site", origin="http://127.0.0.1:1")
     pages = Pages(device=frozenset())
     service = CaptureService(Settings(sites=(site,)), store, pages)
+    draws = iter([0.5] * 12 + [0.05])  # which later pages are checked, one in CHECK_ONE_IN
+    service.profiles.chance = lambda: next(draws)
     # The site's first such page is checked in both profiles; it renders alike.
     assert await _capture(service, store, site, "/0") == Counter(mobile=1, desktop=1)
-    # The next ones, new pages all, take one render each, until the next check.
-    for n in range(1, VERIFY_EVERY):
+    # The next ones, new pages all, take one render each, until one is drawn for a check.
+    for n in range(1, 13):
         assert await _capture(service, store, site, f"/{n}") == Counter(mobile=1), n
         assert (await store.own_profiles("site", [f"/{n}"]))[f"/{n}"] == ("mobile",)
         served = await store.get_snapshot("site", f"/{n}", "desktop")
         assert served is not None and "the same words" in served.html
+    assert 0.05 < 1 / CHECK_ONE_IN < 0.5
     assert await _capture(service, store, site, "/check") == Counter(mobile=1, desktop=1)
 
 
@@ -100,16 +103,60 @@ async def test_a_site_whose_unread_device_still_changes_its_pages_renders_both_f
     pages = Pages(device=frozenset())
     pages.text["desktop"] = "<p>a wide table of other words</p>"
     service = CaptureService(Settings(sites=(site, other)), store, pages)
-    assert await _capture(service, store, site, "/0") == Counter(mobile=1, desktop=1)
+    service.profiles.chance = lambda: 1.0  # no check drawn: only the first page's
+    # Checked, different, and the phone page rendered again is the same: the device it is.
+    assert await _capture(service, store, site, "/0") == Counter(mobile=2, desktop=1)
     desktop = await store.get_snapshot("site", "/0", "desktop")
     assert desktop is not None and "wide table" in desktop.html
-    for n in range(1, VERIFY_EVERY + 2):
+    for n in range(1, 12):
         assert await _capture(service, store, site, f"/{n}") == Counter(mobile=1, desktop=1)
     # Another site, whose pages do not differ, is judged on its own pages.
     pages.text.pop("desktop")
     assert await _capture(service, store, other, "/0") == Counter(mobile=1, desktop=1)
     assert await _capture(service, store, other, "/1") == Counter(mobile=1)
     assert await _capture(service, store, site, "/last") == Counter(mobile=1, desktop=1)
+
+
+async def test_a_page_that_changes_by_itself_teaches_nothing_of_its_device(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+
+    class Clock(Pages):
+        """Each render shows another time in its main text."""
+
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            self.text["mobile"] = f"<p>rendered at tick {sum(self.rendered.values())}</p>"
+            return await super().capture(url, site, profile)
+
+    service = CaptureService(Settings(sites=(site,)), store, Clock(device=frozenset()))
+    service.profiles.chance = lambda: 1.0
+    # Checked: the profiles differ, and so does the phone page rendered again.
+    assert await _capture(service, store, site, "/0") == Counter(mobile=2, desktop=1)
+    # Nothing learnt: the next page that reads nothing of its device takes one render.
+    assert await _capture(service, store, site, "/1") == Counter(mobile=1)
+
+
+async def test_a_path_keeping_another_profile_or_a_scrolled_site_renders_every_profile(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    pages = Pages()  # reads its device: both rendered, and they differ
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    service.profiles.chance = lambda: 1.0
+    assert await _capture(service, store, site, "/p") == Counter(mobile=1, desktop=1)
+    assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile", "desktop")
+    # Its next render reads nothing of its device (a read the probe missed, say): the
+    # desktop capture it keeps is rendered again, not dropped for the phone's.
+    pages.device = frozenset()
+    assert await _capture(service, store, site, "/p") == Counter(mobile=1, desktop=1)
+    desktop = await store.get_snapshot("site", "/p", "desktop")
+    assert desktop is not None and "wide table" in desktop.html
+    # A site that scrolls its pages renders both whatever they read.
+    scrolled = SiteSettings(name="scrolled", origin="http://127.0.0.1:2", scroll=True)
+    service = CaptureService(Settings(sites=(scrolled,)), store, Pages(device=frozenset()))
+    service.profiles.chance = lambda: 1.0
+    for path in ("/a", "/b"):
+        assert await _capture(service, store, scrolled, path) == Counter(mobile=1, desktop=1)
 
 
 async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # type: ignore[no-untyped-def]

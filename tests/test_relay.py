@@ -566,9 +566,9 @@ def test_an_http_1_1_request_without_host_is_refused_and_an_http_1_0_one_served(
     HTTP/1.0 has no Host to require and goes to the site that takes any Host."""
     with raw_origin(answer_by_path) as (url, _), servers(tmp_path, url) as (fast, plain, counts):
         base = fast if way == "relayed" else plain
-        for method in (b"GET", b"POST"):
-            head = b"%s /length HTTP/1.1\r\nUser-Agent: %s\r\nContent-Length: 0\r\n\r\n" % (
-                method, PERSON.encode())
+        for method, host in ((b"GET", b""), (b"POST", b""), (b"GET", b"Host: \r\n")):
+            head = b"%s /length HTTP/1.1\r\n%sUser-Agent: %s\r\nContent-Length: 0\r\n\r\n" % (
+                method, host, PERSON.encode())
             answer, _closed = raw_exchange(base, head)
             assert answer.startswith(b"HTTP/1.1 400 "), answer
             assert answer.endswith(b"Bad Request: no Host header\n"), answer

@@ -358,6 +358,17 @@ async def test_a_site_serving_both_profiles_keeps_contexts_of_each_instead_of_tr
         assert pool.stats.slots_opened <= SETTINGS.concurrency + 2, pool.stats
     finally:
         await pool.close()
+    # One at a time, the next asked for as soon as the last returned (its slot not yet
+    # being wiped): it waits for that wipe rather than trading the other profile's slot.
+    solo = BrowserPool(replace(SETTINGS, concurrency=1))
+    await solo.start()
+    try:
+        for profile in ("mobile", "desktop", "desktop", "mobile", "mobile", "desktop") * 2:
+            result = await solo.capture(f"{servers.origin}/p/target", site, profile)
+            assert result.ok, result
+        assert solo.stats.slots_opened <= 1 + 2, solo.stats
+    finally:
+        await solo.close()
 
 
 async def test_garbage_collection_between_captures_keeps_the_slot(

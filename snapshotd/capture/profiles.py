@@ -8,12 +8,15 @@ Invariants:
 - the page may show another profile something else when its first render read something
   of its device, or an answer said it varies by device (``CaptureResult.device``,
   :mod:`snapshotd.render.device_probe`), unless its last capture rendered alike in every
-  profile and its main text is what it was then;
+  profile and its main text is what it was then; also, always, when the path keeps another
+  profile's capture from before, and on a site that scrolls its pages (``scroll``);
 - a page that read nothing of its device is rendered once: a site's first such page in
-  this process, and every ``VERIFY_EVERY``-th after it, is rendered in every profile all the
-  same, and a site where one of them turned out different has every profile of every page
-  rendered from then on in this process (its pages differ by something the probe does not
-  see, such as a server choosing by user agent without saying ``Vary``);
+  this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
+  steer which), is rendered in every profile all the same. When a check differs, the first
+  profile is rendered again: if that differs too, the page changes by itself (a clock,
+  chance) and nothing is learnt; else the site's pages differ by something the probe does
+  not see (a server choosing by user agent without saying ``Vary``, a test of a property's
+  presence), and every profile of its pages is rendered from then on in this process;
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -21,7 +24,9 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
+from collections.abc import Callable
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.render.base import CaptureResult, Renderer
@@ -29,31 +34,40 @@ from snapshotd.store.base import PathRecord, Store, Variant
 from snapshotd.web.devices import renders_alike
 from snapshotd.web.fingerprints import fingerprint
 
-__all__ = ["VERIFY_EVERY", "ProfileRenders"]
+__all__ = ["CHECK_ONE_IN", "ProfileRenders"]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
-VERIFY_EVERY = 10  # of a site's pages that read nothing of their device, one in this many
+KEEPS_OTHERS = "keeps other profiles"  # kept_before's answer for a path that does
+
+CHECK_ONE_IN = 10  # of a site's pages that read nothing of their device, checked
 
 
 class ProfileRenders:
     """The renders of one capture's profiles, and what this process learnt of each site's
     pages that read nothing of their device."""
 
-    def __init__(self, renderer: Renderer, store: Store) -> None:
+    def __init__(
+        self, renderer: Renderer, store: Store, *, chance: Callable[[], float] = random.random
+    ) -> None:
         self.renderer = renderer
         self.store = store
-        self._blind: Counter[str] = Counter()  # a site's pages rendered once by the probe
+        self.chance = chance  # draws which pages are checked
+        self._blind: Counter[str] = Counter()  # a site's pages that read nothing of it
         self._differs: set[str] = set()  # sites whose such pages turned out different
 
-    async def alike_before(
+    async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
     ) -> str | None:
-        """The main-text hash of the path's own snapshot when its last capture rendered alike
-        in every profile the site serves (it holds the first profile's alone); else None."""
+        """What the path's last capture says of its profiles: the main-text hash of its own
+        snapshot when it rendered alike in every profile the site serves (it holds the first
+        profile's alone); :data:`KEEPS_OTHERS` when it keeps another profile's capture; else
+        None."""
         if len(profiles) < 2 or record.captured_at is None:
             return None
         own = (await self.store.own_profiles(site.name, [record.path])).get(record.path)
+        if own and len(own) > 1:
+            return KEEPS_OTHERS
         if own != profiles[:1]:
             return None
         snapshot = await self.store.get_snapshot(site.name, record.path, profiles[0])
@@ -62,22 +76,24 @@ class ProfileRenders:
         return fingerprint(snapshot.html).text_hash
 
     async def render(
-        self, url: str, site: SiteSettings, profiles: tuple[str, ...], alike: str | None = None
+        self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: str | None = None
     ) -> tuple[CaptureResult, list[Variant]]:
         """The first profile's capture of ``url``, and the others' that differ from it (the
-        module's rule). ``alike``: :meth:`alike_before`'s answer. Another profile's failed
+        module's rule). ``before``: :meth:`kept_before`'s answer. Another profile's failed
         render leaves it served the first one's, and is logged."""
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
             return first, []
         checking = False
-        if not first.device:
+        if before == KEEPS_OTHERS or site.scroll:
+            pass
+        elif not first.device:
             if site.name not in self._differs:
-                checking = self._blind[site.name] % VERIFY_EVERY == 0
+                checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN
                 self._blind[site.name] += 1
                 if not checking:
                     return first, []
-        elif alike is not None and fingerprint(first.html).text_hash == alike:
+        elif before is not None and fingerprint(first.html).text_hash == before:
             return first, []
         variants = []
         for profile in profiles[1:]:
@@ -95,9 +111,12 @@ class ProfileRenders:
                     Variant(profile, other.html, other.status, other.headers, other.final_url)
                 )
         if checking and variants:
-            self._differs.add(site.name)
-            log.warning(
-                "profiles differ site=%s url=%s though the page read nothing of its device: "
-                "every profile is rendered from now on", site.name, url,
-            )
+            again = await self.renderer.capture(url, site, profiles[0])
+            same = (first.status, first.headers, first.html)
+            if again.ok and renders_alike(same, (again.status, again.headers, again.html)):
+                self._differs.add(site.name)
+                log.warning(
+                    "profiles differ site=%s url=%s though the page read nothing of its "
+                    "device: every profile is rendered from now on", site.name, url,
+                )
         return first, variants

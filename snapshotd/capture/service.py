@@ -225,8 +225,8 @@ class CaptureService:
         started = time.monotonic()
         profiles = profiles_served(site.devices)
         try:
-            alike = await self.profiles.alike_before(site, record, profiles)
-            result, variants = await self.profiles.render(url, site, profiles, alike)
+            before = await self.profiles.kept_before(site, record, profiles)
+            result, variants = await self.profiles.render(url, site, profiles, before)
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)

@@ -96,7 +96,7 @@ class Follower:
         """Follow a capture just stored for the crawler, then clear its mark."""
         await self.follow(
             site, outcome.record, outcome.result, outcome.duplicate_of,
-            [v.html for v in outcome.variants if 200 <= v.status < 300],
+            [(v.status, v.html, v.final_url) for v in outcome.variants],
         )
         await self.store.links_followed(site.name, outcome.record.path)
 
@@ -127,12 +127,12 @@ class Follower:
         record = await self.store.get_path(site.name, path)
         snapshot = await self.store.get_snapshot(site.name, path)
         if record is not None and snapshot is not None:
+            url = site.url_for(path)
             others = []
             for profile in (await self.store.own_profiles(site.name, [path])).get(path, ())[1:]:
                 other = await self.store.get_snapshot(site.name, path, profile)
-                if other is not None and other.path == path and 200 <= other.status < 300:
-                    others.append(other.html)
-            url = site.url_for(path)
+                if other is not None and other.path == path:
+                    others.append((other.status, other.html, other.final_url or url))
             result = CaptureResult(
                 url=url,
                 final_url=snapshot.final_url or url,
@@ -157,12 +157,12 @@ class Follower:
         record: PathRecord,
         result: CaptureResult,
         duplicate_of: str | None,
-        others: Sequence[str] = (),
+        others: Sequence[tuple[int, str, str]] = (),
     ) -> None:
         """Follow what a stored capture points to: its redirect, canonical, links, and the
-        links of ``others``, the HTML of its other profiles' captures; what a page only a
-        bot's request named points to is not found by the crawler. The site's crawl regex
-        gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
+        links of ``others``, its other profiles' captures (status, HTML, URL); what a page
+        only a bot's request named points to is not found by the crawler. The site's crawl
+        regex gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of, others)
 
@@ -172,7 +172,7 @@ class Follower:
         record: PathRecord,
         result: CaptureResult,
         duplicate_of: str | None,
-        others: Sequence[str],
+        others: Sequence[tuple[int, str, str]],
     ) -> None:
         admit = functools.partial(self.frontier.admit, found=record.found)
         page_url = result.final_url or site.url_for(record.path)
@@ -193,8 +193,9 @@ class Follower:
         nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
         own = {record.path, site.path_of(page_url)}
         links = list(page.links)
-        for html in others:
-            links += extract_links(html, page_url).links
+        for status, html, url in others:
+            if 200 <= status < 300:
+                links += extract_links(html, url).links
         links = list(dict.fromkeys(links))
         if page.canonical:
             canonical = site.path_of(page.canonical)

@@ -226,7 +226,7 @@ class Proxy:
             if method == "OPTIONS" and raw_path == "*" and not query:
                 return Destination("options")
             return Destination("error", status=400, text=f"Bad Request: {exc}\n")
-        if "host" not in headers and http_version == "1.1":
+        if not headers.get("host") and http_version == "1.1":
             return Destination("error", status=400, text="Bad Request: no Host header\n")
         host = headers.get("host", "")
         if host and not valid_host(host):

@@ -6,15 +6,15 @@ Invariants:
   Chromium. A slot is wiped between captures (:meth:`Slot.reset`) and replaced when a
   capture ends badly. The wipe runs after the result is returned, before the slot's next use.
 - There is one slot more than captures: while a slot is being wiped the next capture takes
-  another, already wiped, so no capture waits for a wipe. On the example app this took
+  another, already wiped, so a capture seldom waits for a wipe. On the example app this took
   concurrency 1 from 0.89 to 0.97 of a plain Playwright loop's rate and concurrency 2 from
   0.80 to about 0.95, for one more renderer process (~100 MiB of RSS).
 - A slot is of one kind (a device profile and a site's override of its user agent). Each
-  kind in use may have ``concurrency`` + ``spares`` slots, and all of them together
-  ``concurrency`` + ``spares`` for each of up to as many kinds as there are profiles; only
-  past that is an idle slot of another kind closed to make room. So a site that serves both
-  profiles keeps a spare of each (one more renderer process) instead of closing one kind's
-  slot to open the other's for each page.
+  kind may have ``concurrency`` + ``spares`` slots, and all kinds together ``concurrency`` +
+  ``spares`` × (the kinds open, at most as many as there are profiles). Past that, a capture
+  waits for a slot of its kind being wiped, else an idle slot of another kind is closed to
+  make room. So a site that serves both profiles keeps a spare of each (one more renderer
+  process) instead of closing one kind's slot to open the other's for each page.
 - One Chromium runs at a time. After ``recycle_after`` captures it is retired: new captures
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
@@ -201,6 +201,10 @@ class BrowserPool:
             raise
         finally:
             if chromium is not None:
+                if slot is not None:
+                    # Counted as being wiped from now: a capture taking a slot before the
+                    # wipe starts waits for this one rather than trading another kind's.
+                    chromium.wiping[slot.kind] += 1
                 self._in_background(self._after(chromium, slot))
 
     async def probe(self, timeout: float = 15.0) -> str | None:
@@ -238,29 +242,32 @@ class BrowserPool:
         task.add_done_callback(self._background.discard)
 
     async def _after(self, chromium: _Chromium, slot: Slot | None) -> None:
-        """Wipe the slot for its next capture, or close it."""
+        """Wipe the slot for its next capture, or close it; whatever happens, it is counted
+        as wiped and the Chromium released."""
         try:
-            if slot is not None:
+            if slot is None:
+                return
+            usable = False
+            try:
                 collected = slot.collections
-                chromium.wiping[slot.kind] += 1
-                try:
-                    usable = (
-                        not chromium.retired
-                        and not self._closed
-                        and chromium.browser.is_connected()
-                        and await slot.reset()
-                    )
-                finally:
-                    chromium.wiping[slot.kind] -= 1
+                usable = (
+                    not chromium.retired
+                    and not self._closed
+                    and chromium.browser.is_connected()
+                    and await slot.reset()
+                )
                 self.stats.collections += slot.collections - collected
+            finally:
+                chromium.wiping[slot.kind] -= 1
                 if usable and not chromium.retired:
                     chromium.idle.append(slot)
                 else:
                     chromium.kinds[slot.kind] -= 1
-                    # A retired Chromium is closed whole, its contexts with it.
-                    keep = chromium.browser.is_connected() and not chromium.retired
-                    await slot.close(context=keep)
                 chromium.freed.set()
+            if not (usable and not chromium.retired):
+                # A retired Chromium is closed whole, its contexts with it.
+                keep = chromium.browser.is_connected() and not chromium.retired
+                await slot.close(context=keep)
         finally:
             self._release(chromium)
 
@@ -404,6 +411,7 @@ class BrowserPool:
         # Their contexts went with the browser; this closes their guards.
         idle, chromium.idle = chromium.idle, []
         for slot in idle:
+            chromium.kinds[slot.kind] -= 1
             await slot.close(context=False)
         chromium.freed.set()
 

@@ -66,7 +66,12 @@ from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
 from snapshotd.render.base import CaptureResult, Shot
-from snapshotd.render.device_probe import DEVICE_BINDING, PROBE_SCRIPT, varies_by_device
+from snapshotd.render.device_probe import (
+    BUILDS_THE_PAGE,
+    DEVICE_BINDING,
+    PROBE_SCRIPT,
+    varies_by_device,
+)
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
 from snapshotd.render.signals import UNREACHABLE, Signals, settle
@@ -227,9 +232,6 @@ class Slot:
             readiness.BACKGROUND_BINDING,
             lambda _source, url, idle=True: self._signals.in_background(str(url), idle is True),
         )
-        await context.expose_binding(
-            DEVICE_BINDING, lambda _source, name: self._signals.device_read(str(name))
-        )
         await context.add_init_script(
             INIT_SCRIPT + PROBE_SCRIPT + readiness.settle_script(self.settings.javascript_timeout)
         )
@@ -242,6 +244,11 @@ class Slot:
         page.on("crash", lambda _: self._signals.crash("page crashed"))
         page.on("close", lambda _: self._signals.crash("page closed"))
         self._cdp = await context.new_cdp_session(page)
+        # A native binding: nothing the page does to its globals unhooks it (device_probe).
+        # Runtime stays enabled on this session, or new documents do not get it.
+        self._cdp.on("Runtime.bindingCalled", self._on_binding)
+        await self._cdp.send("Runtime.enable")
+        await self._cdp.send("Runtime.addBinding", {"name": DEVICE_BINDING})
         await self._intercept(self._cdp)
         info = await self._cdp.send("Target.getTargetInfo")
         self._context_id = info["targetInfo"].get("browserContextId", "")
@@ -301,6 +308,10 @@ class Slot:
             self._pauses.forget()
         await self._pause()
 
+    def _on_binding(self, event: dict[str, Any]) -> None:
+        if event.get("name") == DEVICE_BINDING:
+            self._signals.device_read(str(event.get("payload", "")))
+
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
         frame = source.get("frame")
         if self._page is not None and frame is not None and frame == self._page.main_frame:
@@ -310,7 +321,9 @@ class Slot:
         request = response.request
         page = self._page
         signals = self._signals
-        if varies_by_device(response.headers.get("vary", "")):
+        if request.resource_type in BUILDS_THE_PAGE and varies_by_device(
+            response.headers.get("vary", "")
+        ):
             signals.device_read("vary")
         if page is None or not request.is_navigation_request():
             return

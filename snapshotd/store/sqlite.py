@@ -489,6 +489,8 @@ class SQLiteStore(
         captures for other profiles that differ from it, replacing those it had.
         ``takes_over``: the master of a group of copies this path now stands for; it and its
         copies become copies of this path in the same transaction (store/copies)."""
+        if duplicate_of is not None and takes_over is not None:
+            raise ValueError("a copy cannot take over another group of copies")
         now = self.clock()
         digest, body, etag = encode_capture(html)
         async with self._lock:
