@@ -137,7 +137,7 @@ async def test_a_page_that_changes_by_itself_teaches_nothing_of_its_device(store
     assert await _capture(service, store, site, "/1") == Counter(mobile=1)
 
 
-async def test_a_path_keeping_another_profile_or_a_scrolled_site_renders_every_profile(store):  # type: ignore[no-untyped-def]
+async def test_a_path_keeping_another_profile_or_a_site_saying_so_renders_every_profile(store):  # type: ignore[no-untyped-def]
     site = SiteSettings(name="site", origin="http://127.0.0.1:1")
     pages = Pages()  # reads its device: both rendered, and they differ
     pages.text["desktop"] = "<p>a wide table of other words</p>"
@@ -151,12 +151,14 @@ async def test_a_path_keeping_another_profile_or_a_scrolled_site_renders_every_p
     assert await _capture(service, store, site, "/p") == Counter(mobile=1, desktop=1)
     desktop = await store.get_snapshot("site", "/p", "desktop")
     assert desktop is not None and "wide table" in desktop.html
-    # A site that scrolls its pages renders both whatever they read.
-    scrolled = SiteSettings(name="scrolled", origin="http://127.0.0.1:2", scroll=True)
-    service = CaptureService(Settings(sites=(scrolled,)), store, Pages(device=frozenset()))
-    service.profiles.chance = lambda: 1.0
-    for path in ("/a", "/b"):
-        assert await _capture(service, store, scrolled, path) == Counter(mobile=1, desktop=1)
+    # A site that scrolls its pages, or that turned the probe's judgement off, renders both
+    # whatever they read.
+    for name, setting in (("scrolled", {"scroll": True}), ("probeless", {"device_probe": False})):
+        each = SiteSettings(name=name, origin="http://127.0.0.1:2", **setting)  # type: ignore[arg-type]
+        service = CaptureService(Settings(sites=(each,)), store, Pages(device=frozenset()))
+        service.profiles.chance = lambda: 1.0
+        for path in ("/a", "/b"):
+            assert await _capture(service, store, each, path) == Counter(mobile=1, desktop=1)
 
 
 async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # type: ignore[no-untyped-def]

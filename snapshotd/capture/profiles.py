@@ -9,7 +9,8 @@ Invariants:
   of its device, or an answer said it varies by device (``CaptureResult.device``,
   :mod:`snapshotd.render.device_probe`), unless its last capture rendered alike in every
   profile and its main text is what it was then; also, always, when the path keeps another
-  profile's capture from before, and on a site that scrolls its pages (``scroll``);
+  profile's capture from before, on a site that scrolls its pages (``scroll``), and on one
+  that turned the probe's judgement off (``device_probe = false``);
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -85,7 +86,7 @@ class ProfileRenders:
         if len(profiles) < 2 or not first.ok:
             return first, []
         checking = False
-        if before == KEEPS_OTHERS or site.scroll:
+        if before == KEEPS_OTHERS or site.scroll or not site.device_probe:
             pass
         elif not first.device:
             if site.name not in self._differs:

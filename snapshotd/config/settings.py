@@ -154,6 +154,9 @@ class SiteSettings:
     user_agent_desktop: str = ""
     # Scroll the page to its end in the tall viewport (the crawler never scrolls: opt-in).
     scroll: bool = False
+    # Render a page in one profile when it read nothing of its device (capture.profiles);
+    # False: every page in every profile the site serves.
+    device_probe: bool = True
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
