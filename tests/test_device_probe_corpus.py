@@ -8,42 +8,20 @@ documents what the probe cannot see: it reports nothing, and its profiles differ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import pytest_asyncio
 
-from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.config.settings import SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render.base import CaptureResult
 from snapshotd.web.devices import renders_alike
-from tests.chromium import require_chromium
-from tests.corpus.devices import DEVICE_DEPENDENT, PAGES, PROBE_BLIND
-from tests.corpus.devices.server import NODE_MODULES, create_app
-from tests.servers import serve_asgi
+from tests.corpus.devices import DEVICE_DEPENDENT, PAGES, PROBE_BLIND, fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+origin, pool = fixtures.origin, fixtures.pool  # the corpus served, and a pool for it
 
 SEEN = [page for page in PAGES if page[2] not in PROBE_BLIND]
 BLIND = [page for page in PAGES if page[2] in PROBE_BLIND]
-
-
-@pytest.fixture(scope="module")
-def origin() -> Iterator[str]:
-    require_chromium()
-    for package in ("lozad", "react-responsive", "lazysizes", "swiper", "ua-parser-js"):
-        if not (NODE_MODULES / package).is_dir():
-            pytest.fail(f"the corpus's npm packages are missing: make {NODE_MODULES}")
-    with serve_asgi(create_app()) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pool(origin: str) -> AsyncIterator[BrowserPool]:
-    pool = BrowserPool(BrowserSettings(concurrency=2, javascript_timeout=1.0, render_timeout=20))
-    await pool.start()
-    yield pool
-    await pool.close()
 
 
 async def _both(pool: BrowserPool, origin: str, path: str) -> tuple[CaptureResult, ...]:

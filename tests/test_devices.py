@@ -198,6 +198,7 @@ async def test_what_the_tall_viewport_shows_loads_and_what_lies_beyond_it_does_n
     assert "/data/far" not in asked and "/img/far.png" not in asked
     seen = _seen(result.html)
     assert seen["scrolls"] == 0 and seen["scrollY"] == 0
+    assert seen["height"] == getattr(site, PROFILES[profile].tall_setting)
 
 
 @pytest.mark.browser
@@ -209,6 +210,12 @@ async def test_a_shorter_site_viewport_leaves_the_block_beyond_it_unloaded(
     result = await pool.capture(f"{origin.origin}/p/devices_probe?short", site, "mobile")
     assert result.ok, result
     assert "near block not loaded" in result.html
+    # At or below the normal height: the page stays in its normal viewport.
+    normal = replace(site, viewport_height_mobile=320)
+    result = await pool.capture(f"{origin.origin}/p/devices_probe?normal", normal, "mobile")
+    assert result.ok, result
+    assert "near block not loaded" in result.html
+    assert _seen(result.html)["height"] == PROFILES["mobile"].height
     # The next capture of the same slot is tall again.
     tall = replace(site, viewport_height_mobile=12000)
     result = await pool.capture(f"{origin.origin}/p/devices_probe?tall", tall, "mobile")

@@ -6,35 +6,15 @@ and a Vue page is captured in the layout of the crawler's device."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import pytest_asyncio
 
-from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.config.settings import SiteSettings
 from snapshotd.render import BrowserPool
-from tests.chromium import require_chromium
-from tests.corpus.devices.server import NODE_MODULES, create_app
-from tests.servers import serve_asgi
+from tests.corpus.devices import fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
-
-
-@pytest.fixture(scope="module")
-def origin() -> Iterator[str]:
-    require_chromium()
-    if not (NODE_MODULES / "lozad").is_dir():
-        pytest.fail(f"the corpus's npm packages are missing: make {NODE_MODULES}")
-    with serve_asgi(create_app()) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pool(origin: str) -> AsyncIterator[BrowserPool]:
-    pool = BrowserPool(BrowserSettings(concurrency=2, javascript_timeout=1.0, render_timeout=20))
-    await pool.start()
-    yield pool
-    await pool.close()
+origin, pool = fixtures.origin, fixtures.pool  # the corpus served, and a pool for it
 
 
 async def _html(pool: BrowserPool, origin: str, path: str, profile: str) -> str:

@@ -10,6 +10,8 @@ Invariants:
 - Nothing scrolls unless the site opts in (``scroll``): then down to the document's end, a
   viewport at a time, two frames apart, ``SCROLL_STEPS`` viewports at most, so an endless
   list ends.
+- A site whose tall height is at or below the profile's normal height keeps its pages in the
+  normal viewport: no resize, no frames waited for.
 - :meth:`Viewport.reset` puts the page back at the normal height, for the next capture.
 - A wait for the page's frames lasts ``FRAME_WAIT`` at most; a navigation that replaces the
   document meanwhile ends it.
@@ -55,7 +57,11 @@ class Viewport:
         self.size = (profile.width, profile.height)  # the page's viewport now
 
     async def grow(self, page: Page, height: int) -> None:
-        """Lay the page out in the crawler's tall viewport ``height`` (the module's rule)."""
+        """Lay the page out in the crawler's tall viewport ``height`` (the module's rule); a
+        height at or below the profile's normal one leaves the page as it is, waiting for
+        nothing."""
+        if height <= self.profile.height:
+            return
         with contextlib.suppress(PlaywrightError):  # a navigation replaced the document
             await page.wait_for_load_state("domcontentloaded")
             await _frames(page, _ONE_FRAME)
