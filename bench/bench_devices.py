@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import shutil
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -51,11 +50,10 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import uvicorn  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
-from bench.bench_readiness import PRERENDER, prerender, throughput  # noqa: E402
+from bench.bench_readiness import PRERENDER, prerender, serve_app, throughput  # noqa: E402
 from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
@@ -76,13 +74,7 @@ Capture = Callable[[str, str], Awaitable[tuple[str | None, str | None]]]
 
 
 def serve_corpus() -> str:
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="error")
-    )
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.01)
-    return f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    return serve_app(create_app())
 
 
 def context_options(profile: Profile, browser: Browser, height: int) -> dict[str, Any]:

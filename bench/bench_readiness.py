@@ -68,9 +68,12 @@ Capture = Callable[[str], Awaitable[tuple[str | None, str | None]]]
 
 
 def serve_corpus() -> str:
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="error")
-    )
+    return serve_app(create_app())
+
+
+def serve_app(app: Any) -> str:
+    """Serve ``app`` on loopback in a thread of its own; its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.01)

@@ -50,6 +50,7 @@ def free_port() -> int:
 
 
 def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's ``${NAME}``, ``${NAME:-default}`` and ``${NAME:?error}``."""
     import re
 
     def one(m: re.Match[str]) -> str:

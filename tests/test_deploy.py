@@ -9,6 +9,7 @@ tests use. No container runtime runs here, so the images themselves are not star
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -71,18 +73,18 @@ def test_compose_file_follows_the_compose_specification(tmp_path) -> None:
 # --- Starting what a file says -------------------------------------------------------------
 
 
-def interpolate(value: str, env: dict[str, str]) -> str:
-    """Compose's ``${NAME}``, ``${NAME:-default}`` and ``${NAME:?error}``."""
+def _script(name: str) -> ModuleType:
+    """A script of scripts/ as a module (its name has a hyphen, so it cannot be imported)."""
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), REPO / "scripts" / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def one(m: re.Match[str]) -> str:
-        name, op, arg = m.group(1), m.group(2), m.group(3)
-        if env.get(name):
-            return env[name]
-        if op == ":-":
-            return arg
-        raise AssertionError(f"{name} is required: {arg}")
 
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:-|:\?)([^}]*))?\}", one, value)
+# Compose's ``${NAME}``, ``${NAME:-default}`` and ``${NAME:?error}``, as the host's start of
+# compose.yaml reads them.
+interpolate = _script("buildah-compose.py").interpolate
 
 
 def swap(argv: list[str], table: dict[str, str]) -> list[str]:

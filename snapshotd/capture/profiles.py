@@ -28,6 +28,7 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.render.base import CaptureResult, Renderer
@@ -35,13 +36,24 @@ from snapshotd.store.base import PathRecord, Store, Variant
 from snapshotd.web.devices import renders_alike
 from snapshotd.web.fingerprints import fingerprint
 
-__all__ = ["CHECK_ONE_IN", "ProfileRenders"]
+__all__ = ["CHECK_ONE_IN", "Before", "ProfileRenders"]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
-KEEPS_OTHERS = "keeps other profiles"  # kept_before's answer for a path that does
-
 CHECK_ONE_IN = 10  # of a site's pages that read nothing of their device, checked
+
+
+@dataclass(frozen=True)
+class Before:
+    """What a path's last capture says of its profiles."""
+
+    keeps_others: bool = False  # it keeps another profile's capture beside its own
+    alike_text: str | None = None  # its main-text hash, when it rendered alike in every one
+
+
+def _shown(result: CaptureResult) -> tuple[int, dict[str, str], str]:
+    """What ``devices.renders_alike`` compares of a capture."""
+    return result.status, result.headers, result.html
 
 
 class ProfileRenders:
@@ -59,25 +71,22 @@ class ProfileRenders:
 
     async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
-    ) -> str | None:
-        """What the path's last capture says of its profiles: the main-text hash of its own
-        snapshot when it rendered alike in every profile the site serves (it holds the first
-        profile's alone); :data:`KEEPS_OTHERS` when it keeps another profile's capture; else
-        None."""
+    ) -> Before:
+        """What the path's last capture, if any, says of the profiles the site serves."""
         if len(profiles) < 2 or record.captured_at is None:
-            return None
+            return Before()
         own = (await self.store.own_profiles(site.name, [record.path])).get(record.path)
         if own and len(own) > 1:
-            return KEEPS_OTHERS
+            return Before(keeps_others=True)
         if own != profiles[:1]:
-            return None
+            return Before()
         snapshot = await self.store.get_snapshot(site.name, record.path, profiles[0])
         if snapshot is None or snapshot.path != record.path:
-            return None  # a copy, served its master's
-        return fingerprint(snapshot.html).text_hash
+            return Before()  # a copy, served its master's
+        return Before(alike_text=fingerprint(snapshot.html).text_hash)
 
     async def render(
-        self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: str | None = None
+        self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: Before = Before()
     ) -> tuple[CaptureResult, list[Variant]]:
         """The first profile's capture of ``url``, and the others' that differ from it (the
         module's rule). ``before``: :meth:`kept_before`'s answer. Another profile's failed
@@ -85,16 +94,8 @@ class ProfileRenders:
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
             return first, []
-        checking = False
-        if before == KEEPS_OTHERS or site.scroll or not site.device_probe:
-            pass
-        elif not first.device:
-            if site.name not in self._differs:
-                checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN
-                self._blind[site.name] += 1
-                if not checking:
-                    return first, []
-        elif before is not None and fingerprint(first.html).text_hash == before:
+        others, checking = self._others_wanted(site, first, before)
+        if not others:
             return first, []
         variants = []
         for profile in profiles[1:]:
@@ -105,19 +106,32 @@ class ProfileRenders:
                     profile, profiles[0], site.name, url, other.error,
                 )
                 continue
-            if not renders_alike(
-                (first.status, first.headers, first.html), (other.status, other.headers, other.html)
-            ):
+            if not renders_alike(_shown(first), _shown(other)):
                 variants.append(
                     Variant(profile, other.html, other.status, other.headers, other.final_url)
                 )
         if checking and variants:
             again = await self.renderer.capture(url, site, profiles[0])
-            same = (first.status, first.headers, first.html)
-            if again.ok and renders_alike(same, (again.status, again.headers, again.html)):
+            if again.ok and renders_alike(_shown(first), _shown(again)):
                 self._differs.add(site.name)
                 log.warning(
                     "profiles differ site=%s url=%s though the page read nothing of its "
                     "device: every profile is rendered from now on", site.name, url,
                 )
         return first, variants
+
+    def _others_wanted(
+        self, site: SiteSettings, first: CaptureResult, before: Before
+    ) -> tuple[bool, bool]:
+        """Whether the profiles after the first are rendered (the module's rule), and whether
+        as a check of a page that read nothing of its device."""
+        if before.keeps_others or site.scroll or not site.device_probe:
+            return True, False
+        if first.device:
+            alike = before.alike_text
+            return alike is None or alike != fingerprint(first.html).text_hash, False
+        if site.name in self._differs:
+            return True, False
+        checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN
+        self._blind[site.name] += 1
+        return checking, checking

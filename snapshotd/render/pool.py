@@ -247,7 +247,7 @@ class BrowserPool:
         try:
             if slot is None:
                 return
-            usable = False
+            kept = False
             try:
                 collected = slot.collections
                 usable = (
@@ -257,14 +257,15 @@ class BrowserPool:
                     and await slot.reset()
                 )
                 self.stats.collections += slot.collections - collected
+                kept = usable and not chromium.retired  # retired while it was wiped
             finally:
                 chromium.wiping[slot.kind] -= 1
-                if usable and not chromium.retired:
+                if kept:
                     chromium.idle.append(slot)
                 else:
                     chromium.kinds[slot.kind] -= 1
                 chromium.freed.set()
-            if not (usable and not chromium.retired):
+            if not kept:
                 # A retired Chromium is closed whole, its contexts with it.
                 keep = chromium.browser.is_connected() and not chromium.retired
                 await slot.close(context=keep)
