@@ -157,7 +157,7 @@ def test_durations(value, seconds):
 def test_flood_settings(tmp_path):
     text = "[browser]\nconcurrency = 3\n[[site]]\norigin='http://x'\n"
     s = load_settings(write(tmp_path, text), env={})
-    assert s.browser.miss_queue == 12 and s.browser.miss_slots == 2
+    assert s.browser.miss_queue == 12 and s.browser.crawler_reserve == 1
     site = s.sites[0]
     assert site.new_paths_per_minute == 60 and site.ignore_params == ("@tracking",)
     assert site.ignored_params("utm_source") and site.ignored_params("fbclid")
@@ -168,7 +168,7 @@ def test_flood_settings(tmp_path):
         "[[site]]\nname='c'\norigin='http://x'\nignore_params=['sid']\n"
     )
     s = load_settings(write(tmp_path, text), env={})
-    assert s.browser.miss_queue == 0 and s.browser.miss_slots == 1
+    assert s.browser.miss_queue == 0 and s.browser.crawler_reserve == 1
     a, b, c = s.sites
     assert a.new_paths_per_minute == 5 and not a.ignored_params("utm_source")
     assert b.ignored_params("utm_source") and b.ignored_params("sid") and b.ignored_params("x_y")

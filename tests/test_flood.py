@@ -220,6 +220,57 @@ def test_a_full_miss_queue_bypasses_at_once(tmp_path) -> None:
         assert env.refused() == {"miss_queue": 5}
 
 
+def _until(condition, seconds: float = 30.0) -> bool:
+    """Wait for ``condition`` (the bound only stops a hang)."""
+    ends = time.monotonic() + seconds
+    while not condition() and time.monotonic() < ends:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_misses_use_every_render_slot_while_the_crawler_has_no_work(tmp_path) -> None:
+    with flood_env(tmp_path, concurrency=2) as env:
+        env.renderer.gate.clear()
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(env.bot, f"/m{i}") for i in range(2)]
+            # Both misses render at once: no slot idles for a crawler without work.
+            both = _until(lambda: len(env.renderer.urls) == 2)
+            env.renderer.gate.set()
+            assert both, env.renderer.urls
+            assert [f.result().headers["x-snapshotd-cache"] for f in futures] == ["MISS"] * 2
+
+
+def test_a_crawler_capture_gets_the_next_slot_before_new_misses(tmp_path) -> None:
+    # Two misses hold both slots; the crawler then has a path to capture, and waits for the
+    # first slot given back; a third miss, come after it, waits for the next.
+    with flood_env(tmp_path, concurrency=2, crawler=True, miss_wait=60) as env:
+        env.renderer.gate.clear()
+        with ThreadPoolExecutor(3) as pool:
+            first = [pool.submit(env.bot, f"/m{i}") for i in range(2)]
+            assert _until(lambda: len(env.renderer.urls) == 2), env.renderer.urls
+            answer = env.client.post(
+                "/_snapshotd/api/v1/sites/s/paths",
+                json={"paths": ["/known"]},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert answer.json()["results"][0]["result"] == "queued"
+            rows = sqlite3.connect(env.db)
+            try:
+                # The crawler has claimed it: it waits for a slot.
+                assert _until(lambda: rows.execute(
+                    "SELECT state FROM paths WHERE path = '/known'").fetchone()[0]
+                    == "processing")
+            finally:
+                rows.close()
+            third = pool.submit(env.bot, "/m2")
+            assert _until(lambda: "/m2" in env.rows())
+            env.renderer.gate.set()
+            for f in [*first, third]:
+                assert f.result().headers["x-snapshotd-cache"] == "MISS"
+        names = [u.rsplit("/", 1)[1] for u in env.renderer.urls]
+        assert names.index("known") < names.index("m2"), names
+
+
 def test_a_known_pending_path_is_captured_during_a_flood_of_unknown_ones(tmp_path) -> None:
     with flood_env(
         tmp_path, concurrency=2, delay=0.02, crawler=True, new_paths_per_minute=100000

@@ -18,10 +18,10 @@ Invariants:
   patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
   ``crawled``: its links are followed, no snapshot is kept;
 - concurrent proxy misses for one path share a single render (``capture_now``);
-- proxy misses hold at most ``browser.miss_slots`` render slots (one is left to the crawler
-  when there are several), one each (a capture renders its profiles one after another), and
-  at most ``browser.miss_queue`` more wait for one (``start_miss``): past that a miss is
-  refused rather than queued;
+- proxy misses hold every render slot while no crawler capture is under way here, and all
+  but ``browser.crawler_reserve`` of them while one is (:mod:`.miss_slots`), one each (a
+  capture renders its profiles one after another), and at most ``browser.miss_queue`` more
+  wait for one (``start_miss``): past that a miss is refused rather than queued;
 - between ``start`` and ``close``, leases past their deadline (whoever held them) go back to
   pending every ``reclaim_every`` seconds;
 - once ``stop`` is called no capture starts and no one waits on one; a capture cut short by
@@ -51,6 +51,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from snapshotd.capture.miss_slots import MissSlots
 from snapshotd.capture.profiles import ProfileRenders
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
@@ -144,8 +145,9 @@ class CaptureService:
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
-        self._miss_slots = asyncio.Semaphore(settings.browser.miss_slots)
-        self._miss_places = settings.browser.miss_slots + settings.browser.miss_queue
+        browser = settings.browser
+        self.miss_slots = MissSlots(browser.concurrency, browser.crawler_reserve)
+        self._miss_places = browser.concurrency + browser.miss_queue
         # Judging "same HTML as another path" and storing must not interleave, or two copies
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
@@ -215,10 +217,16 @@ class CaptureService:
         if self.stopping.is_set():
             return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
-        future = asyncio.ensure_future(self._run(site, record, follow_links))
+        future = asyncio.ensure_future(
+            self._crawler_run(site, record) if follow_links else self._run(site, record, False)
+        )
         self._inflight[key] = future
         future.add_done_callback(lambda _f: self._inflight.pop(key, None))
         return await asyncio.shield(future)
+
+    async def _crawler_run(self, site: SiteSettings, record: PathRecord) -> Outcome:
+        async with self.miss_slots.crawling():
+            return await self._run(site, record, True)
 
     async def _run(self, site: SiteSettings, record: PathRecord, follow_links: bool) -> Outcome:
         url = site.url_for(record.path)
@@ -407,7 +415,7 @@ class CaptureService:
     async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
         # A bot's request: it does not make the path one the crawler found.
         await self.store.enqueue(site.name, path, priority, found=False)
-        async with self._miss_slots:
+        async with self.miss_slots.miss():
             return await self.capture_now(site, path)
 
     async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:

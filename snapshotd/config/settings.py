@@ -72,9 +72,10 @@ class BrowserSettings:
         )
 
     @property
-    def miss_slots(self) -> int:
-        """Render slots proxy misses may hold at once: one is always left to the crawler."""
-        return max(self.concurrency - 1, 1)
+    def crawler_reserve(self) -> int:
+        """Render slots kept from proxy misses while a crawler capture is under way: one,
+        when there are several (misses hold every slot while the crawler has no work)."""
+        return 1 if self.concurrency > 1 else 0
 
 
 @dataclass(frozen=True)
