@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from snapshotd.capture.profiles import CHECK_ONE_IN
+from snapshotd.capture.profiles import CHECK_ONE_IN, LEARN_AFTER, kind_of
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.base import CaptureResult
@@ -93,6 +93,57 @@ async def test_a_page_that_reads_nothing_of_its_device_is_rendered_once_and_some
         assert served is not None and "the same words" in served.html
     assert 0.05 < 1 / CHECK_ONE_IN < 0.5
     assert await _capture(service, store, site, "/check") == Counter(mobile=1, desktop=1)
+
+
+async def test_pages_of_a_kind_that_reads_its_device_and_renders_alike_take_one_render(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    pages = Pages()  # every page reads its device (a responsive layout) and shows the same
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    draws = iter([0.5] * 8 + [0.05])  # which later pages are checked, one in CHECK_ONE_IN
+    service.profiles.chance = lambda: next(draws)
+    # New pages of one kind: rendered in both while the kind is learnt.
+    for n in range(LEARN_AFTER):
+        assert await _capture(service, store, site, f"/docs/{n}") == Counter(mobile=1, desktop=1)
+    # Then one render a new page of that kind, served to both profiles.
+    for n in range(LEARN_AFTER, LEARN_AFTER + 8):
+        assert await _capture(service, store, site, f"/docs/{n}") == Counter(mobile=1), n
+        served = await store.get_snapshot("site", f"/docs/{n}", "desktop")
+        assert served is not None and "the same words" in served.html
+    # ... but for one drawn for a check.
+    assert await _capture(service, store, site, "/docs/check") == Counter(mobile=1, desktop=1)
+    # Another shape of path, or other reads, is another kind, learnt on its own.
+    assert await _capture(service, store, site, "/shop/item/1") == Counter(mobile=1, desktop=1)
+    pages.device = frozenset({"innerWidth", "userAgent"})
+    assert await _capture(service, store, site, "/docs/other") == Counter(mobile=1, desktop=1)
+
+
+async def test_a_check_that_differs_makes_its_kind_render_every_profile(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    pages = Pages()
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    service.profiles.chance = lambda: 1.0  # no check drawn
+    for n in range(LEARN_AFTER):
+        await _capture(service, store, site, f"/p/{n}")
+    assert await _capture(service, store, site, "/p/alike") == Counter(mobile=1)
+    # A page of the kind, drawn for a check, shows the desktop something else: kept, and
+    # every page of the kind is rendered in both from then on.
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    service.profiles.chance = lambda: 0.0
+    assert await _capture(service, store, site, "/p/wide") == Counter(mobile=1, desktop=1)
+    assert (await store.own_profiles("site", ["/p/wide"]))["/p/wide"] == ("mobile", "desktop")
+    service.profiles.chance = lambda: 1.0
+    for n in range(3):
+        assert await _capture(service, store, site, f"/p/next{n}") == Counter(mobile=1, desktop=1)
+
+
+def test_a_kind_is_the_site_what_the_page_read_and_the_shape_of_its_path() -> None:
+    reads = frozenset({"innerWidth"})
+    assert kind_of("s", "http://h/products/1?x=1", reads) == kind_of("s", "http://h/products/22", reads)
+    assert kind_of("s", "http://h/about", reads) == kind_of("s", "http://h/contact", reads)
+    assert kind_of("s", "http://h/about", reads) != kind_of("s", "http://h/products/1", reads)
+    assert kind_of("s", "http://h/a", reads) != kind_of("t", "http://h/a", reads)
+    assert kind_of("s", "http://h/a", reads) != kind_of("s", "http://h/a", frozenset({"userAgent"}))
+    assert kind_of("s", "http://h/#!/guide/x", reads) == kind_of("s", "http://h/guide/y", reads)
 
 
 async def test_a_site_whose_unread_device_still_changes_its_pages_renders_both_from_then_on(store):  # type: ignore[no-untyped-def]

@@ -11,6 +11,13 @@ Invariants:
   profile and its main text is what it was then; also, always, when the path keeps another
   profile's capture from before, on a site that scrolls its pages (``scroll``), and on one
   that turned the probe's judgement off (``device_probe = false``);
+- a page that read something of its device is judged by its kind (:func:`kind_of`): the
+  site, what it read, and the shape of its path (how deep, under which first segment).
+  While fewer than ``LEARN_AFTER`` pages of a kind rendered alike in every profile, each
+  is rendered in every profile; from then on one render a page, and one in ``CHECK_ONE_IN``
+  at random is rendered in every profile all the same. A kind one of whose pages differed
+  renders every profile from then on in this process (the device is not told from chance
+  there: a kind wrongly held to differ costs renders, never a page's truth);
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -18,6 +25,8 @@ Invariants:
   chance) and nothing is learnt; else the site's pages differ by something the probe does
   not see (a server choosing by user agent without saying ``Vary``, a test of a property's
   presence), and every profile of its pages is rendered from then on in this process;
+- what is learnt is bounded: at most ``KINDS_KEPT`` kinds, the least recently seen
+  forgotten first (a forgotten kind is learnt again, rendering every profile);
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -26,9 +35,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.render.base import CaptureResult, Renderer
@@ -36,11 +46,33 @@ from snapshotd.store.base import PathRecord, Store, Variant
 from snapshotd.web.devices import renders_alike
 from snapshotd.web.fingerprints import fingerprint
 
-__all__ = ["CHECK_ONE_IN", "Before", "ProfileRenders"]
+__all__ = ["CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "kind_of"]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
-CHECK_ONE_IN = 10  # of a site's pages that read nothing of their device, checked
+CHECK_ONE_IN = 10  # of the pages of a kind learnt to render alike, checked
+LEARN_AFTER = 3  # pages of a kind that rendered alike before its pages take one render
+KINDS_KEPT = 10_000
+
+# A kind of page that read its device: (site, what it read, path depth, first segment).
+Kind = tuple[str, frozenset[str], int, str]
+
+
+def kind_of(site: str, url: str, device: frozenset[str]) -> Kind:
+    """The kind of a page of ``site`` at ``url`` that read ``device``: pages of one kind are
+    expected to treat devices alike (one template of one app). The path's shape is its
+    depth and, under the top level, its first segment (``/products/1`` and ``/products/2``
+    are one shape, ``/about`` and ``/contact`` another); a hashbang route counts as path."""
+    parts = urlsplit(url)
+    route = parts.path + (parts.fragment[1:] if parts.fragment.startswith("!") else "")
+    segments = [s for s in route.split("/") if s]
+    return site, device, len(segments), segments[0] if len(segments) > 1 else ""
+
+
+@dataclass
+class _Learnt:
+    alike: int = 0  # pages of the kind that rendered alike in every profile
+    differs: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +100,7 @@ class ProfileRenders:
         self.chance = chance  # draws which pages are checked
         self._blind: Counter[str] = Counter()  # a site's pages that read nothing of it
         self._differs: set[str] = set()  # sites whose such pages turned out different
+        self._kinds: OrderedDict[Kind, _Learnt] = OrderedDict()  # pages that read it
 
     async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
@@ -94,7 +127,7 @@ class ProfileRenders:
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
             return first, []
-        others, checking = self._others_wanted(site, first, before)
+        others, checking = self._others_wanted(url, site, first, before)
         if not others:
             return first, []
         variants = []
@@ -110,7 +143,9 @@ class ProfileRenders:
                 variants.append(
                     Variant(profile, other.html, other.status, other.headers, other.final_url)
                 )
-        if checking and variants:
+        if isinstance(checking, tuple):
+            self._learn(checking, differs=bool(variants), url=url)
+        elif checking is not None and variants:
             again = await self.renderer.capture(url, site, profiles[0])
             if again.ok and renders_alike(_shown(first), _shown(again)):
                 self._differs.add(site.name)
@@ -120,18 +155,47 @@ class ProfileRenders:
                 )
         return first, variants
 
+    def _learn(self, kind: Kind, *, differs: bool, url: str) -> None:
+        """What a page of ``kind`` rendered in every profile teaches. A page that read its
+        device and differed is taken at its word, without a render to tell the device from
+        chance: a kind wrongly held to differ costs renders, never a page's truth."""
+        learnt = self._kinds.get(kind)
+        if learnt is None or learnt.differs:
+            return
+        if not differs:
+            learnt.alike += 1
+            return
+        learnt.differs = True
+        log.info("profiles differ site=%s url=%s: every profile of its kind is rendered",
+                 kind[0], url)
+
     def _others_wanted(
-        self, site: SiteSettings, first: CaptureResult, before: Before
-    ) -> tuple[bool, bool]:
-        """Whether the profiles after the first are rendered (the module's rule), and whether
-        as a check of a page that read nothing of its device."""
+        self, url: str, site: SiteSettings, first: CaptureResult, before: Before
+    ) -> tuple[bool, str | Kind | None]:
+        """Whether the profiles after the first are rendered (the module's rule), and what
+        a difference teaches when they are rendered as a check: the site's pages that read
+        nothing of their device (its name), a kind of pages that read it, or nothing."""
         if before.keeps_others or site.scroll or not site.device_probe:
-            return True, False
+            return True, None
         if first.device:
             alike = before.alike_text
-            return alike is None or alike != fingerprint(first.html).text_hash, False
+            if alike is not None and alike == fingerprint(first.html).text_hash:
+                return False, None
+            kind = kind_of(site.name, url, first.device)
+            learnt = self._learnt(kind)
+            if learnt.differs:
+                return True, None
+            checking = learnt.alike < LEARN_AFTER or self.chance() < 1 / CHECK_ONE_IN
+            return checking, kind if checking else None
         if site.name in self._differs:
-            return True, False
+            return True, None
         checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN
         self._blind[site.name] += 1
-        return checking, checking
+        return checking, site.name if checking else None
+
+    def _learnt(self, kind: Kind) -> _Learnt:
+        learnt = self._kinds.pop(kind, None) or _Learnt()
+        self._kinds[kind] = learnt  # the most recently seen last
+        if len(self._kinds) > KINDS_KEPT:
+            self._kinds.popitem(last=False)
+        return learnt
