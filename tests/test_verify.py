@@ -26,7 +26,7 @@ from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
 from snapshotd.verify.ranges import RangeLists, Ranges, parse_ranges
 from snapshotd.verify.resolver import DnsFailure, SystemResolver, TableResolver
 from snapshotd.web.client_address import TrustedProxies
-from snapshotd.web.crawler_families import family_of, name_in, parse_range_source
+from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source
 from tests.servers import serve_asgi
 
 # The shape Google, Bing, Apple and OpenAI publish, with documentation addresses.
@@ -98,6 +98,46 @@ def test_published_names_the_families_own_lists():
     )
     with pytest.raises(ValueError, match="yandex publishes no range list"):
         parse_range_source("yandex=published")
+
+
+
+# A Google Cloud VM's default reverse name and an App Engine fetcher's both forward-confirm:
+# their customers choose what they send, User-Agent included.
+CLOUD_AND_GOOGLE = TableResolver(
+    ptr={"34.66.1.2": ["2.1.66.34.bc.googleusercontent.com."],
+         "34.66.1.3": ["34-66-1-3.gae.googleusercontent.com."],
+         "66.249.66.1": ["crawl-66-249-66-1.googlebot.com."],
+         "66.249.66.2": ["geo-crawl-66-249-66-2.geo.googlebot.com."],
+         "66.249.90.77": ["rate-limited-proxy-66-249-90-77.google.com."]},
+    addresses={"2.1.66.34.bc.googleusercontent.com.": ["34.66.1.2"],
+               "34-66-1-3.gae.googleusercontent.com.": ["34.66.1.3"],
+               "crawl-66-249-66-1.googlebot.com.": ["66.249.66.1"],
+               "geo-crawl-66-249-66-2.geo.googlebot.com.": ["66.249.66.2"],
+               "rate-limited-proxy-66-249-90-77.google.com.": ["66.249.90.77"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("address", "claim"),
+    [("34.66.1.2", UNVERIFIED), ("34.66.1.3", UNVERIFIED), ("66.249.66.1", VERIFIED),
+     ("66.249.66.2", VERIFIED), ("66.249.90.77", VERIFIED)],
+)
+async def test_a_cloud_customers_forward_confirmed_name_is_no_googlebot(address, claim):
+    verifier = Verifier(resolver=CLOUD_AND_GOOGLE)
+    for bot in ("Googlebot", "FeedFetcher-Google"):
+        assert await verifier.claim(bot, address, wait=5) == claim
+    await verifier.close()
+
+
+def test_every_familys_domains_and_lists_are_the_operators_own():
+    for family in families().values():
+        assert not family.dns or family.dns_source.startswith("https://"), family.name
+        assert not any(name_in(d, ("googleusercontent.com",)) for d in family.dns)
+    # Google's user-triggered-fetchers.json holds the addresses customers' App Engine apps
+    # fetch from; its Google-controlled fetchers have a list of their own.
+    _, sources = parse_range_source("google=published")
+    assert not any(s.endswith("/user-triggered-fetchers.json") for s in sources)
+    assert any(s.endswith("/user-triggered-fetchers-google.json") for s in sources)
 
 
 # --------------------------------------------------------------------------- ranges
