@@ -24,7 +24,13 @@ from snapshotd.config.values import ConfigError
 from snapshotd.net.fetch import Fetcher
 from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
 from snapshotd.verify.ranges import RangeLists, Ranges, parse_ranges
-from snapshotd.verify.resolver import DnsFailure, SystemResolver, TableResolver
+from snapshotd.verify.resolver import (
+    NEGATIVE_TTL,
+    Answer,
+    DnsFailure,
+    SystemResolver,
+    TableResolver,
+)
 from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source
 from tests.servers import serve_asgi
@@ -284,6 +290,64 @@ async def test_a_hanging_look_up_ends_at_its_time_out_and_a_claim_waits_only_its
     assert loop.time() - started < 0.15  # its wait, not the look-up's time-out
     await asyncio.sleep(0.3)  # the look-up timed out (2 x timeout) and was cached
     assert verifier.now("Googlebot", "192.0.2.1") == UNVERIFIED
+    await verifier.close()
+
+
+
+class FloodResolver:
+    """Google's crawler at 66.249.66.1 (reverse and forward); every other address has no
+    name, or (``hang``) its reverse look-up never answers. Counts reverse look-ups."""
+
+    GOOGLEBOT, NAME = "66.249.66.1", "crawl-66-249-66-1.googlebot.com"
+
+    def __init__(self, *, hang: bool) -> None:
+        self.hang = hang
+        self.reverses = 0
+
+    async def reverse(self, address: str) -> Answer:
+        self.reverses += 1
+        if address == self.GOOGLEBOT:
+            return Answer((self.NAME,), 300.0)
+        if self.hang:
+            await asyncio.Event().wait()
+        return Answer((), NEGATIVE_TTL)
+
+    async def forward(self, name: str) -> Answer:
+        return Answer((self.GOOGLEBOT,) if name == self.NAME else (), 300.0)
+
+
+@pytest.mark.parametrize(
+    ("flood", "count"), [("192.0.2.{}", 256), ("2001:db8:1:2::{:x}", 300)],
+    ids=["ipv4/24", "ipv6/64"],
+)
+async def test_one_network_cannot_take_the_look_ups_from_a_real_googlebot(flood, count):
+    resolver = FloodResolver(hang=True)
+    verifier = Verifier(resolver=resolver, timeout=60)
+    for i in range(count):  # hits from every address of a /24, or 300 of a /64
+        verifier.now("Googlebot", flood.format(i))
+    assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
+    # The hits started a bounded number of look-ups: the network's share, not every slot.
+    assert resolver.reverses - 1 == verifier.network_lookups < verifier.max_lookups
+    # A claim from the flooding network waits for its own network's look-ups, never
+    # another's, and is unverified when none frees in time.
+    assert await verifier.claim("Googlebot", flood.format(count - 1), wait=0.05) == UNVERIFIED
+    await verifier.close()
+
+
+async def test_one_network_cannot_flush_the_cache_of_others():
+    resolver = FloodResolver(hang=False)
+    # 100,000 addresses against the default 65,536 entries, scaled down: 10,000 against 4,096.
+    verifier = Verifier(resolver=resolver, max_entries=4096)
+    assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
+    others = [f"198.51.{i}.7" for i in range(100)]
+    for address in others:
+        assert await verifier.claim("Googlebot", address, wait=5) == UNVERIFIED
+    for i in range(10_000):  # one /64's new addresses
+        await verifier.claim("Googlebot", f"2001:db8:1:2::{i:x}", wait=5)
+    asked = resolver.reverses
+    assert verifier.now("Googlebot", FloodResolver.GOOGLEBOT) == VERIFIED
+    assert all(verifier.now("Googlebot", a) == UNVERIFIED for a in others)
+    assert resolver.reverses == asked  # every one of them answered from the cache
     await verifier.close()
 
 
