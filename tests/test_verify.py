@@ -22,6 +22,7 @@ from starlette.routing import Route
 from snapshotd.config.loading import load_settings
 from snapshotd.config.values import ConfigError
 from snapshotd.net.fetch import Fetcher
+from snapshotd.services import default_verifier
 from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
 from snapshotd.verify.ranges import RangeLists, Ranges, parse_ranges
 from snapshotd.verify.resolver import (
@@ -30,6 +31,7 @@ from snapshotd.verify.resolver import (
     DnsFailure,
     SystemResolver,
     TableResolver,
+    parse_servers,
 )
 from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source
@@ -406,7 +408,7 @@ async def table_dns() -> AsyncIterator[tuple[TableDns, int]]:
 async def test_dnspython_asks_the_name_servers_and_keeps_the_shortest_ttl(table_dns):
     server, port = table_dns
     clock = Clock()
-    resolver = SystemResolver(0.5, nameservers=["127.0.0.1"], port=port)
+    resolver = SystemResolver(0.5, nameservers=[f"127.0.0.1:{port}"])
     verifier = Verifier(resolver=resolver, clock=clock, timeout=0.5)
     assert await verifier.claim("Googlebot", "66.249.66.1", wait=5) == VERIFIED
     assert await verifier.claim("Googlebot", "66.249.66.2", wait=5) == UNVERIFIED
@@ -421,10 +423,40 @@ async def test_dnspython_asks_the_name_servers_and_keeps_the_shortest_ttl(table_
 
 async def test_dnspython_time_outs_are_failures_and_private_addresses_are_never_asked(table_dns):
     server, port = table_dns
-    resolver = SystemResolver(0.3, nameservers=["127.0.0.1"], port=port)
+    resolver = SystemResolver(0.3, nameservers=[f"127.0.0.1:{port}"])
     with pytest.raises(DnsFailure):
         await resolver.reverse("66.249.66.3")
     asked = len(server.asked)
     assert await resolver.reverse("127.0.0.7") == ((), 600.0)
     assert await resolver.reverse("10.1.2.3") == ((), 600.0)
     assert len(server.asked) == asked
+
+
+async def test_dns_servers_set_are_the_only_ones_verification_asks(table_dns):
+    server, port = table_dns
+    settings = load_settings(env={"SNAPSHOTD_DNS_SERVERS": f"127.0.0.1:{port}"})
+    assert settings.dns_servers == (f"127.0.0.1:{port}",)
+    verifier = default_verifier(settings)
+    assert await verifier.claim("Googlebot", "66.249.66.1", wait=5) == VERIFIED
+    assert ("1.66.249.66.in-addr.arpa.", "PTR") in server.asked
+    assert ("crawl-66-249-66-1.googlebot.com.", "A") in server.asked
+    await verifier.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "server"),
+    [("127.0.0.1", ("127.0.0.1", 53)), ("127.0.0.1:9653", ("127.0.0.1", 9653)),
+     ("[::1]:5353", ("::1", 5353)), ("[::1]", ("::1", 53)), ("::1", ("::1", 53))],
+)
+def test_a_dns_server_is_an_address_and_a_port(text, server):
+    assert load_settings(env={}, overrides={"dns_servers": (text,)}).dns_servers == (text,)
+    assert parse_servers([text]) == (server,)
+
+
+@pytest.mark.parametrize(
+    "text", ["ns1.example", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:\uff15\uff13",
+             "[::1]5353", "[::1", "::1:53:x", ""],
+)
+def test_a_bad_dns_server_is_refused_where_settings_are_read(text):
+    with pytest.raises(ConfigError, match="server.dns_servers: .* is not address or address:port"):
+        load_settings(env={}, overrides={"dns_servers": (text,)})

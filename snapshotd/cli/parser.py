@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         "also SNAPSHOTD_TRUSTED_PROXIES",
     )
     p.add_argument(
+        "--dns-servers",
+        metavar="S[,S...]",
+        help="name servers that verify crawlers, address or address:port ([::1]:5353); "
+        "default the system's; also SNAPSHOTD_DNS_SERVERS",
+    )
+    p.add_argument(
         "--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"
     )
     p.add_argument("--port", type=int, help="port to listen on (default 8080; 0 picks a free one)")

@@ -86,6 +86,7 @@ _SERVER_KINDS = {
     "trusted_proxies": "list",
     "bot_ranges": "list",
     "bot_ranges_every": "float",
+    "dns_servers": "list",
     "render_clients": "list",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
@@ -118,7 +119,9 @@ def _section(
 
 
 def _check_verification(where: str, values: Mapping[str, Any]) -> None:
-    """``trusted_proxies``, ``bot_ranges`` and ``bot_ranges_every`` (section 3.4)."""
+    """``trusted_proxies``, ``bot_ranges``, ``bot_ranges_every`` and ``dns_servers``
+    (section 3.4)."""
+    from snapshotd.verify.resolver import parse_servers
     from snapshotd.web.client_address import parse_networks
     from snapshotd.web.crawler_families import parse_range_source
 
@@ -133,6 +136,10 @@ def _check_verification(where: str, values: Mapping[str, Any]) -> None:
             raise ConfigError(f"{where}: server.bot_ranges: {exc}") from None
     if not 60 <= values.get("bot_ranges_every", 86400.0) <= 30 * 86400:
         raise ConfigError(f"{where}: server.bot_ranges_every must be 60 s to 30 days")
+    try:
+        parse_servers(values.get("dns_servers", ()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: server.dns_servers: {exc}") from None
 
 
 def _hosts(value: str | None) -> list[str] | None:

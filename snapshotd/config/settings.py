@@ -302,6 +302,9 @@ class Settings:
     bot_ranges: tuple[str, ...] = ()
     # Seconds between two loads of every bot_ranges list.
     bot_ranges_every: float = 86400.0
+    # The name servers crawler verification asks, "address" or "address:port"; none: the
+    # system's (section 3.4).
+    dns_servers: tuple[str, ...] = ()
     # Networks whose clients use the render and screenshot endpoints without a token
     # (Rendertron's middleware sends none); none by default.
     render_clients: tuple[str, ...] = ()
