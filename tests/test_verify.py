@@ -56,9 +56,7 @@ PUBLISHED = json.dumps({
         ("127.0.0.9", {"x-forwarded-for": "127.0.0.7, unknown"}, "127.0.0.9"),  # no address
         ("127.0.0.9", {"x-forwarded-for": "garbage"}, "127.0.0.9"),
         ("127.0.0.9", {}, "127.0.0.9"),
-        ("127.0.0.9", {"forwarded": 'for=127.0.0.8;proto=http, for="[2001:db8::7]:443"'},
-         "2001:db8::7"),
-        ("127.0.0.9", {"forwarded": "for=_hidden"}, "127.0.0.9"),
+        ("127.0.0.9", {"forwarded": "for=127.0.0.7"}, "127.0.0.9"),  # not the header read
         ("::ffff:127.0.0.9", {"x-forwarded-for": "127.0.0.7:4711"}, "127.0.0.7"),
         ("127.0.0.9", {"x-forwarded-for": "::ffff:192.0.2.1"}, "192.0.2.1"),
     ],
@@ -66,6 +64,20 @@ PUBLISHED = json.dumps({
 def test_the_client_is_the_last_address_a_trusted_front_server_added(peer, headers, client):
     trusted = TrustedProxies(["127.0.0.9", "10.0.0.0/8"])
     assert trusted.client(peer, headers) == client
+
+
+@pytest.mark.parametrize(
+    ("headers", "client"),
+    [
+        ({"forwarded": 'for=127.0.0.8;proto=http, for="[2001:db8::7]:443"'}, "2001:db8::7"),
+        ({"forwarded": "for=_hidden"}, "127.0.0.9"),
+        ({"forwarded": "for=127.0.0.7", "x-forwarded-for": "127.0.0.8"}, "127.0.0.7"),
+        ({"x-forwarded-for": "127.0.0.8"}, "127.0.0.9"),  # written by the client, not read
+    ],
+)
+def test_a_front_server_writing_forwarded_has_that_header_read_alone(headers, client):
+    trusted = TrustedProxies(["127.0.0.9"], header="forwarded")
+    assert trusted.client("127.0.0.9", headers) == client
 
 
 def test_with_no_trusted_proxies_no_header_is_believed():
@@ -77,6 +89,10 @@ def test_trusted_proxies_are_checked_where_settings_are_read():
     assert load_settings(env=env).trusted_proxies == ("127.0.0.1", "10.0.0.0/8")
     with pytest.raises(ConfigError, match="trusted_proxies: 'nginx' is not an address"):
         load_settings(env={"SNAPSHOTD_TRUSTED_PROXIES": "nginx"})
+    env = {"SNAPSHOTD_FORWARDED_HEADER": "Forwarded"}
+    assert load_settings(env=env).forwarded_header == "forwarded"
+    with pytest.raises(ConfigError, match="forwarded_header: expected x-forwarded-for or forw"):
+        load_settings(env={"SNAPSHOTD_FORWARDED_HEADER": "x-real-ip"})
     with pytest.raises(ConfigError, match="bot_ranges: unknown family 'altavista'"):
         load_settings(env={"SNAPSHOTD_BOT_RANGES": "altavista=published"})
     with pytest.raises(ConfigError, match="bot_ranges: 'ftp://x' *: expected an http"):

@@ -20,7 +20,9 @@ class UserError(Exception):
 def settings_of(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
         key: getattr(args, key, None)
-        for key in ("host", "port", "db", "origin", "hosts", "miss_wait", "workers")
+        for key in (
+            "host", "port", "db", "origin", "hosts", "miss_wait", "workers", "forwarded_header"
+        )
     }
     for key in ("trusted_proxies", "dns_servers"):
         if getattr(args, key, None) is not None:
