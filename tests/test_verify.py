@@ -335,17 +335,19 @@ class FloodResolver:
 
 
 @pytest.mark.parametrize(
-    ("flood", "count"), [("192.0.2.{}", 256), ("2001:db8:1:2::{:x}", 300)],
-    ids=["ipv4/24", "ipv6/64"],
+    ("flood", "count", "share"),
+    [("192.0.2.{}", 256, 1 / 32), ("2001:db8:1:2::{:x}", 300, 1 / 32),
+     ("2001:db8:1:{:x}::1", 300, 1 / 8)],
+    ids=["ipv4/24", "ipv6/64", "ipv6/48"],
 )
-async def test_one_network_cannot_take_the_look_ups_from_a_real_googlebot(flood, count):
+async def test_one_network_cannot_take_the_look_ups_from_a_real_googlebot(flood, count, share):
     resolver = FloodResolver(hang=True)
     verifier = Verifier(resolver=resolver, timeout=60)
-    for i in range(count):  # hits from every address of a /24, or 300 of a /64
+    for i in range(count):  # every address of a /24, 300 of a /64, or 300 /64s of a /48
         verifier.now("Googlebot", flood.format(i))
     assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
     # The hits started a bounded number of look-ups: the network's share, not every slot.
-    assert resolver.reverses - 1 == verifier.network_lookups < verifier.max_lookups
+    assert resolver.reverses - 1 == verifier.max_lookups * share < verifier.max_lookups
     # A claim from the flooding network waits for its own network's look-ups, never
     # another's, and is unverified when none frees in time.
     assert await verifier.claim("Googlebot", flood.format(count - 1), wait=0.05) == UNVERIFIED
@@ -354,14 +356,16 @@ async def test_one_network_cannot_take_the_look_ups_from_a_real_googlebot(flood,
 
 async def test_one_network_cannot_flush_the_cache_of_others():
     resolver = FloodResolver(hang=False)
-    # 100,000 addresses against the default 65,536 entries, scaled down: 10,000 against 4,096.
+    # 100,000 addresses against the default 65,536 entries, scaled down: 6,000 against 4,096.
     verifier = Verifier(resolver=resolver, max_entries=4096)
     assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
     others = [f"198.51.{i}.7" for i in range(100)]
     for address in others:
         assert await verifier.claim("Googlebot", address, wait=5) == UNVERIFIED
-    for i in range(10_000):  # one /64's new addresses
+    for i in range(6_000):  # one /64's new addresses, then ones of a /48's 6,000 /64s
         await verifier.claim("Googlebot", f"2001:db8:1:2::{i:x}", wait=5)
+    for i in range(6_000):
+        await verifier.claim("Googlebot", f"2001:db8:2:{i:x}::1", wait=5)
     asked = resolver.reverses
     assert verifier.now("Googlebot", FloodResolver.GOOGLEBOT) == VERIFIED
     assert all(verifier.now("Googlebot", a) == UNVERIFIED for a in others)

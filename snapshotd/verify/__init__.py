@@ -15,15 +15,15 @@ Invariants:
 - :meth:`Verifier.claim` waits for a look-up under way at most ``wait`` seconds (when its
   network's share of look-ups is taken, for one of its own network's to end); not known by
   then is ``unverified`` (the answer lands in the cache for the next request);
-- fair per network (:mod:`snapshotd.verify.fairness`: an IPv4 /24, an IPv6 /64): at most
-  ``max_lookups`` look-ups run at once, at most ``network_lookups`` of them for one network;
-  past either an address is judged unverified for now and looked up again by a later
-  request, so a hit starts at most one look-up, each bounded by twice ``timeout``, and one
-  network's flood of new addresses holds only its own share of the look-ups;
+- fair per network (:mod:`snapshotd.verify.fairness`: an IPv4 /24; an IPv6 /64 and its
+  /48): at most ``max_lookups`` look-ups run at once, of them at most each of the address's
+  networks' share; past either an address is judged unverified for now and looked up again
+  by a later request, so a hit starts at most one look-up, each bounded by twice
+  ``timeout``, and one network's flood of new addresses holds only its own share;
 - every DNS answer is cached for its TTL (clamped to ``MIN_TTL`` .. ``MAX_TTL``); a failure
-  or time-out for ``FAILURE_TTL``; the cache holds at most ``max_entries`` addresses, at
-  most ``network_entries`` of one network (a network past its share replaces its own least
-  recently used entry; a full cache drops the least recently used one).
+  or time-out for ``FAILURE_TTL``; the cache holds at most ``max_entries`` addresses, and of
+  one network at most its share (a network at its share replaces its own least recently
+  used entry; a full cache drops the least recently used one).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import logging
 import time
 
 from snapshotd.observe import logs
-from snapshotd.verify.fairness import NetworkCache, network_of
+from snapshotd.verify.fairness import Network, NetworkCache, networks_of, share_of
 from snapshotd.verify.ranges import RangeLists
 from snapshotd.verify.resolver import DnsFailure, Resolver, SystemResolver
 from snapshotd.web.crawler_families import Family, family_of, name_in
@@ -47,8 +47,6 @@ VERIFIED, UNVERIFIED, UNVERIFIABLE = "verified", "unverified", "unverifiable"
 MIN_TTL, MAX_TTL, FAILURE_TTL = 30.0, 86400.0, 30.0
 # Reverse names looked up forward, at most, per address (a PTR set may hold several).
 MAX_NAMES = 3
-# A network's share of the look-ups and of the cache: this fraction of each.
-NETWORK_SHARE = 1 / 32
 
 
 class Verifier:
@@ -69,12 +67,8 @@ class Verifier:
         self.resolver: Resolver = resolver or SystemResolver(timeout)
         self.timeout = timeout
         self.max_entries, self.max_lookups = max_entries, max_lookups
-        self.network_entries = max(1, int(max_entries * NETWORK_SHARE))
-        self.network_lookups = max(1, int(max_lookups * NETWORK_SHARE))
         self.clock = clock
-        self._cache: NetworkCache[tuple[str, str], tuple[str, float]] = NetworkCache(
-            max_entries, self.network_entries
-        )
+        self._cache: NetworkCache[tuple[str, str], tuple[str, float]] = NetworkCache(max_entries)
         self._lookups: dict[tuple[str, str], asyncio.Task[str]] = {}
         self._network_lookups: dict[str, set[asyncio.Task[str]]] = {}
         self._ranged: dict[tuple[str, str], str] = {}
@@ -121,25 +115,33 @@ class Verifier:
 
     def _start(self, family: Family, address: str) -> None:
         """A look-up of ``address`` in the background, when a slot is free, overall and in
-        its network's share."""
-        network = network_of(address)
-        mine = self._network_lookups.setdefault(network, set())
-        if len(self._lookups) >= self.max_lookups or len(mine) >= self.network_lookups:
-            if not mine:
-                del self._network_lookups[network]
+        each of its networks' share."""
+        networks = networks_of(address)
+        if len(self._lookups) >= self.max_lookups or any(
+            len(self._network_lookups.get(n, ())) >= share_of(self.max_lookups, share)
+            for n, share in networks
+        ):
             return
         key = (family.name, address)
-        task = asyncio.ensure_future(self._lookup(family, address, network))
+        task = asyncio.ensure_future(self._lookup(family, address, networks))
         self._lookups[key] = task
-        mine.add(task)
+        for network, _share in networks:
+            self._network_lookups.setdefault(network, set()).add(task)
 
         def done(_task: asyncio.Task[str]) -> None:
             self._lookups.pop(key, None)
-            mine.discard(task)
-            if not mine and self._network_lookups.get(network) is mine:
-                del self._network_lookups[network]
+            for network, _share in networks:
+                mine = self._network_lookups.get(network)
+                if mine is not None:
+                    mine.discard(task)
+                    if not mine:
+                        del self._network_lookups[network]
 
         task.add_done_callback(done)
+
+    def network_lookups(self, address: str) -> set[asyncio.Task[str]]:
+        """The look-ups under way for ``address``'s networks."""
+        return set().union(*(self._network_lookups.get(n, ()) for n, _ in networks_of(address)))
 
     def _by_ranges(self, family: Family, address: str) -> str:
         """``verified`` when the address is in the family's ranges; ``unverified`` or
@@ -170,18 +172,18 @@ class Verifier:
             task = self._lookups.get((family.name, address))
             if task is not None:
                 break
-            # No slot: wait for one of the network's own look-ups to end, then try again.
-            mine = self._network_lookups.get(network_of(address))
+            # No slot: wait for one of its own networks' look-ups to end, then try again.
+            mine = self.network_lookups(address)
             left = deadline - loop.time()
-            if not mine or left <= 0:  # every slot taken, or the time is up
+            if not mine or left <= 0:  # every slot taken by others, or the time is up
                 return UNVERIFIED
-            await asyncio.wait(set(mine), timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(mine, timeout=left, return_when=asyncio.FIRST_COMPLETED)
         done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
         if task in done and not task.cancelled() and task.exception() is None:
             return task.result()
         return UNVERIFIED
 
-    async def _lookup(self, family: Family, address: str, network: str) -> str:
+    async def _lookup(self, family: Family, address: str, networks: tuple[Network, ...]) -> str:
         """Reverse, then forward DNS for ``address``; the claim, cached with its TTL."""
         self.looked_up += 1
         try:
@@ -194,7 +196,7 @@ class Verifier:
             )
             claim, ttl = UNVERIFIED, FAILURE_TTL
         expires = self.clock() + min(max(ttl, MIN_TTL), MAX_TTL)
-        self._cache.put((family.name, address), network, (claim, expires))
+        self._cache.put((family.name, address), networks, (claim, expires))
         return claim
 
     async def _dns(self, family: Family, address: str) -> tuple[str, float]:
