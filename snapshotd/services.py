@@ -49,7 +49,7 @@ from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
 from snapshotd.verify import Verifier
 from snapshotd.verify.ranges import RangeLists
-from snapshotd.verify.resolver import Resolver
+from snapshotd.verify.resolver import Resolver, SystemResolver
 from snapshotd.web.crawler_families import parse_range_source
 
 log = logging.getLogger("snapshotd")
@@ -144,13 +144,14 @@ def default_renderer(settings: Settings) -> Renderer:
 
 def default_verifier(settings: Settings, resolver: Resolver | None = None) -> Verifier:
     """The crawler verifier of ``settings``: its published ranges, and DNS by ``resolver``
-    (the system's name servers when None)."""
+    (when None: ``dns_servers``, else the system's name servers)."""
     sources = [
         (family, source)
         for entry in settings.bot_ranges
         for family, sources in [parse_range_source(entry)]
         for source in sources
     ]
+    resolver = resolver or SystemResolver(nameservers=settings.dns_servers)
     return Verifier(RangeLists(sources, every=settings.bot_ranges_every), resolver)
 
 

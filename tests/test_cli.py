@@ -37,6 +37,15 @@ def test_broken_config_file_stops_start_up(tmp_path):
     assert str(cfg) in line and "server.port" in line
 
 
+def test_a_bad_dns_server_stops_start_up(tmp_path):
+    db = str(tmp_path / "s.db")
+    args = ("serve", "--origin", "http://127.0.0.1:9", "--db", db)
+    line = one_line_error(run(*args, "--dns-servers", "127.0.0.1:53,ns1.example"))
+    assert "server.dns_servers: 'ns1.example' is not address or address:port" in line
+    line = one_line_error(run(*args, env={"SNAPSHOTD_DNS_SERVERS": "[::1]:x"}))
+    assert "'[::1]:x' is not address or address:port" in line
+
+
 def test_toml_syntax_error_names_the_file_and_line(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text("[server]\nport = 8080\n[[site]\n")

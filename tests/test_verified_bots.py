@@ -99,6 +99,7 @@ def verified_env(
     miss_wait: float = 30.0,
     crawler: bool = True,
     trusted_proxies: tuple[str, ...] = (),
+    forwarded_header: str = "x-forwarded-for",
     bot_ranges: tuple[str, ...] = (),
     **site: object,
 ) -> Iterator[Env]:
@@ -111,6 +112,7 @@ def verified_env(
             api_tokens=(TOKEN,),
             miss_wait=miss_wait,
             trusted_proxies=trusted_proxies,
+            forwarded_header=forwarded_header,
             bot_ranges=bot_ranges,
             maintenance_every=0.5,
             browser=BrowserSettings(concurrency=concurrency),
@@ -235,6 +237,40 @@ def test_a_trusted_front_servers_x_forwarded_for_names_the_client(tmp_path, capl
     assert all(line.endswith(f"verified {VERIFIED}") for line in lines[:5])
     assert lines[5].endswith(f"unverified {SPOOFER}")
     assert lines[6].endswith(f"refused {SPOOFER}")
+
+
+@pytest.mark.parametrize(
+    ("header", "front_writes", "client_writes"),
+    [
+        ("forwarded", "Forwarded", "X-Forwarded-For"),
+        ("x-forwarded-for", "X-Forwarded-For", "Forwarded"),
+    ],
+)
+def test_only_the_header_the_front_server_writes_names_the_client(
+    tmp_path, caplog, header, front_writes, client_writes
+):
+    def spelled(name: str, address: str) -> str:
+        return f"for={address}" if name == "Forwarded" else address
+
+    with caplog.at_level(logging.INFO, logger="snapshotd.access"), verified_env(
+        tmp_path, crawler=False, new_paths_per_minute=1, trusted_proxies=(FRONT,),
+        forwarded_header=header,
+    ) as env, env.client(FRONT) as client:
+        # The spoofer, through the front server, writes the verified crawler's address in
+        # the header the front server leaves alone: it is not read.
+        spoofed = {front_writes: spelled(front_writes, SPOOFER),
+                   client_writes: spelled(client_writes, VERIFIED)}
+        results = [client.get(f"/q{i}", headers=spoofed).headers["x-snapshotd-cache"]
+                   for i in range(2)]
+        assert results == ["MISS", "BYPASS"]
+        real = {front_writes: spelled(front_writes, VERIFIED),
+                client_writes: spelled(client_writes, SPOOFER)}
+        results = [client.get(f"/p{i}", headers=real).headers["x-snapshotd-cache"]
+                   for i in range(3)]
+        assert results == ["MISS"] * 3
+    lines = [r.getMessage() for r in caplog.records if r.name == "snapshotd.access"]
+    assert lines[0].endswith(f"unverified {SPOOFER}") and lines[1].endswith(f"refused {SPOOFER}")
+    assert all(line.endswith(f"verified {VERIFIED}") for line in lines[2:])
 
 
 @pytest.mark.parametrize("trouble", ["hang", "fail"])

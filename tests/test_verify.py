@@ -22,11 +22,19 @@ from starlette.routing import Route
 from snapshotd.config.loading import load_settings
 from snapshotd.config.values import ConfigError
 from snapshotd.net.fetch import Fetcher
+from snapshotd.services import default_verifier
 from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
 from snapshotd.verify.ranges import RangeLists, Ranges, parse_ranges
-from snapshotd.verify.resolver import DnsFailure, SystemResolver, TableResolver
+from snapshotd.verify.resolver import (
+    NEGATIVE_TTL,
+    Answer,
+    DnsFailure,
+    SystemResolver,
+    TableResolver,
+    parse_servers,
+)
 from snapshotd.web.client_address import TrustedProxies
-from snapshotd.web.crawler_families import family_of, name_in, parse_range_source
+from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source
 from tests.servers import serve_asgi
 
 # The shape Google, Bing, Apple and OpenAI publish, with documentation addresses.
@@ -48,9 +56,7 @@ PUBLISHED = json.dumps({
         ("127.0.0.9", {"x-forwarded-for": "127.0.0.7, unknown"}, "127.0.0.9"),  # no address
         ("127.0.0.9", {"x-forwarded-for": "garbage"}, "127.0.0.9"),
         ("127.0.0.9", {}, "127.0.0.9"),
-        ("127.0.0.9", {"forwarded": 'for=127.0.0.8;proto=http, for="[2001:db8::7]:443"'},
-         "2001:db8::7"),
-        ("127.0.0.9", {"forwarded": "for=_hidden"}, "127.0.0.9"),
+        ("127.0.0.9", {"forwarded": "for=127.0.0.7"}, "127.0.0.9"),  # not the header read
         ("::ffff:127.0.0.9", {"x-forwarded-for": "127.0.0.7:4711"}, "127.0.0.7"),
         ("127.0.0.9", {"x-forwarded-for": "::ffff:192.0.2.1"}, "192.0.2.1"),
     ],
@@ -58,6 +64,20 @@ PUBLISHED = json.dumps({
 def test_the_client_is_the_last_address_a_trusted_front_server_added(peer, headers, client):
     trusted = TrustedProxies(["127.0.0.9", "10.0.0.0/8"])
     assert trusted.client(peer, headers) == client
+
+
+@pytest.mark.parametrize(
+    ("headers", "client"),
+    [
+        ({"forwarded": 'for=127.0.0.8;proto=http, for="[2001:db8::7]:443"'}, "2001:db8::7"),
+        ({"forwarded": "for=_hidden"}, "127.0.0.9"),
+        ({"forwarded": "for=127.0.0.7", "x-forwarded-for": "127.0.0.8"}, "127.0.0.7"),
+        ({"x-forwarded-for": "127.0.0.8"}, "127.0.0.9"),  # written by the client, not read
+    ],
+)
+def test_a_front_server_writing_forwarded_has_that_header_read_alone(headers, client):
+    trusted = TrustedProxies(["127.0.0.9"], header="forwarded")
+    assert trusted.client("127.0.0.9", headers) == client
 
 
 def test_with_no_trusted_proxies_no_header_is_believed():
@@ -69,6 +89,10 @@ def test_trusted_proxies_are_checked_where_settings_are_read():
     assert load_settings(env=env).trusted_proxies == ("127.0.0.1", "10.0.0.0/8")
     with pytest.raises(ConfigError, match="trusted_proxies: 'nginx' is not an address"):
         load_settings(env={"SNAPSHOTD_TRUSTED_PROXIES": "nginx"})
+    env = {"SNAPSHOTD_FORWARDED_HEADER": "Forwarded"}
+    assert load_settings(env=env).forwarded_header == "forwarded"
+    with pytest.raises(ConfigError, match="forwarded_header: expected x-forwarded-for or forw"):
+        load_settings(env={"SNAPSHOTD_FORWARDED_HEADER": "x-real-ip"})
     with pytest.raises(ConfigError, match="bot_ranges: unknown family 'altavista'"):
         load_settings(env={"SNAPSHOTD_BOT_RANGES": "altavista=published"})
     with pytest.raises(ConfigError, match="bot_ranges: 'ftp://x' *: expected an http"):
@@ -98,6 +122,46 @@ def test_published_names_the_families_own_lists():
     )
     with pytest.raises(ValueError, match="yandex publishes no range list"):
         parse_range_source("yandex=published")
+
+
+
+# A Google Cloud VM's default reverse name and an App Engine fetcher's both forward-confirm:
+# their customers choose what they send, User-Agent included.
+CLOUD_AND_GOOGLE = TableResolver(
+    ptr={"34.66.1.2": ["2.1.66.34.bc.googleusercontent.com."],
+         "34.66.1.3": ["34-66-1-3.gae.googleusercontent.com."],
+         "66.249.66.1": ["crawl-66-249-66-1.googlebot.com."],
+         "66.249.66.2": ["geo-crawl-66-249-66-2.geo.googlebot.com."],
+         "66.249.90.77": ["rate-limited-proxy-66-249-90-77.google.com."]},
+    addresses={"2.1.66.34.bc.googleusercontent.com.": ["34.66.1.2"],
+               "34-66-1-3.gae.googleusercontent.com.": ["34.66.1.3"],
+               "crawl-66-249-66-1.googlebot.com.": ["66.249.66.1"],
+               "geo-crawl-66-249-66-2.geo.googlebot.com.": ["66.249.66.2"],
+               "rate-limited-proxy-66-249-90-77.google.com.": ["66.249.90.77"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("address", "claim"),
+    [("34.66.1.2", UNVERIFIED), ("34.66.1.3", UNVERIFIED), ("66.249.66.1", VERIFIED),
+     ("66.249.66.2", VERIFIED), ("66.249.90.77", VERIFIED)],
+)
+async def test_a_cloud_customers_forward_confirmed_name_is_no_googlebot(address, claim):
+    verifier = Verifier(resolver=CLOUD_AND_GOOGLE)
+    for bot in ("Googlebot", "FeedFetcher-Google"):
+        assert await verifier.claim(bot, address, wait=5) == claim
+    await verifier.close()
+
+
+def test_every_familys_domains_and_lists_are_the_operators_own():
+    for family in families().values():
+        assert not family.dns or family.dns_source.startswith("https://"), family.name
+        assert not any(name_in(d, ("googleusercontent.com",)) for d in family.dns)
+    # Google's user-triggered-fetchers.json holds the addresses customers' App Engine apps
+    # fetch from; its Google-controlled fetchers have a list of their own.
+    _, sources = parse_range_source("google=published")
+    assert not any(s.endswith("/user-triggered-fetchers.json") for s in sources)
+    assert any(s.endswith("/user-triggered-fetchers-google.json") for s in sources)
 
 
 # --------------------------------------------------------------------------- ranges
@@ -247,6 +311,68 @@ async def test_a_hanging_look_up_ends_at_its_time_out_and_a_claim_waits_only_its
     await verifier.close()
 
 
+
+class FloodResolver:
+    """Google's crawler at 66.249.66.1 (reverse and forward); every other address has no
+    name, or (``hang``) its reverse look-up never answers. Counts reverse look-ups."""
+
+    GOOGLEBOT, NAME = "66.249.66.1", "crawl-66-249-66-1.googlebot.com"
+
+    def __init__(self, *, hang: bool) -> None:
+        self.hang = hang
+        self.reverses = 0
+
+    async def reverse(self, address: str) -> Answer:
+        self.reverses += 1
+        if address == self.GOOGLEBOT:
+            return Answer((self.NAME,), 300.0)
+        if self.hang:
+            await asyncio.Event().wait()
+        return Answer((), NEGATIVE_TTL)
+
+    async def forward(self, name: str) -> Answer:
+        return Answer((self.GOOGLEBOT,) if name == self.NAME else (), 300.0)
+
+
+@pytest.mark.parametrize(
+    ("flood", "count", "share"),
+    [("192.0.2.{}", 256, 1 / 32), ("2001:db8:1:2::{:x}", 300, 1 / 32),
+     ("2001:db8:1:{:x}::1", 300, 1 / 8)],
+    ids=["ipv4/24", "ipv6/64", "ipv6/48"],
+)
+async def test_one_network_cannot_take_the_look_ups_from_a_real_googlebot(flood, count, share):
+    resolver = FloodResolver(hang=True)
+    verifier = Verifier(resolver=resolver, timeout=60)
+    for i in range(count):  # every address of a /24, 300 of a /64, or 300 /64s of a /48
+        verifier.now("Googlebot", flood.format(i))
+    assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
+    # The hits started a bounded number of look-ups: the network's share, not every slot.
+    assert resolver.reverses - 1 == verifier.max_lookups * share < verifier.max_lookups
+    # A claim from the flooding network waits for its own network's look-ups, never
+    # another's, and is unverified when none frees in time.
+    assert await verifier.claim("Googlebot", flood.format(count - 1), wait=0.05) == UNVERIFIED
+    await verifier.close()
+
+
+async def test_one_network_cannot_flush_the_cache_of_others():
+    resolver = FloodResolver(hang=False)
+    # 100,000 addresses against the default 65,536 entries, scaled down: 6,000 against 4,096.
+    verifier = Verifier(resolver=resolver, max_entries=4096)
+    assert await verifier.claim("Googlebot", FloodResolver.GOOGLEBOT, wait=5) == VERIFIED
+    others = [f"198.51.{i}.7" for i in range(100)]
+    for address in others:
+        assert await verifier.claim("Googlebot", address, wait=5) == UNVERIFIED
+    for i in range(6_000):  # one /64's new addresses, then ones of a /48's 6,000 /64s
+        await verifier.claim("Googlebot", f"2001:db8:1:2::{i:x}", wait=5)
+    for i in range(6_000):
+        await verifier.claim("Googlebot", f"2001:db8:2:{i:x}::1", wait=5)
+    asked = resolver.reverses
+    assert verifier.now("Googlebot", FloodResolver.GOOGLEBOT) == VERIFIED
+    assert all(verifier.now("Googlebot", a) == UNVERIFIED for a in others)
+    assert resolver.reverses == asked  # every one of them answered from the cache
+    await verifier.close()
+
+
 # --------------------------------------------------------------------------- dnspython
 
 
@@ -302,7 +428,7 @@ async def table_dns() -> AsyncIterator[tuple[TableDns, int]]:
 async def test_dnspython_asks_the_name_servers_and_keeps_the_shortest_ttl(table_dns):
     server, port = table_dns
     clock = Clock()
-    resolver = SystemResolver(0.5, nameservers=["127.0.0.1"], port=port)
+    resolver = SystemResolver(0.5, nameservers=[f"127.0.0.1:{port}"])
     verifier = Verifier(resolver=resolver, clock=clock, timeout=0.5)
     assert await verifier.claim("Googlebot", "66.249.66.1", wait=5) == VERIFIED
     assert await verifier.claim("Googlebot", "66.249.66.2", wait=5) == UNVERIFIED
@@ -317,10 +443,40 @@ async def test_dnspython_asks_the_name_servers_and_keeps_the_shortest_ttl(table_
 
 async def test_dnspython_time_outs_are_failures_and_private_addresses_are_never_asked(table_dns):
     server, port = table_dns
-    resolver = SystemResolver(0.3, nameservers=["127.0.0.1"], port=port)
+    resolver = SystemResolver(0.3, nameservers=[f"127.0.0.1:{port}"])
     with pytest.raises(DnsFailure):
         await resolver.reverse("66.249.66.3")
     asked = len(server.asked)
     assert await resolver.reverse("127.0.0.7") == ((), 600.0)
     assert await resolver.reverse("10.1.2.3") == ((), 600.0)
     assert len(server.asked) == asked
+
+
+async def test_dns_servers_set_are_the_only_ones_verification_asks(table_dns):
+    server, port = table_dns
+    settings = load_settings(env={"SNAPSHOTD_DNS_SERVERS": f"127.0.0.1:{port}"})
+    assert settings.dns_servers == (f"127.0.0.1:{port}",)
+    verifier = default_verifier(settings)
+    assert await verifier.claim("Googlebot", "66.249.66.1", wait=5) == VERIFIED
+    assert ("1.66.249.66.in-addr.arpa.", "PTR") in server.asked
+    assert ("crawl-66-249-66-1.googlebot.com.", "A") in server.asked
+    await verifier.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "server"),
+    [("127.0.0.1", ("127.0.0.1", 53)), ("127.0.0.1:9653", ("127.0.0.1", 9653)),
+     ("[::1]:5353", ("::1", 5353)), ("[::1]", ("::1", 53)), ("::1", ("::1", 53))],
+)
+def test_a_dns_server_is_an_address_and_a_port(text, server):
+    assert load_settings(env={}, overrides={"dns_servers": (text,)}).dns_servers == (text,)
+    assert parse_servers([text]) == (server,)
+
+
+@pytest.mark.parametrize(
+    "text", ["ns1.example", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:\uff15\uff13",
+             "[::1]5353", "[::1", "::1:53:x", ""],
+)
+def test_a_bad_dns_server_is_refused_where_settings_are_read(text):
+    with pytest.raises(ConfigError, match="server.dns_servers: .* is not address or address:port"):
+        load_settings(env={}, overrides={"dns_servers": (text,)})

@@ -20,12 +20,13 @@ class UserError(Exception):
 def settings_of(args: argparse.Namespace, *, need_site: bool = False) -> Settings:
     overrides = {
         key: getattr(args, key, None)
-        for key in ("host", "port", "db", "origin", "hosts", "miss_wait", "workers")
-    }
-    if getattr(args, "trusted_proxies", None) is not None:
-        overrides["trusted_proxies"] = tuple(
-            t for t in re.split(r"[\s,]+", args.trusted_proxies) if t
+        for key in (
+            "host", "port", "db", "origin", "hosts", "miss_wait", "workers", "forwarded_header"
         )
+    }
+    for key in ("trusted_proxies", "dns_servers"):
+        if getattr(args, key, None) is not None:
+            overrides[key] = tuple(t for t in re.split(r"[\s,]+", getattr(args, key)) if t)
     settings = load_settings(getattr(args, "config", None), overrides=overrides)
     if need_site and not settings.sites:
         raise UserError("no site to serve: give --origin URL or a [[site]] in the config file")

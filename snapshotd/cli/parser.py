@@ -130,8 +130,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trusted-proxies",
         metavar="A[,A...]",
-        help="front servers (addresses, networks) whose X-Forwarded-For names the client; "
+        help="front servers (addresses, networks) whose forwarding header names the client; "
         "also SNAPSHOTD_TRUSTED_PROXIES",
+    )
+    p.add_argument(
+        "--forwarded-header",
+        choices=("x-forwarded-for", "forwarded"),
+        help="the header those front servers write the client's address in (default "
+        "x-forwarded-for); also SNAPSHOTD_FORWARDED_HEADER",
+    )
+    p.add_argument(
+        "--dns-servers",
+        metavar="S[,S...]",
+        help="name servers that verify crawlers, address or address:port ([::1]:5353); "
+        "default the system's; also SNAPSHOTD_DNS_SERVERS",
     )
     p.add_argument(
         "--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"

@@ -84,8 +84,10 @@ _SERVER_KINDS = {
     "seo4ajax_hosts": "list",
     "seo4ajax_port": "int",
     "trusted_proxies": "list",
+    "forwarded_header": "str",
     "bot_ranges": "list",
     "bot_ranges_every": "float",
+    "dns_servers": "list",
     "render_clients": "list",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
@@ -118,14 +120,22 @@ def _section(
 
 
 def _check_verification(where: str, values: Mapping[str, Any]) -> None:
-    """``trusted_proxies``, ``bot_ranges`` and ``bot_ranges_every`` (section 3.4)."""
-    from snapshotd.web.client_address import parse_networks
+    """``trusted_proxies``, ``forwarded_header``, ``bot_ranges``, ``bot_ranges_every`` and
+    ``dns_servers`` (section 3.4)."""
+    from snapshotd.verify.resolver import parse_servers
+    from snapshotd.web.client_address import FORWARDED_HEADERS, parse_networks
     from snapshotd.web.crawler_families import parse_range_source
 
     try:
         parse_networks(values.get("trusted_proxies", ()))
     except ValueError as exc:
         raise ConfigError(f"{where}: server.trusted_proxies: {exc}") from None
+    header = values.get("forwarded_header", "x-forwarded-for")
+    if header not in FORWARDED_HEADERS:
+        raise ConfigError(
+            f"{where}: server.forwarded_header: expected x-forwarded-for or forwarded, "
+            f"got {header!r:.40}"
+        )
     for source in values.get("bot_ranges", ()):
         try:
             parse_range_source(source)
@@ -133,6 +143,10 @@ def _check_verification(where: str, values: Mapping[str, Any]) -> None:
             raise ConfigError(f"{where}: server.bot_ranges: {exc}") from None
     if not 60 <= values.get("bot_ranges_every", 86400.0) <= 30 * 86400:
         raise ConfigError(f"{where}: server.bot_ranges_every must be 60 s to 30 days")
+    try:
+        parse_servers(values.get("dns_servers", ()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: server.dns_servers: {exc}") from None
 
 
 def _hosts(value: str | None) -> list[str] | None:
@@ -369,6 +383,8 @@ def load_settings(
         )
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")
+    if "forwarded_header" in server_values:  # a header's name, in any case
+        server_values["forwarded_header"] = server_values["forwarded_header"].strip().lower()
     _check_verification(where, server_values)
 
     browser_values = _section(where, "browser", browser, _BROWSER_KINDS, env)

@@ -297,12 +297,17 @@ class Settings:
     # of these, or taken on this port (0: none), are answered as SEO4Ajax's API answers.
     seo4ajax_hosts: tuple[str, ...] = ()
     seo4ajax_port: int = 0
-    # Front servers (addresses, networks) whose X-Forwarded-For / Forwarded name the client.
+    # Front servers (addresses, networks) whose forwarded_header names the client, and the
+    # header they write: "x-forwarded-for" or "forwarded" (section 3.4).
     trusted_proxies: tuple[str, ...] = ()
+    forwarded_header: str = "x-forwarded-for"
     # Published address ranges of crawler families, "family=file or URL" (section 3.4).
     bot_ranges: tuple[str, ...] = ()
     # Seconds between two loads of every bot_ranges list.
     bot_ranges_every: float = 86400.0
+    # The name servers crawler verification asks, "address" or "address:port"; none: the
+    # system's (section 3.4).
+    dns_servers: tuple[str, ...] = ()
     # Networks whose clients use the render and screenshot endpoints without a token
     # (Rendertron's middleware sends none); none by default.
     render_clients: tuple[str, ...] = ()

@@ -131,7 +131,7 @@ class Proxy:
         self.sites = sites
         self.claims = Claims(
             verifier or Verifier(),
-            TrustedProxies(sites.settings.trusted_proxies),
+            TrustedProxies(sites.settings.trusted_proxies, sites.settings.forwarded_header),
             lambda site, agent: self.bots[site].family(agent),
         )
         self.miss_wait = sites.settings.miss_wait

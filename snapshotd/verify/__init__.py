@@ -12,12 +12,18 @@ Invariants:
   an address is the text :mod:`snapshotd.web.client_address` gives (one spelling per address);
   when DNS must be asked it starts the look-up in the background and answers None (not
   known yet), so a cache hit never waits on DNS;
-- :meth:`Verifier.claim` waits for a look-up under way at most ``wait`` seconds; not known
-  by then is ``unverified`` (the answer lands in the cache for the next request);
+- :meth:`Verifier.claim` waits for a look-up under way at most ``wait`` seconds (when its
+  network's share of look-ups is taken, for one of its own network's to end); not known by
+  then is ``unverified`` (the answer lands in the cache for the next request);
+- fair per network (:mod:`snapshotd.verify.fairness`: an IPv4 /24; an IPv6 /64 and its
+  /48): at most ``max_lookups`` look-ups run at once, of them at most each of the address's
+  networks' share; past either an address is judged unverified for now and looked up again
+  by a later request, so a hit starts at most one look-up, each bounded by twice
+  ``timeout``, and one network's flood of new addresses holds only its own share;
 - every DNS answer is cached for its TTL (clamped to ``MIN_TTL`` .. ``MAX_TTL``); a failure
-  or time-out for ``FAILURE_TTL``; the cache holds at most ``max_entries`` addresses and at
-  most ``max_lookups`` look-ups run at once (past that an address is judged unverified for
-  now, and looked up again by a later request).
+  or time-out for ``FAILURE_TTL``; the cache holds at most ``max_entries`` addresses, and of
+  one network at most its share (a network at its share replaces its own least recently
+  used entry; a full cache drops the least recently used one).
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections import OrderedDict
 
 from snapshotd.observe import logs
+from snapshotd.verify.fairness import Network, NetworkCache, networks_of, share_of
 from snapshotd.verify.ranges import RangeLists
 from snapshotd.verify.resolver import DnsFailure, Resolver, SystemResolver
 from snapshotd.web.crawler_families import Family, family_of, name_in
@@ -62,8 +68,9 @@ class Verifier:
         self.timeout = timeout
         self.max_entries, self.max_lookups = max_entries, max_lookups
         self.clock = clock
-        self._cache: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+        self._cache: NetworkCache[tuple[str, str], tuple[str, float]] = NetworkCache(max_entries)
         self._lookups: dict[tuple[str, str], asyncio.Task[str]] = {}
+        self._network_lookups: dict[str, set[asyncio.Task[str]]] = {}
         self._ranged: dict[tuple[str, str], str] = {}
         self._ranges_seen = -1
         self.looked_up = 0  # DNS look-ups started
@@ -101,12 +108,40 @@ class Verifier:
         if cached is not None:
             if cached[1] > self.clock():
                 return cached[0]
-            del self._cache[key]
-        if key not in self._lookups and len(self._lookups) < self.max_lookups:
-            task = asyncio.ensure_future(self._lookup(family, address))
-            self._lookups[key] = task
-            task.add_done_callback(lambda _t: self._lookups.pop(key, None))
+            self._cache.pop(key)
+        if key not in self._lookups:
+            self._start(family, address)
         return None
+
+    def _start(self, family: Family, address: str) -> None:
+        """A look-up of ``address`` in the background, when a slot is free, overall and in
+        each of its networks' share."""
+        networks = networks_of(address)
+        if len(self._lookups) >= self.max_lookups or any(
+            len(self._network_lookups.get(n, ())) >= share_of(self.max_lookups, share)
+            for n, share in networks
+        ):
+            return
+        key = (family.name, address)
+        task = asyncio.ensure_future(self._lookup(family, address, networks))
+        self._lookups[key] = task
+        for network, _share in networks:
+            self._network_lookups.setdefault(network, set()).add(task)
+
+        def done(_task: asyncio.Task[str]) -> None:
+            self._lookups.pop(key, None)
+            for network, _share in networks:
+                mine = self._network_lookups.get(network)
+                if mine is not None:
+                    mine.discard(task)
+                    if not mine:
+                        del self._network_lookups[network]
+
+        task.add_done_callback(done)
+
+    def network_lookups(self, address: str) -> set[asyncio.Task[str]]:
+        """The look-ups under way for ``address``'s networks."""
+        return set().union(*(self._network_lookups.get(n, ()) for n, _ in networks_of(address)))
 
     def _by_ranges(self, family: Family, address: str) -> str:
         """``verified`` when the address is in the family's ranges; ``unverified`` or
@@ -126,20 +161,29 @@ class Verifier:
     async def claim(self, bot: str, address: str, wait: float) -> str:
         """The claim, waiting at most ``wait`` seconds for DNS; ``unverified`` when the
         answer is not had by then."""
-        found = self.now(bot, address)
-        if found is not None:
-            return found
-        family = family_of(bot)
-        assert family is not None
-        task = self._lookups.get((family.name, address))
-        if task is None:  # too many look-ups under way
-            return UNVERIFIED
-        done, _ = await asyncio.wait({task}, timeout=wait)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            found = self.now(bot, address)
+            if found is not None:
+                return found
+            family = family_of(bot)
+            assert family is not None
+            task = self._lookups.get((family.name, address))
+            if task is not None:
+                break
+            # No slot: wait for one of its own networks' look-ups to end, then try again.
+            mine = self.network_lookups(address)
+            left = deadline - loop.time()
+            if not mine or left <= 0:  # every slot taken by others, or the time is up
+                return UNVERIFIED
+            await asyncio.wait(mine, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
         if task in done and not task.cancelled() and task.exception() is None:
             return task.result()
         return UNVERIFIED
 
-    async def _lookup(self, family: Family, address: str) -> str:
+    async def _lookup(self, family: Family, address: str, networks: tuple[Network, ...]) -> str:
         """Reverse, then forward DNS for ``address``; the claim, cached with its TTL."""
         self.looked_up += 1
         try:
@@ -151,11 +195,8 @@ class Verifier:
                 family.name, address, type(exc).__name__ if not str(exc) else exc,
             )
             claim, ttl = UNVERIFIED, FAILURE_TTL
-        key = (family.name, address)
-        self._cache[key] = (claim, self.clock() + min(max(ttl, MIN_TTL), MAX_TTL))
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
+        expires = self.clock() + min(max(ttl, MIN_TTL), MAX_TTL)
+        self._cache.put((family.name, address), networks, (claim, expires))
         return claim
 
     async def _dns(self, family: Family, address: str) -> tuple[str, float]:

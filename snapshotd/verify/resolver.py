@@ -6,9 +6,10 @@ Invariants:
   does not exist, or has no such record, is an answer (no names, kept for the negative
   TTL); a time-out or a server failure raises :class:`DnsFailure`;
 - :class:`SystemResolver` asks the system's configured name servers through dnspython's
-  asyncio resolver, each query bounded by ``timeout``; it never asks about an address that
-  is not globally routable (loopback, private, link-local...): no crawler comes from one, so
-  the answer is "no names" at once;
+  asyncio resolver, or, when given (``[server] dns_servers``, :func:`parse_servers`), those
+  servers and no other; each query bounded by ``timeout``; it never asks about an address
+  that is not globally routable (loopback, private, link-local...): no crawler comes from
+  one, so the answer is "no names" at once;
 - tests hand in a table (:class:`TableResolver`) and never resolve made-up names through the
   system's resolver.
 """
@@ -17,10 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
-__all__ = ["NEGATIVE_TTL", "Answer", "DnsFailure", "Resolver", "SystemResolver", "TableResolver"]
+__all__ = [
+    "NEGATIVE_TTL",
+    "Answer",
+    "DnsFailure",
+    "Resolver",
+    "SystemResolver",
+    "TableResolver",
+    "parse_servers",
+]
 
 # How long "no such name" is kept (RFC 2308 caps negative caching at 3 hours; a crawler's
 # new address deserves a look again sooner).
@@ -42,25 +51,52 @@ class Resolver(Protocol):
     async def forward(self, name: str) -> Answer: ...
 
 
-class SystemResolver:
-    """The system's name servers (``/etc/resolv.conf``), or ``nameservers`` on ``port``,
-    through dnspython (imported on first use)."""
+def parse_servers(values: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """Name servers written ``address`` or ``address:port`` (port 53 when left out; an IPv6
+    address with a port in brackets, ``[::1]:5353``) as (address, port) pairs; ValueError
+    names the first that is none."""
+    out = []
+    for value in values:
+        text, port = value.strip(), "53"
+        if text.startswith("["):
+            text, bracket, rest = text[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
+                text = ""
+            port = rest[1:] if rest else port
+        elif text.count(":") == 1:
+            text, port = text.split(":")
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            address = None
+        if address is None or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(
+                f"{value!r:.60} is not address or address:port (like 127.0.0.1:53 or [::1]:5353)"
+            )
+        out.append((str(address), int(port)))
+    return tuple(out)
 
-    def __init__(
-        self, timeout: float = 2.0, *, nameservers: Sequence[str] = (), port: int = 53
-    ) -> None:
+
+class SystemResolver:
+    """The system's name servers (``/etc/resolv.conf``), or ``nameservers`` (as
+    :func:`parse_servers` reads them) and no other, through dnspython (imported on first
+    use)."""
+
+    def __init__(self, timeout: float = 2.0, *, nameservers: Sequence[str] = ()) -> None:
         self.timeout = timeout
-        self.nameservers, self.port = list(nameservers), port
+        self.servers = parse_servers(nameservers)
         self._resolver = None
 
     def _get(self):  # type: ignore[no-untyped-def]
         if self._resolver is None:
             import dns.asyncresolver
+            import dns.nameserver
 
-            if self.nameservers:
+            if self.servers:
                 resolver = dns.asyncresolver.Resolver(configure=False)
-                resolver.nameservers = self.nameservers
-                resolver.port = self.port
+                resolver.nameservers = [
+                    dns.nameserver.Do53Nameserver(address, port) for address, port in self.servers
+                ]
             else:
                 resolver = dns.asyncresolver.Resolver()
             self._resolver = resolver

@@ -1,15 +1,19 @@
 """The client's address of a request: the peer's, or the one a trusted front server added.
 
 Invariants:
-- a header naming addresses (``X-Forwarded-For``, ``Forwarded``) is read only when the peer
-  is one of the front servers the operator trusts (``[server] trusted_proxies``: addresses
-  and networks); from anyone else it is ignored, whatever it says;
+- one header names the addresses a request was forwarded for: the one the trusted front
+  servers write (``[server] forwarded_header``: ``X-Forwarded-For``, which every shipped
+  recipe appends to, or ``Forwarded``); the other is the client's own text, passed on
+  untouched, and is never read;
+- that header is read only when the peer is one of the front servers the operator trusts
+  (``[server] trusted_proxies``: addresses and networks); from anyone else it is ignored,
+  whatever it says;
 - of the addresses a trusted peer forwards, the client is the last one that is not itself a
   trusted front server (reading from the right, so each front server in a trusted chain is
   passed over and nothing a client wrote to the left of them is believed);
-- ``X-Forwarded-For`` is read when present, else ``Forwarded``'s ``for=`` parameters; a
-  value that is no address (``unknown``, an obfuscated ``_name``, garbage) ends the walk at
-  the address before it: the peer, or the last trusted hop;
+- of ``Forwarded``, the ``for=`` parameters are read; a value that is no address
+  (``unknown``, an obfuscated ``_name``, garbage) ends the walk at the address before it: the
+  peer, or the last trusted hop;
 - nothing here raises on what a client sent, and the answer is always an address text in
   its compressed form (IPv4-mapped IPv6 as IPv4), so one client has one spelling.
 """
@@ -20,7 +24,10 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-__all__ = ["TrustedProxies", "parse_networks"]
+__all__ = ["FORWARDED_HEADERS", "TrustedProxies", "parse_networks"]
+
+# The headers a front server may write the client's address in (lower-case).
+FORWARDED_HEADERS = ("x-forwarded-for", "forwarded")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -67,10 +74,14 @@ def canonical(text: str) -> str:
 
 
 class TrustedProxies:
-    """The front servers whose forwarding headers are believed."""
+    """The front servers whose forwarding header (``header``, one of
+    :data:`FORWARDED_HEADERS`) is believed."""
 
-    def __init__(self, networks: Iterable[str] = ()) -> None:
+    def __init__(self, networks: Iterable[str] = (), header: str = "x-forwarded-for") -> None:
+        if header not in FORWARDED_HEADERS:
+            raise ValueError(f"expected x-forwarded-for or forwarded, got {header!r:.40}")
         self.networks = parse_networks(networks)
+        self.header = header
         self._trusted: dict[str, bool] = {}
 
     def trusts(self, address: Address) -> bool:
@@ -93,7 +104,7 @@ class TrustedProxies:
             return peer
         if not self.trusts(peer_address):
             return canonical(peer)
-        hops = _forwarded_for(headers)
+        hops = _forwarded_for(headers, self.header)
         client = peer_address
         for hop in reversed(hops):
             address = _address(hop)
@@ -105,16 +116,15 @@ class TrustedProxies:
         return str(client)
 
 
-def _forwarded_for(headers: Mapping[str, str]) -> list[str]:
-    """The addresses a request says it was forwarded for, first to last."""
-    xff = headers.get("x-forwarded-for")
-    if xff is not None:
-        return [part for part in xff.split(",") if part.strip()]
-    forwarded = headers.get("forwarded")
-    if forwarded is None:
+def _forwarded_for(headers: Mapping[str, str], header: str) -> list[str]:
+    """The addresses ``header`` says the request was forwarded for, first to last."""
+    value = headers.get(header)
+    if value is None:
         return []
+    if header == "x-forwarded-for":
+        return [part for part in value.split(",") if part.strip()]
     hops = []
-    for element in forwarded.split(","):
+    for element in value.split(","):
         for pair in element.split(";"):
             name, _, value = pair.partition("=")
             if name.strip().lower() == "for":

@@ -2,8 +2,11 @@
 
 Invariants:
 - the families are ``crawler_families.json``, shipped with the package: each names the lower-case
-  User-Agent texts that claim it, the domains its reverse DNS names end in, and the address
-  range lists its operator publishes (their URLs only; no address data is bundled);
+  User-Agent texts that claim it, the domains its reverse DNS names end in with the operator's
+  page that documents them (``dns_source``; a family with domains and no source is refused at
+  load), and the address range lists its operator publishes (their URLs only; no address data
+  is bundled). A domain or list is one the operator alone holds names or addresses in: never
+  one its customers can (a cloud VM's default reverse name forward-confirms);
 - a bot claims the first family one of whose ``agents`` its matched name starts with (the
   name as :meth:`snapshotd.web.bots.BotMatcher.family` spells it, in any case); a bot of no
   family is *unverifiable*, as is a family with no DNS domain and no range list loaded;
@@ -34,19 +37,24 @@ class Family:
     agents: tuple[str, ...]
     dns: tuple[str, ...]
     published: tuple[str, ...]
+    dns_source: str = ""  # the operator's page documenting ``dns``
 
 
 @cache
 def families() -> dict[str, Family]:
     """The shipped families by name."""
     data = json.loads((files("snapshotd.web") / "crawler_families.json").read_text("utf-8"))
-    return {
+    out = {
         f["name"]: Family(
             f["name"], tuple(f["agents"]), tuple(d.lower() for d in f["dns"]),
-            tuple(f["published"]),
+            tuple(f["published"]), f.get("dns_source", ""),
         )
         for f in data["families"]
     }
+    for family in out.values():
+        if family.dns and not family.dns_source.startswith("https://"):
+            raise ValueError(f"crawler family {family.name}: DNS domains without their source")
+    return out
 
 
 @lru_cache(maxsize=1024)
