@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from snapshotd.config.loading import load_settings
-from snapshotd.config.values import ConfigError
+from snapshotd.config.values import ConfigError, parse_servers
 from snapshotd.net.fetch import Fetcher
 from snapshotd.services import default_verifier
 from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
@@ -31,7 +31,6 @@ from snapshotd.verify.resolver import (
     DnsFailure,
     SystemResolver,
     TableResolver,
-    parse_servers,
 )
 from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source

@@ -38,6 +38,7 @@ from snapshotd.config.values import (
     parse_bool,
     parse_duration,
     parse_header,
+    parse_servers,
     ranged,
 )
 from snapshotd.web.bots import BOT_CATEGORIES
@@ -122,7 +123,6 @@ def _section(
 def _check_verification(where: str, values: Mapping[str, Any]) -> None:
     """``trusted_proxies``, ``forwarded_header``, ``bot_ranges``, ``bot_ranges_every`` and
     ``dns_servers`` (section 3.4)."""
-    from snapshotd.verify.resolver import parse_servers
     from snapshotd.web.client_address import FORWARDED_HEADERS, parse_networks
     from snapshotd.web.crawler_families import parse_range_source
 

@@ -13,8 +13,10 @@ Invariants:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -158,3 +160,29 @@ def parse_header(text: str) -> tuple[str, str]:
     if any(c in value for c in "\r\n\0"):
         raise ValueError(f"the value of {name} holds a line break")
     return name, value
+
+
+def parse_servers(values: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """Name servers written ``address`` or ``address:port`` (port 53 when left out; an IPv6
+    address with a port in brackets, ``[::1]:5353``) as (address, port) pairs; ValueError
+    names the first that is none."""
+    out = []
+    for value in values:
+        text, port = value.strip(), "53"
+        if text.startswith("["):
+            text, bracket, rest = text[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
+                text = ""
+            port = rest[1:] if rest else port
+        elif text.count(":") == 1:
+            text, port = text.split(":")
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            address = None
+        if address is None or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(
+                f"{value!r:.60} is not address or address:port (like 127.0.0.1:53 or [::1]:5353)"
+            )
+        out.append((str(address), int(port)))
+    return tuple(out)

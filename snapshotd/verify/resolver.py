@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
+
+from snapshotd.config.values import parse_servers
 
 __all__ = [
     "NEGATIVE_TTL",
@@ -28,7 +30,6 @@ __all__ = [
     "Resolver",
     "SystemResolver",
     "TableResolver",
-    "parse_servers",
 ]
 
 # How long "no such name" is kept (RFC 2308 caps negative caching at 3 hours; a crawler's
@@ -49,32 +50,6 @@ class Resolver(Protocol):
     async def reverse(self, address: str) -> Answer: ...
 
     async def forward(self, name: str) -> Answer: ...
-
-
-def parse_servers(values: Iterable[str]) -> tuple[tuple[str, int], ...]:
-    """Name servers written ``address`` or ``address:port`` (port 53 when left out; an IPv6
-    address with a port in brackets, ``[::1]:5353``) as (address, port) pairs; ValueError
-    names the first that is none."""
-    out = []
-    for value in values:
-        text, port = value.strip(), "53"
-        if text.startswith("["):
-            text, bracket, rest = text[1:].partition("]")
-            if not bracket or (rest and not rest.startswith(":")):
-                text = ""
-            port = rest[1:] if rest else port
-        elif text.count(":") == 1:
-            text, port = text.split(":")
-        try:
-            address = ipaddress.ip_address(text)
-        except ValueError:
-            address = None
-        if address is None or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-            raise ValueError(
-                f"{value!r:.60} is not address or address:port (like 127.0.0.1:53 or [::1]:5353)"
-            )
-        out.append((str(address), int(port)))
-    return tuple(out)
 
 
 class SystemResolver:
