@@ -112,7 +112,8 @@ TRAVERSALS = [
 
 @pytest.mark.parametrize(("target", "page"), [
     ("/items/7?color=red", "/items/7?color=red"),
-    ("/a%3Fb/caf%C3%A9?q=%26&_escaped_fragment_=/faq", "/a%3Fb/caf%C3%A9?q=%26&_escaped_fragment_=/faq"),
+    ("/a%3Fb/caf%C3%A9?q=%26&_escaped_fragment_=/faq",
+     "/a%3Fb/caf%C3%A9?q=%26&_escaped_fragment_=/faq"),
 ])
 def test_a_bots_request_is_sent_to_the_render_endpoint_naming_its_own_page(
     app, sentinel, target: str, page: str
