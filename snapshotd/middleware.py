@@ -7,7 +7,9 @@ everyone else to the app, as prerender-node does for Express.
     app.wsgi_app = SnapshotdWSGI(app.wsgi_app, "http://127.0.0.1:8080", token="...")  # Flask
 
 snapshotd runs with the app's own address as its origin and the site's public names as its
-hosts (``snapshotd serve --origin http://127.0.0.1:8000 --hosts shop.example.com``).
+hosts (``snapshotd serve --origin http://127.0.0.1:8000 --hosts shop.example.com``); the token
+is one of its render tokens (``server.render_tokens``, ``SNAPSHOTD_RENDER_TOKEN``), which
+open the render endpoint alone.
 
 Invariants:
 - the choice is snapshotd's own (:class:`Choice`): GET and HEAD with a valid Host, not a
@@ -38,8 +40,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import Any
 from string import printable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
