@@ -29,7 +29,8 @@ Invariants:
   client, server or browser resolves into another path) is the app's to answer;
 - only the headers a snapshot depends on go to snapshotd (never Cookie or Authorization),
   with the token as ``X-Prerender-Token`` and the client's address added to
-  ``X-Forwarded-For``; the body comes back as snapshotd sent it (compressed or not).
+  ``X-Forwarded-For``; ``Accept-Encoding`` is the client's, or ``identity`` when it sent
+  none, so the body, passed on as snapshotd sent it, is in an encoding the client took.
 The only address fetched is the operator's ``snapshotd_url``, never one a client names.
 """
 
@@ -108,6 +109,9 @@ class Choice:
 
     def headers_out(self, headers: Mapping[str, str], client: str | None) -> dict[str, str]:
         out = {k: headers[k] for k in SENT_ON if k in headers}
+        # Exactly the client's: the HTTP client would add its own, and the answer is sent on
+        # as it comes.
+        out.setdefault("accept-encoding", "identity")
         forwarded = [v for v in (headers.get("x-forwarded-for"), client) if v]
         if forwarded:
             out["x-forwarded-for"] = ", ".join(forwarded)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from snapshotd.middleware import Choice
 from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.front import free_port
-from tests.python_apps import FRAMEWORKS, Seen, serve_app
+from tests.python_apps import FRAMEWORKS, Seen, raw_get, serve_app
 from tests.servers import serve_asgi
 
 pytestmark = pytest.mark.browser
@@ -135,6 +136,22 @@ def test_the_render_token_opens_the_render_endpoint_and_nothing_else(stack: Stac
         assert api.status_code == 200
 
 
+def test_a_client_that_asks_for_no_encoding_gets_plain_html(stack: Stack) -> None:
+    """snapshotd gets the client's Accept-Encoding, or ``identity`` when it sent none: a bare
+    client (no Accept-Encoding) gets the snapshot as plain HTML, a gzip client gzip."""
+    page, gzipped = "/items/9", {"User-Agent": BOT, "Accept-Encoding": "gzip"}
+    for _ in range(60):  # until the page is kept: then each answer is the snapshot's
+        status, headers, _body = raw_get(stack.app, page, gzipped)
+        if headers.get("x-snapshotd-cache") == "HIT":
+            break
+        time.sleep(0.5)
+    assert (status, headers.get("content-encoding")) == (200, "gzip"), headers
+    status, headers, body = raw_get(stack.app, page, {"User-Agent": BOT})
+    assert (status, headers["x-snapshotd-cache"]) == (200, "HIT")
+    assert "content-encoding" not in headers, headers
+    assert b"Rendered by the browser at /items/9" in body and body.lstrip().startswith(b"<")
+
+
 def test_an_escaped_fragment_request_gets_the_hashbang_pages_snapshot(stack: Stack) -> None:
     with stack.client() as client:
         for ua in (PERSON, BOT):
@@ -187,7 +204,7 @@ def test_only_what_a_snapshot_depends_on_is_sent_to_snapshotd() -> None:
     sent = choice.headers_out(
         {"user-agent": BOT, "cookie": "session=secret", "authorization": "Basic x",
          "host": HOST, "accept-language": "fr", "x-forwarded-for": "127.0.0.5"}, "127.0.0.9")
-    assert sent == {"user-agent": BOT, "accept-language": "fr",
+    assert sent == {"user-agent": BOT, "accept-language": "fr", "accept-encoding": "identity",
                     "x-forwarded-for": "127.0.0.5, 127.0.0.9",
                     "x-snapshotd-middleware": "1", "x-prerender-token": "t"}
 

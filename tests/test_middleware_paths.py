@@ -9,7 +9,6 @@ targets reach the app byte for byte, as an attacker's would.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from tests.python_apps import FRAMEWORKS, Seen, serve_app
+from tests.python_apps import FRAMEWORKS, Seen, raw_get, serve_app
 from tests.servers import serve_asgi
 
 HOST = "shop.test"
@@ -63,38 +62,6 @@ def sentinel() -> Iterator[tuple[Sentinel, str]]:
 def app(request, sentinel) -> Iterator[str]:
     with serve_app(request.param, Seen(), sentinel[1], token="t", timeout=5) as url:
         yield url
-
-
-def raw_get(base: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-    """A GET of ``target`` exactly as written, over a socket; status, headers, body."""
-    host, port = base.removeprefix("http://").split(":")
-    lines = [f"GET {target} HTTP/1.1", f"Host: {HOST}", "Connection: close"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    got = {}
-    for line in header_lines:
-        name, _, value = line.partition(":")
-        got[name.strip().lower()] = value.strip()
-    if got.get("transfer-encoding") == "chunked":
-        body = _unchunk(body)
-    return int(status_line.split()[1]), got, body
-
-
-def _unchunk(body: bytes) -> bytes:
-    out = b""
-    while body:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out, body = out + body[:size], body[size + 2 :]
-    return out
 
 
 TRAVERSALS = [
