@@ -93,6 +93,12 @@ hosts = ["small.test"]
 max_pages = 1
 
 [[site]]
+name = "rated"
+origin = "{origin_url}"
+hosts = ["rated.test"]
+new_paths_per_minute = 1
+
+[[site]]
 name = "quiet"
 origin = "{origin_url}"
 hosts = ["quiet.test"]
@@ -145,3 +151,12 @@ def test_a_rules_redirect_is_answered_as_the_render_endpoint_answers_it(stack: S
     render = httpx.get(f"{stack.snapshotd}/_snapshotd/render/http://shop.test/old/page",
                        headers=AUTH, timeout=30, trust_env=False)
     assert (render.status_code, render.headers["location"]) == (301, "/new/page")
+
+
+def test_new_pages_are_held_to_new_paths_per_minute(stack: Stack) -> None:
+    """A new page captured counts against the minute's budget as a bot's does."""
+    first = stack.shot("http://rated.test/one")
+    assert first.status_code == 200, first.headers
+    second = stack.shot("http://rated.test/two")
+    assert (second.status_code, second.headers.get("retry-after")) == (429, "60"), second.text
+    assert stack.origin.hits["/two"] == 0
