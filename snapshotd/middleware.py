@@ -7,7 +7,9 @@ everyone else to the app, as prerender-node does for Express.
     app.wsgi_app = SnapshotdWSGI(app.wsgi_app, "http://127.0.0.1:8080", token="...")  # Flask
 
 snapshotd runs with the app's own address as its origin and the site's public names as its
-hosts (``snapshotd serve --origin http://127.0.0.1:8000 --hosts shop.example.com``).
+hosts (``snapshotd serve --origin http://127.0.0.1:8000 --hosts shop.example.com``); the token
+is one of its render tokens (``server.render_tokens``, ``SNAPSHOTD_RENDER_TOKEN``), which
+open the render endpoint alone.
 
 Invariants:
 - the choice is snapshotd's own (:class:`Choice`): GET and HEAD with a valid Host, not a
@@ -21,9 +23,14 @@ Invariants:
   seconds, or answers with anything but a snapshot answer (one carrying
   ``X-Snapshotd-Cache``: a refused token, an unknown host, an error), the app answers, and
   nothing has been sent to the client before that is decided (the answer is read whole);
+- the page goes to snapshotd as one URL, whatever the client sent: percent-encoded whole
+  in the render endpoint's ``url`` parameter, which no client or server on the way resolves
+  or splits; a path with a dot segment (``..``, ``%2e``, between ``/`` or ``\\``, which some
+  client, server or browser resolves into another path) is the app's to answer;
 - only the headers a snapshot depends on go to snapshotd (never Cookie or Authorization),
   with the token as ``X-Prerender-Token`` and the client's address added to
-  ``X-Forwarded-For``; the body comes back as snapshotd sent it (compressed or not).
+  ``X-Forwarded-For``; ``Accept-Encoding`` is the client's, or ``identity`` when it sent
+  none, so the body, passed on as snapshotd sent it, is in an encoding the client took.
 The only address fetched is the operator's ``snapshotd_url``, never one a client names.
 """
 
@@ -34,13 +41,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
+from string import printable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
 from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES, BotMatcher, is_static_asset
-from snapshotd.web.urls import has_escaped_fragment, valid_host
+from snapshotd.web.urls import has_dot_segment, has_escaped_fragment, valid_host
 
 __all__ = ["LOOP_HEADER", "Choice", "SnapshotdASGI", "SnapshotdWSGI"]
 
@@ -55,6 +63,9 @@ SENT_ON = ("user-agent", "accept", "accept-language", "accept-encoding", "if-non
 # Not copied from snapshotd's answer: the connection's own.
 _HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "upgrade", "te", "trailer"})
 DEFAULT_TIMEOUT = 20.0
+# What stays as it is when the request's bytes (read as latin-1) are written as a URL: the
+# visible ASCII characters but '#', which would end it.
+_URL_KEEPS = "".join(c for c in printable if c.isprintable() and c not in " #")
 
 
 class Choice:
@@ -74,7 +85,7 @@ class Choice:
             raise ValueError(f"snapshotd_url must be an http(s) URL, got {snapshotd_url!r}")
         if not timeout > 0:
             raise ValueError(f"timeout must be above 0 seconds, got {timeout!r}")
-        self.render_base = snapshotd_url.rstrip("/") + "/_snapshotd/render/"
+        self.render_base = snapshotd_url.rstrip("/") + "/_snapshotd/render"
         self.token = token
         self.timeout = float(timeout)
         self.bots = BotMatcher(bots_add, bots_remove, bots_categories)
@@ -87,12 +98,20 @@ class Choice:
             return False
         return self.bots(headers.get("user-agent", "")) or has_escaped_fragment(query)
 
-    def render_url(self, scheme: str, host: str, raw_path: str, query: str) -> str:
-        url = f"{self.render_base}{scheme}://{host}{raw_path}"
-        return f"{url}?{query}" if query else url
+    def render_url(self, scheme: str, host: str, raw_path: str, query: str) -> str | None:
+        """The render endpoint's URL naming the page asked for (``raw_path`` and ``query``
+        the request's bytes read as latin-1); None for a path the app answers itself."""
+        if has_dot_segment(raw_path):
+            return None
+        page = f"{scheme}://{host}{raw_path}" + (f"?{query}" if query else "")
+        page = quote(page, _URL_KEEPS, encoding="latin-1")
+        return f"{self.render_base}?{urlencode({'url': page})}"
 
     def headers_out(self, headers: Mapping[str, str], client: str | None) -> dict[str, str]:
         out = {k: headers[k] for k in SENT_ON if k in headers}
+        # Exactly the client's: the HTTP client would add its own, and the answer is sent on
+        # as it comes.
+        out.setdefault("accept-encoding", "identity")
         forwarded = [v for v in (headers.get("x-forwarded-for"), client) if v]
         if forwarded:
             out["x-forwarded-for"] = ", ".join(forwarded)
@@ -162,6 +181,9 @@ class SnapshotdASGI:
         url = self.choice.render_url(
             scope.get("scheme", "http"), headers["host"], raw_path.split("?", 1)[0], query
         )
+        if url is None:
+            await self.app(scope, receive, send)
+            return
         client = scope.get("client")
         out = self.choice.headers_out(headers, client[0] if client else None)
         try:
@@ -256,6 +278,8 @@ class SnapshotdWSGI:
         url = self.choice.render_url(
             environ.get("wsgi.url_scheme", "http"), headers["host"], raw_path, query
         )
+        if url is None:
+            return self.app(environ, start_response)
         out = self.choice.headers_out(headers, environ.get("REMOTE_ADDR"))
         deadline = time.monotonic() + self.choice.timeout
         try:

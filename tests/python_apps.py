@@ -11,6 +11,7 @@ server, FastAPI and Django's ASGI handler on uvicorn; all on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections import Counter
@@ -234,3 +235,38 @@ def serve_app(framework: str, seen: Seen, snapshotd_url: str, **options: Any) ->
     finally:
         for middleware in made:
             middleware.close()
+
+
+def raw_get(
+    base: str, target: str, headers: dict[str, str], host: str = "shop.test"
+) -> tuple[int, dict[str, str], bytes]:
+    """A GET of ``target`` exactly as written, with only the headers given (and Host), over
+    a socket, as an attacker or a bare client sends it; status, headers, body."""
+    address, port = base.removeprefix("http://").split(":")
+    lines = [f"GET {target} HTTP/1.1", f"Host: {host}", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    with socket.create_connection((address, int(port)), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    got = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        got[name.strip().lower()] = value.strip()
+    if got.get("transfer-encoding") == "chunked":
+        body = _unchunk(body)
+    return int(status_line.split()[1]), got, body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = b""
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out, body = out + body[:size], body[size + 2 :]
+    return out

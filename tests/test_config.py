@@ -77,6 +77,15 @@ def test_env_overrides_file_and_flags_override_env(tmp_path):
     assert s.port == 7001
 
 
+def test_render_tokens_come_from_the_file_and_the_environment(tmp_path):
+    config = write(tmp_path, '[server]\nrender_tokens = ["r1", ""]\napi_tokens = ["a1"]\n')
+    s = load_settings(config, env={"SNAPSHOTD_RENDER_TOKEN": "r2"})
+    assert (s.render_tokens, s.api_tokens) == (("r1", "r2"), ("a1",))
+    s = load_settings(config, env={"SNAPSHOTD_RENDER_TOKENS": "r3,r4"})
+    assert s.render_tokens == ("r3", "r4")
+    assert load_settings(env={}).render_tokens == ()
+
+
 def test_origin_flag_alone_makes_a_default_site():
     s = load_settings(None, env={}, overrides={"origin": "http://127.0.0.1:3000"})
     assert [(x.name, x.origin) for x in s.sites] == [("default", "http://127.0.0.1:3000")]

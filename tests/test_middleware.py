@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -23,12 +24,13 @@ from snapshotd.middleware import Choice
 from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.front import free_port
-from tests.python_apps import FRAMEWORKS, Seen, serve_app
+from tests.python_apps import FRAMEWORKS, Seen, raw_get, serve_app
 from tests.servers import serve_asgi
 
 pytestmark = pytest.mark.browser
 
-TOKEN = "middleware-token"
+TOKEN = "api-token"
+RENDER_TOKEN = "middleware-token"  # a render token: what a middleware holds
 HOST = "shop.test"
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 PERSON = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120 Safari/537.36"
@@ -60,7 +62,7 @@ def stack(request, tmp_path_factory) -> Iterator[Stack]:
     seen = Seen()
     port = free_port()
     snapshotd_url = f"http://127.0.0.1:{port}"
-    with serve_app(framework, seen, snapshotd_url, token=TOKEN, timeout=20) as app:
+    with serve_app(framework, seen, snapshotd_url, token=RENDER_TOKEN, timeout=20) as app:
         db = str(tmp_path_factory.mktemp(f"mw-{framework}") / "snap.db")
         settings = load_settings(
             overrides={"origin": app, "hosts": HOST, "db": db, "miss_wait": 1.5}, env={}
@@ -72,7 +74,8 @@ def stack(request, tmp_path_factory) -> Iterator[Stack]:
         # the default, 503 and Retry-After reach the bot as snapshotd sends them. One device
         # profile: a render a page, within miss_wait on a slow machine too.
         sites = tuple(replace(s, miss_answer="origin", devices="mobile") for s in settings.sites)
-        settings = replace(settings, api_tokens=(TOKEN,), browser=browser, sites=sites)
+        settings = replace(settings, api_tokens=(TOKEN,), render_tokens=(RENDER_TOKEN,),
+                           browser=browser, sites=sites)
         with serve_asgi(create_app(settings, crawler=False), port=port) as base:
             yield Stack(framework, app, base, seen)
 
@@ -101,6 +104,52 @@ def test_a_bot_gets_snapshotds_snapshot_and_a_person_the_apps_own_page(stack: St
         assert stack.snapshot_requests() == before
         # Snapshotd's browser got the app's page through the middleware, untouched.
         assert stack.seen.of("/items/7")[(True, False)] == 1
+
+
+def test_the_render_token_opens_the_render_endpoint_and_nothing_else(stack: Stack) -> None:
+    page = f"http://{HOST}/items/8"
+    with httpx.Client(base_url=stack.snapshotd, timeout=30, trust_env=False) as client:
+        for auth in ({"X-Prerender-Token": RENDER_TOKEN},
+                     {"Authorization": f"Bearer {RENDER_TOKEN}"}):
+            for target in (f"/_snapshotd/render/{page}", f"/_snapshotd/render?url={page}"):
+                # As the middleware asks (its marker keeps a hand-back from going round).
+                r = client.get(target, headers={**auth, "User-Agent": BOT,
+                                                "X-Snapshotd-Middleware": "1"})
+                assert r.status_code == 200, (target, r.text)
+                assert r.headers["x-snapshotd-cache"] in ("MISS", "HIT", "BYPASS")
+            refused = [
+                client.get(f"/_snapshotd/screenshot/{page}", headers=auth),
+                client.get("/_snapshotd/screenshot", params={"url": page}, headers=auth),
+                client.get("/_snapshotd/api/v1/sites", headers=auth),
+                client.get("/_snapshotd/api/v1/sites/default/paths", headers=auth),
+                client.get("/_snapshotd/metrics", headers=auth),
+                client.post("/_snapshotd/recache", json={"url": page}, headers=auth),
+                client.post("/_snapshotd/recache",
+                            json={"prerenderToken": RENDER_TOKEN, "url": page}),
+                client.get("/_snapshotd/v3/crawl", params={"token": RENDER_TOKEN}),
+                client.get("/_snapshotd/v3/crawl", headers=auth),
+            ]
+            assert [r.status_code for r in refused] == [401] * len(refused), [
+                (str(r.url), r.status_code, r.text[:100]) for r in refused]
+        # The API token still opens them (the refusals above are the token's, not the paths').
+        api = client.get("/_snapshotd/api/v1/sites", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert api.status_code == 200
+
+
+def test_a_client_that_asks_for_no_encoding_gets_plain_html(stack: Stack) -> None:
+    """snapshotd gets the client's Accept-Encoding, or ``identity`` when it sent none: a bare
+    client (no Accept-Encoding) gets the snapshot as plain HTML, a gzip client gzip."""
+    page, gzipped = "/items/9", {"User-Agent": BOT, "Accept-Encoding": "gzip"}
+    for _ in range(60):  # until the page is kept: then each answer is the snapshot's
+        status, headers, _body = raw_get(stack.app, page, gzipped)
+        if headers.get("x-snapshotd-cache") == "HIT":
+            break
+        time.sleep(0.5)
+    assert (status, headers.get("content-encoding")) == (200, "gzip"), headers
+    status, headers, body = raw_get(stack.app, page, {"User-Agent": BOT})
+    assert (status, headers["x-snapshotd-cache"]) == (200, "HIT")
+    assert "content-encoding" not in headers, headers
+    assert b"Rendered by the browser at /items/9" in body and body.lstrip().startswith(b"<")
 
 
 def test_an_escaped_fragment_request_gets_the_hashbang_pages_snapshot(stack: Stack) -> None:
@@ -155,7 +204,7 @@ def test_only_what_a_snapshot_depends_on_is_sent_to_snapshotd() -> None:
     sent = choice.headers_out(
         {"user-agent": BOT, "cookie": "session=secret", "authorization": "Basic x",
          "host": HOST, "accept-language": "fr", "x-forwarded-for": "127.0.0.5"}, "127.0.0.9")
-    assert sent == {"user-agent": BOT, "accept-language": "fr",
+    assert sent == {"user-agent": BOT, "accept-language": "fr", "accept-encoding": "identity",
                     "x-forwarded-for": "127.0.0.5, 127.0.0.9",
                     "x-snapshotd-middleware": "1", "x-prerender-token": "t"}
 

@@ -132,5 +132,6 @@ def create_api(ctx: Services, routes: Sequence[BaseRoute] = ROUTES) -> ASGIApp:
     app.state.readiness = ready.Readiness()
     tokens = ctx.settings.api_tokens or ((ctx.generated_token,) if ctx.generated_token else ())
     return TokenAuth(
-        FreshSites(app, ctx.sites), tokens, ctx.settings.render_clients, ScrapeToken(ctx.store)
+        FreshSites(app, ctx.sites), tokens, ctx.settings.render_clients, ScrapeToken(ctx.store),
+        render_tokens=ctx.settings.render_tokens,
     )

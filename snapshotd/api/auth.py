@@ -12,6 +12,9 @@ Invariants:
 - a path holding control characters is refused before routing, which would not see them;
 - ``GET /_snapshotd/metrics`` also takes the metrics token kept in the store
   (:mod:`~snapshotd.api.scrape_token`), which opens nothing else;
+- the render endpoint (``/render``, ``/render/...``, nothing else) also takes a render token
+  (``server.render_tokens``), which opens nothing else: not the screenshot endpoint, the API,
+  metrics, recache or Crawlbot's endpoints;
 - the render and screenshot endpoints (nothing else) take, without a token, a client whose
   own address (the connection's, never a header's) is in ``render_clients``; that list is
   empty unless configured.
@@ -43,6 +46,12 @@ RECACHE = PREFIX + "/recache"
 # The endpoints that take X-Prerender-Token, and clients of ``render_clients``.
 RENDERING = (PREFIX + "/render", PREFIX + "/screenshot")
 METRICS = PREFIX + "/metrics"
+# The endpoint a render token opens: the render endpoint alone.
+RENDER = PREFIX + "/render"
+
+
+def render_only(path: str) -> bool:
+    return path == RENDER or path.startswith(RENDER + "/")
 
 
 def token_from(scope: Scope, *, prerender: bool) -> str | None:
@@ -76,10 +85,13 @@ class TokenAuth:
         tokens: Sequence[str],
         render_clients: Sequence[str] = (),
         scrape: ScrapeToken | None = None,
+        *,
+        render_tokens: Sequence[str] = (),
     ) -> None:
         self.app = app
         self.scrape = scrape
         self.tokens = tuple(t for t in tokens if t)
+        self.render_tokens = tuple(t for t in render_tokens if t)
         self.render_clients = tuple(ipaddress.ip_network(n) for n in render_clients)
 
     def render_client(self, scope: Scope) -> bool:
@@ -108,7 +120,8 @@ class TokenAuth:
             return
         refusal = None
         if not (rendering and self.render_client(scope)):
-            refusal = self.refusal(scope, prerender=rendering)
+            tokens = self.tokens + self.render_tokens if render_only(path) else self.tokens
+            refusal = self.refusal(scope, tokens, prerender=rendering)
         if refusal is not None and path == METRICS and scope["method"] in ("GET", "HEAD"):
             try:
                 if await self.scraper_matches(scope):
@@ -137,10 +150,12 @@ class TokenAuth:
         token = token_from(scope, prerender=False)
         return token is not None and self.scrape is not None and await self.scrape.matches(token)
 
-    def refusal(self, scope: Scope, *, prerender: bool) -> tuple[int, str] | None:
+    def refusal(
+        self, scope: Scope, tokens: Sequence[str], *, prerender: bool
+    ) -> tuple[int, str] | None:
         token = token_from(scope, prerender=prerender)
         if token is None:
             return 401, "a token is required: send 'Authorization: Bearer <token>'"
-        if not token_matches(token, self.tokens):
+        if not token_matches(token, tokens):
             return 401, "the token was not accepted"
         return None

@@ -143,7 +143,8 @@ def document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
             "version": "1",
             "description": "Drive snapshotd: queue, inspect and delete paths and snapshots. "
             "Send 'Authorization: Bearer <token>' (one of server.api_tokens, or with none "
-            "configured the one in the console URL logged at start). Errors are "
+            "configured the one in the console URL logged at start); the render endpoint "
+            "also takes one of server.render_tokens, which opens nothing else. Errors are "
             '{"error": message, "field": name}.',
         },
         "components": {

@@ -4,7 +4,14 @@ previews and visual checks.
 
 Invariants:
 - what may be named is what the render endpoint takes (:func:`~snapshotd.api.render.page_named`:
-  a configured site's URL, 403 otherwise, nothing fetched), and the picture comes from a
+  a configured site's URL, 403 otherwise, nothing fetched);
+- a page is admitted as a bot's request for it is, by the proxy's one admission decision
+  (:meth:`~snapshotd.proxy.handler.Proxy.admission`: rules, ignore list, ``max_pages``,
+  ``new_paths_per_minute``, a pause), before any cached picture is looked at; only a page
+  the decision would serve or capture is captured, anything else gets its refusal
+  (:func:`refusal`) and nothing is fetched; a new page captured counts against
+  ``new_paths_per_minute`` as a bot's does;
+- the picture comes from a
   capture like any other (the site's settings, readiness, address guard and cleanup), taken
   when the page is ready, the moment its HTML is taken; the stored snapshot is left alone
   (the viewport is the request's, not the crawl's);
@@ -26,16 +33,18 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from snapshotd.api.base import ApiError, context
+from snapshotd.api.base import ApiError, context, error_response
 from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import operation, param
 from snapshotd.api.render import page_named, render_target
+from snapshotd.proxy.handler import header_map
 from snapshotd.render.base import CaptureResult, Shot
 from snapshotd.render.pool import BrowserPool
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import SiteSettings
     from snapshotd.services import Services
+    from snapshotd.sites.admission import Decision
 
 log = logging.getLogger("snapshotd.api")
 
@@ -45,6 +54,9 @@ SIZES = {"width": (100, 2000), "height": (100, 2000)}
 TTL = 600.0
 CACHE_BYTES = 64 * 2**20
 IN_FLIGHT = 2
+# A refused page's answer, by admission's refusal reason (any other: 403).
+REFUSED_STATUS = {"rate": 429, "paused": 503}
+RETRY_AFTER = "60"
 
 Key = tuple[str, str, int, int, str]  # site, path, width, height, device profile
 
@@ -117,6 +129,33 @@ def _side(raw: str | None, name: str) -> int:
     return int(raw)
 
 
+def refusal(decision: Decision) -> Response | None:
+    """The answer to a screenshot of a page admission does not let a bot have rendered:
+    the rules' redirect or status as the render endpoint answers it, 403 for a page the
+    site ignores, does not process or keeps from this claimant, or past ``max_pages``, 429
+    past ``new_paths_per_minute`` and 503 while the site is paused (both with Retry-After);
+    None for a page to capture."""
+    kind, path = decision.kind, decision.path[:200]
+    if kind in ("serve", "capture"):
+        return None
+    if kind == "redirect":
+        location = decision.location or decision.path
+        answer = error_response(decision.status or 302, f"the site's rules redirect to {location}")
+        answer.headers["location"] = location
+        return answer
+    if kind == "status":
+        status = decision.status or 404
+        return error_response(status, f"the site's rules answer {status} for {path}", "url")
+    why = {"ignored": "on the site's ignore list", "person": "not from a crawler it trusts"}.get(
+        kind, decision.reason or kind
+    )
+    status = REFUSED_STATUS.get(decision.reason, 403) if kind == "refused" else 403
+    answer = error_response(status, f"no screenshot of {path}: {why}", "url")
+    if status in (429, 503):
+        answer.headers["retry-after"] = RETRY_AFTER
+    return answer
+
+
 async def screenshot(request: Request) -> Response:
     ctx = context(request)
     args = query(request, {"url", "width", "height", "mobile"})
@@ -124,9 +163,20 @@ async def screenshot(request: Request) -> Response:
     # The request's query is this endpoint's: a URL in the path keeps its own query escaped
     # (%3F), as Rendertron's clients send it.
     scope = request.scope if "url" in args else {**request.scope, "query_string": b""}
-    site, _parts, path = page_named(ctx, render_target(scope, "screenshot"))
+    site, parts, path = page_named(ctx, render_target(scope, "screenshot"))
     # Rendertron's ``mobile`` option: the phone crawler's device, else the desktop one's.
     profile = "mobile" if "mobile" in args else "desktop"
+    proxy = ctx.proxy
+    assert proxy is not None  # serve builds it
+    headers = {**header_map(request.scope["headers"]), "host": parts.netloc}
+    who = proxy.claims.who(site.name, headers, request.scope)
+    decision = await proxy.admission(site, path, headers, who, profile)
+    refused = refusal(decision)
+    if refused is not None:
+        log.info("screenshot refused site=%s path=%s decision=%s %s status=%d", site.name,
+                 path[:200], decision.kind, decision.reason, refused.status_code)
+        return refused
+    path = decision.path
     key = (site.name, path, width, height, profile)
     shots: Screenshots = request.app.state.screenshots
     png = shots.cached(key)
@@ -140,6 +190,8 @@ async def screenshot(request: Request) -> Response:
             raise ApiError(502, f"the page could not be captured: {why}")
         png = captured.png
         shots.keep(key, png)
+        if decision.new and not decision.queue:  # as a bot's new path (not a trusted one's)
+            proxy.new_paths.spent(site.name)
     return Response(
         png,
         media_type="image/png",
@@ -165,9 +217,10 @@ def _described(where: str) -> Callable[[Request], Awaitable[Response]]:
             "200": "image/png (X-Snapshotd-Cache: HIT or MISS)",
             "400": "a bad url, width or height (named)",
             "401": "no token, or a wrong one",
-            "403": "the host is not a configured site's",
+            "403": "the host is not a configured site's, or admission refuses the page",
+            "429": "a new page past the site's new_paths_per_minute (Retry-After)",
             "502": "the page could not be captured (why, in error)",
-            "503": "too many screenshots under way",
+            "503": "too many screenshots under way, or the site is paused",
         },
         content="image/png",
         security=[{"bearer": []}, {"prerenderToken": []}],

@@ -49,7 +49,8 @@ examples:
 Every flag can also be set in the config file or as SNAPSHOTD_<NAME> in the environment
 (SNAPSHOTD_ORIGIN, SNAPSHOTD_PORT, SNAPSHOTD_DB, ...). The API and the console need a token:
 set SNAPSHOTD_API_TOKEN (or server.api_tokens); without one, `serve` draws one at start and
-logs the console URL holding it ("console: http://...#token=...").
+logs the console URL holding it ("console: http://...#token=..."). A middleware takes a
+render token (SNAPSHOTD_RENDER_TOKEN or server.render_tokens): the render endpoint alone.
 
 Run `snapshotd COMMAND --help` for a command's own flags."""
 

@@ -74,6 +74,7 @@ _SERVER_KINDS = {
     "port": "int",
     "db": "str",
     "api_tokens": "list",
+    "render_tokens": "list",
     "miss_wait": "float",
     "maintenance_every": "float",
     "workers": "int",
@@ -90,6 +91,11 @@ _SERVER_KINDS = {
     "bot_ranges_every": "float",
     "dns_servers": "list",
     "render_clients": "list",
+}
+# Token lists that also take one token from a variable of their own.
+_ONE_TOKEN_VARIABLE = {
+    "api_tokens": "SNAPSHOTD_API_TOKEN",
+    "render_tokens": "SNAPSHOTD_RENDER_TOKEN",
 }
 _SITE_KEYS = {f.name for f in fields(SiteSettings)} - {
     "learned_params",
@@ -355,11 +361,12 @@ def load_settings(
     for key in _SERVER_KINDS:
         if key in overrides:
             value = overrides[key]
-            server_values[key] = tuple(value) if key == "api_tokens" else value
-    if "SNAPSHOTD_API_TOKEN" in env and "api_tokens" not in overrides:
-        server_values["api_tokens"] = tuple(
-            t for t in (server_values.get("api_tokens", ()) + (env["SNAPSHOTD_API_TOKEN"],)) if t
-        )
+            server_values[key] = tuple(value) if key in _ONE_TOKEN_VARIABLE else value
+    for key, variable in _ONE_TOKEN_VARIABLE.items():  # one token more, beside the list
+        if variable in env and key not in overrides:
+            server_values[key] = tuple(
+                t for t in (*server_values.get(key, ()), env[variable]) if t
+            )
     server_values["render_clients"] = tuple(
         _network(where, n) for n in server_values.get("render_clients", ())
     )

@@ -281,6 +281,8 @@ class Settings:
     db: str = "snapshotd.db"
     workers: int = field(default_factory=default_workers)
     api_tokens: tuple[str, ...] = ()
+    # Tokens that open the render endpoint and nothing else (what a middleware holds).
+    render_tokens: tuple[str, ...] = ()
     miss_wait: float = 10.0
     # Seconds between two of the crawler's maintenances (section 5).
     maintenance_every: float = MAINTENANCE_EVERY

@@ -49,8 +49,13 @@ class NewPaths:
         """Count a path just added; ``lately``: against the minute's budget too (not for a
         trusted crawler's, which is held to ``max_pages`` alone)."""
         if lately:
-            self._added.setdefault(site, deque()).append(time.monotonic())
+            self.spent(site)
         self._sizes.add(site)
+
+    def spent(self, site: str) -> None:
+        """Count a new path rendered but not kept (a screenshot) against the minute's
+        budget."""
+        self._added.setdefault(site, deque()).append(time.monotonic())
 
 
 class RefusalLog:

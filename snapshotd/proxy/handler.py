@@ -404,8 +404,7 @@ class Proxy:
         ``RETRY``, ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``), status, and the claim
         admission asked (``refused`` when it was not trusted and was refused). What raises
         has sent nothing."""
-        facts = _BotFacts(self, site, who, profile)
-        decision = await admit(self._decide(site, path, headers), facts)
+        decision = await self.admission(site, path, headers, who, profile)
         path, claim = decision.path, decision.claim
         if decision.kind == "person":
             return "PASS", await self._pass(site, scope, receive, send), "refused"
@@ -482,6 +481,13 @@ class Proxy:
             site.origin, scope, receive, _with_header(send, b"x-snapshotd-cache", b"BYPASS")
         )
         return "BYPASS", status
+
+    async def admission(
+        self, site: SiteSettings, path: str, headers: dict[str, str], who: Who, profile: str
+    ) -> Decision:
+        """Admission's decision for a bot's request for ``path`` of ``site``: the one the
+        proxy, the render endpoint and the screenshot endpoint answer by."""
+        return await admit(self._decide(site, path, headers), _BotFacts(self, site, who, profile))
 
     def _decide(
         self, site: SiteSettings, path: str, headers: dict[str, str]

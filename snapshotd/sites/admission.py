@@ -1,7 +1,7 @@
 """Admission: what becomes of a site path that is asked for, decided in one place.
 
-Every way a path reaches snapshotd goes through :func:`decide`: a bot's request (the proxy
-and the render endpoint), the API (paths and sitemap uploads), and the crawler (seeds,
+Every way a path reaches snapshotd goes through :func:`decide`: a bot's request (the proxy,
+the render endpoint and screenshots), the API (paths and sitemap uploads), and the crawler (seeds,
 sitemaps, links, canonicals, redirects). ``decide`` is pure, in the style of h11: it is a
 generator that *yields* the facts it needs as questions (:class:`Captured`, :class:`Known`,
 :class:`Stored`, :class:`Size`, :class:`NewLately`, :class:`RobotsAllow`) and *returns* a
@@ -86,7 +86,8 @@ __all__ = [
     "is_due",
 ]
 
-# Who asks: a bot (the proxy, the render endpoint), the API, or the crawler's sources.
+# Who asks: a bot (the proxy, the render and screenshot endpoints), the API, or the
+# crawler's sources.
 Source = Literal["bot", "api", "seed", "sitemap", "link", "canonical", "redirect"]
 CRAWL_SOURCES = frozenset({"seed", "sitemap", "link", "canonical", "redirect"})
 # Sources that find a path by following a page: they add new paths only with capture_new.

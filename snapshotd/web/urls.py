@@ -199,6 +199,13 @@ def normalise_escapes(text: str, encoding: str = "utf-8") -> str:
         raise BadRequest(f"holds characters {encoding} cannot write") from None
 
 
+def has_dot_segment(raw_path: str) -> bool:
+    """Whether a raw path holds a ``.`` or ``..`` segment once percent-decoded, between
+    ``/`` or ``\\`` (a browser's separators): a segment some client, server or browser on
+    the way may resolve, so that the path would name another one."""
+    return any(s in (".", "..") for s in re.split(r"[/\\]", unquote(raw_path)))
+
+
 def _without_dot_segments(path: str) -> str:
     """RFC 3986's remove_dot_segments: ``/a/./b/../c`` is ``/a/c``; ``..`` stops at the root."""
     if "/." not in path:
