@@ -1,5 +1,5 @@
 """What a bot is sent of a stored snapshot: the cache of snapshots read lately, and the
-answer's status, headers and body pieces.
+answer's status, headers and body pieces; and what it is sent of a rule's status or redirect.
 
 Invariants:
 - memory per snapshot, whatever the number of clients: the cache holds at most
@@ -7,7 +7,10 @@ Invariants:
   sends it), and a body goes out in pieces of :data:`CHUNK` bytes, decompressed piece by
   piece when large;
 - an answer is 304 when the client's ``If-None-Match`` names the snapshot's ETag, gzipped
-  when the client accepts gzip, and has no body for HEAD.
+  when the client accepts gzip, and has no body for HEAD;
+- a rule's answer varies as a snapshot answer does (``BOT_VARY``), so a shared cache never
+  gives a bot's answer to a person, whose request at the same URL goes to the origin; its
+  ``Location`` holds no byte a header may not (each is sent percent-escaped).
 """
 
 from __future__ import annotations
@@ -17,10 +20,15 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 
-from snapshotd.store.base import Snapshot
+from snapshotd.sites.admission import Decision
+from snapshotd.store.base import BOT_VARY, Snapshot
+from snapshotd.web.headers import BAD_HEADER_VALUE
 
-__all__ = ["CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "snapshot_answer"]
+__all__ = [
+    "CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "rule_answer", "snapshot_answer",
+]
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
@@ -135,3 +143,36 @@ def snapshot_answer(
     out.append((b"content-length", b"%d" % length))
     pieces = () if method == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped)
     return snapshot.status, out, iter(pieces)
+
+
+def rule_answer(
+    decision: Decision, method: str, extra: list[tuple[bytes, bytes]]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The status, headers and body of a rule's ``redirect`` or ``status`` decision (with
+    ``extra`` headers): a short ``text/plain`` body (none for HEAD), ``Location`` for a
+    redirect (302 when the rule gives no status), and the Vary of a snapshot answer."""
+    if decision.kind == "redirect":
+        status = decision.status or 302
+        location = _header_safe((decision.location or decision.path).encode("utf-8"))
+        text = b"Redirecting to " + location + b"\n"
+        headers = [(b"location", location)]
+    else:
+        status = decision.status or 404
+        try:
+            text = HTTPStatus(status).phrase.encode() + b"\n"
+        except ValueError:  # a code HTTP names no phrase for
+            text = b"%d\n" % status
+        headers = []
+    out = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"%d" % len(text)),
+        *headers,
+        BOT_VARY,
+        *extra,
+    ]
+    return status, out, b"" if method == "HEAD" else text
+
+
+def _header_safe(value: bytes) -> bytes:
+    """``value`` with each byte a header may not hold percent-escaped."""
+    return BAD_HEADER_VALUE.sub(lambda m: b"%%%02X" % m.group(0)[0], value)

@@ -1,0 +1,134 @@
+"""What a bot is answered instead of a snapshot, over real sockets (uvicorn as ``serve`` runs
+it, a real SQLite file, a table resolver, a renderer of fixed pages, an origin that records
+what it is asked): a rule's status or redirect, and the SEO4Ajax face on a strict site.
+
+Clients bind their own loopback address as source: the table says 127.0.0.7 is a Googlebot;
+every other address's claim is ``unverified``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.server.app import create_app
+from tests.servers import serve_asgi
+from tests.test_flood import BOT, TOKEN, SlotRenderer
+from tests.test_verified_bots import VERIFIED, table
+
+API = "/_snapshotd/api/v1"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PERSON = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120 Safari/537.36"
+UNVERIFIED = "127.0.0.8"  # its reverse name claims googlebot.com; its forward one does not
+# What a snapshot answer to a bot carries, so a shared cache keeps it from people.
+SNAPSHOT_VARY = "User-Agent, Accept-Encoding"
+RULES = (
+    "^/gone [R=410]\n"
+    "^/secret [R=403]\n"
+    "^/old/(.*)$ /new/$1 [R=301]\n"
+    "^/moved$ /elsewhere [R=302]\n"
+)
+
+
+def recording_origin(paths: list[str]) -> Starlette:
+    async def page(request: Request) -> HTMLResponse:
+        paths.append(request.url.path)
+        return HTMLResponse("<html><body>origin page</body></html>")
+
+    return Starlette(routes=[Route("/{rest:path}", page)])
+
+
+@contextmanager
+def snapshotd(tmp_path: Any, *, at_once: bool = True, **site: Any) -> Iterator[tuple[str, list[str]]]:
+    """snapshotd in front of a recording origin, with the face on Host ``s4a.test``; yields
+    its base URL and the paths the origin was asked. ``at_once``: serve's fast path on (as
+    ``serve`` runs) or every request the ASGI way."""
+    paths: list[str] = []
+    with serve_asgi(recording_origin(paths)) as origin:
+        settings = Settings(
+            db=str(tmp_path / f"answers-{uuid.uuid4().hex[:8]}.db"),
+            api_tokens=(TOKEN,),
+            miss_wait=30.0,
+            seo4ajax_hosts=("s4a.test",),
+            browser=BrowserSettings(concurrency=1),
+            sites=(
+                SiteSettings(
+                    name="s", origin=origin, seeds=(), obey_robots=False, crawl_links=False,
+                    **site,
+                ),
+            ),
+        )
+        app = create_app(settings, renderer=SlotRenderer(1), crawler=False, resolver=table())
+        with serve_asgi(app, **({} if at_once else {"at_once": None})) as base:
+            yield base, paths
+
+
+def client(base: str, source: str = "127.0.0.1", **headers: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=base, timeout=30, trust_env=False,
+        transport=httpx.HTTPTransport(local_address=source), headers=headers,
+    )
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["at-once", "asgi"])
+def test_a_rules_status_or_redirect_to_a_bot_varies_as_a_snapshot_does(tmp_path, at_once):
+    with snapshotd(tmp_path, at_once=at_once, rules_text=RULES) as (base, origin_paths):
+        with client(base, **{"User-Agent": BOT}) as bot, client(base, **{"User-Agent": PERSON}) as person:
+            # A snapshot answer, for comparison: what a shared cache is told of a bot's page.
+            bot.get("/page")
+            snapshot = bot.get("/page")
+            assert snapshot.headers["x-snapshotd-cache"] == "HIT"
+            assert snapshot.headers["vary"] == SNAPSHOT_VARY
+            expected = {
+                "/gone/x": (410, None),
+                "/secret": (403, None),
+                "/old/a": (301, "/new/a"),
+                "/moved": (302, "/elsewhere"),
+            }
+            for path, (status, location) in expected.items():
+                for method in ("GET", "HEAD"):
+                    r = bot.request(method, path)
+                    assert r.status_code == status, (method, path)
+                    assert r.headers.get("location") == location, (method, path)
+                    assert r.headers["vary"] == snapshot.headers["vary"], (method, path)
+                    assert r.headers.get("cache-control") == snapshot.headers.get(
+                        "cache-control"
+                    ), (method, path)
+                # A person at the same URL gets the origin's page, which the Vary keeps apart.
+                assert person.get(path).text == "<html><body>origin page</body></html>"
+        assert sorted(origin_paths) == sorted(expected)  # the people's requests alone
+
+
+def test_the_face_of_a_strict_site_never_answers_an_untrusted_claimant_with_the_origins_page(
+    tmp_path,
+):
+    with snapshotd(tmp_path, verify_bots="strict") as (base, origin_paths):
+        with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+            site_token = api.get(f"{API}/sites/s").json()["site_token"]
+        face = {"Host": "s4a.test", "User-Agent": BOT}
+        with client(base, VERIFIED, **face) as verified:
+            first = verified.get(f"/{site_token}/a")
+            assert first.status_code == 200 and first.headers["x-snapshotd-cache"] == "MISS"
+        with client(base, UNVERIFIED, **face) as claimant:
+            for path in ("/a", "/b"):  # a captured page, a page never seen
+                r = claimant.get(f"/{site_token}{path}")
+                assert r.status_code == 503, r.text
+                assert r.headers["x-snapshotd-cache"] == "UNAVAILABLE"
+                assert r.headers["retry-after"] == "60"
+                assert r.headers["cache-control"] == "no-store"
+                assert "origin page" not in r.text
+        assert origin_paths == []  # nothing went to the origin
+        with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+            assert api.get(f"{API}/sites/s/paths/b").status_code == 404  # nothing stored
+            metrics = api.get("/_snapshotd/metrics").text
+        assert 'snapshotd_bot_claims_total{claim="refused",family="google"} 2.0' in metrics
