@@ -154,7 +154,8 @@ def _flag(raw: str, flags: dict[str, object], filename: str, line: int) -> None:
     key = name.strip().upper()
     if key == "R" and eq:
         value = value.strip()
-        if not (value.isdigit() and 100 <= int(value) <= 599):
+        # Three ASCII digits: int() reads '３０１' and refuses a few thousand digits.
+        if not re.fullmatch(r"[1-5][0-9][0-9]", value):
             raise RulesError(filename, line, f"R needs an HTTP status code (R=301): {raw!r}")
         flags["status"] = int(value)
         return
