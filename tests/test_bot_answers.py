@@ -132,3 +132,24 @@ def test_the_face_of_a_strict_site_never_answers_an_untrusted_claimant_with_the_
             assert api.get(f"{API}/sites/s/paths/b").status_code == 404  # nothing stored
             metrics = api.get("/_snapshotd/metrics").text
         assert 'snapshotd_bot_claims_total{claim="refused",family="google"} 2.0' in metrics
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["at-once", "asgi"])
+def test_a_rules_redirect_never_names_another_host_or_sends_raw_bytes(tmp_path, at_once):
+    # The U flag unescapes what the request gives: %2F%2F would make the path //evil.example.
+    rules = "^/u/(.*)$ /$1 [U,R=302]\n^/away$ https://new.example/ [R=301]\n"
+    with snapshotd(tmp_path, at_once=at_once, rules_text=rules) as (base, _paths):
+        with client(base, **{"User-Agent": BOT}) as bot:
+            for target, location in (
+                ("/u/%2F%2Fevil.example/x", "/evil.example/x"),
+                ("/u/%5C%5Cevil.example/x", "/evil.example/x"),
+                ("/u/%2F%5C/evil.example/x", "/evil.example/x"),
+                ("/u/%E2%80%A8x%20y", "/%E2%80%A8x%20y"),
+                ("/u/a%2F%2Fb", "/a//b"),
+                ("/away", "https://new.example/"),
+            ):
+                r = bot.get(target)
+                assert r.status_code in (301, 302), (target, r.text)
+                assert r.headers.raw[[k for k, _ in r.headers.raw].index(b"location")][1] == (
+                    location.encode()
+                ), target

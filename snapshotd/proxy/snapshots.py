@@ -10,12 +10,15 @@ Invariants:
   when the client accepts gzip, and has no body for HEAD;
 - a rule's answer varies as a snapshot answer does (``BOT_VARY``), so a shared cache never
   gives a bot's answer to a person, whose request at the same URL goes to the origin; its
-  ``Location`` holds no byte a header may not (each is sent percent-escaped).
+  ``Location`` is printable ASCII (any other byte is sent percent-escaped), and a path in it
+  never reads as another host: ``//evil.test/`` or ``/\\evil.test/`` (a rule's ``U`` flag
+  unescapes what a request gives) is sent as ``/evil.test/``.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import time
 import weakref
 from collections import OrderedDict
@@ -24,7 +27,6 @@ from http import HTTPStatus
 
 from snapshotd.sites.admission import Decision
 from snapshotd.store.base import BOT_VARY, Snapshot
-from snapshotd.web.headers import BAD_HEADER_VALUE
 
 __all__ = [
     "CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "rule_answer", "snapshot_answer",
@@ -32,6 +34,10 @@ __all__ = [
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
+# The bytes a Location is sent with percent-escaped: all but printable ASCII.
+_NOT_PRINTABLE = re.compile(rb"[^\x21-\x7e]")
+# The start of a path that a browser reads as a host name (WHATWG: '\\' is '/').
+_AUTHORITY = re.compile(rb"^[/\\]{2,}")
 
 
 @functools.lru_cache(maxsize=256)  # clients send a few values, on every request
@@ -153,7 +159,7 @@ def rule_answer(
     redirect (302 when the rule gives no status), and the Vary of a snapshot answer."""
     if decision.kind == "redirect":
         status = decision.status or 302
-        location = _header_safe((decision.location or decision.path).encode("utf-8"))
+        location = _location(decision.location or decision.path)
         text = b"Redirecting to " + location + b"\n"
         headers = [(b"location", location)]
     else:
@@ -173,6 +179,8 @@ def rule_answer(
     return status, out, b"" if method == "HEAD" else text
 
 
-def _header_safe(value: bytes) -> bytes:
-    """``value`` with each byte a header may not hold percent-escaped."""
-    return BAD_HEADER_VALUE.sub(lambda m: b"%%%02X" % m.group(0)[0], value)
+def _location(target: str) -> bytes:
+    """A rule's redirect target as its ``Location``: printable ASCII, and a path that starts
+    with more than one slash (or backslash) starting with one."""
+    value = _NOT_PRINTABLE.sub(lambda m: b"%%%02X" % m.group(0)[0], target.encode("utf-8"))
+    return _AUTHORITY.sub(b"/", value)
