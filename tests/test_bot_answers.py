@@ -49,7 +49,9 @@ def recording_origin(paths: list[str]) -> Starlette:
 
 
 @contextmanager
-def snapshotd(tmp_path: Any, *, at_once: bool = True, **site: Any) -> Iterator[tuple[str, list[str]]]:
+def snapshotd(
+    tmp_path: Any, *, at_once: bool = True, **site: Any
+) -> Iterator[tuple[str, list[str]]]:
     """snapshotd in front of a recording origin, with the face on Host ``s4a.test``; yields
     its base URL and the paths the origin was asked. ``at_once``: serve's fast path on (as
     ``serve`` runs) or every request the ASGI way."""
@@ -83,7 +85,8 @@ def client(base: str, source: str = "127.0.0.1", **headers: str) -> httpx.Client
 @pytest.mark.parametrize("at_once", [True, False], ids=["at-once", "asgi"])
 def test_a_rules_status_or_redirect_to_a_bot_varies_as_a_snapshot_does(tmp_path, at_once):
     with snapshotd(tmp_path, at_once=at_once, rules_text=RULES) as (base, origin_paths):
-        with client(base, **{"User-Agent": BOT}) as bot, client(base, **{"User-Agent": PERSON}) as person:
+        bot, person = client(base, **{"User-Agent": BOT}), client(base, **{"User-Agent": PERSON})
+        with bot, person:
             # A snapshot answer, for comparison: what a shared cache is told of a bot's page.
             bot.get("/page")
             snapshot = bot.get("/page")

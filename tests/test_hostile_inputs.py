@@ -80,3 +80,35 @@ def test_a_rule_comparing_numbers_reads_a_requests_digits_as_httpd_does(tmp_path
                 assert (r.status_code == 410) is gone, (referer[:8], r.status_code)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == []
+
+
+CRAWL_NUMBERS = (
+    "maxHops", "maxToCrawl", "maxToProcess", "crawlDelay", "repeat", "seedRecrawlFrequency",
+    "maxRounds", "maxToCrawlPerSubdomain", "maxToProcessPerSubdomain",
+)
+
+
+@pytest.mark.parametrize("number", ["1e309", "-1e309", "NaN", "Infinity", "1" + "0" * 400])
+def test_a_crawl_jobs_numbers_in_json_past_any_range_are_read_or_refused(base, caplog, number):
+    # Crawlbot reads a negative number of days as none and a per-subdomain limit as a
+    # bound on the job's own; any other number past its range is a 400.
+    with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+        for arg in CRAWL_NUMBERS:
+            body = f'{{"name": "j", "seeds": "http://127.0.0.1:9/", "{arg}": {number}}}'
+            r = api.post("/_snapshotd/v3/crawl", content=body,
+                         headers={"Content-Type": "application/json"})
+            if number in ("NaN", "Infinity", "1e309"):
+                assert r.status_code == 400, (arg, r.text)
+            assert r.status_code in (200, 400), (arg, r.text)
+            if r.status_code == 400:
+                assert r.json()["field"] == arg, r.text
+    assert no_tracebacks(caplog) == []
+
+
+def test_a_crawl_jobs_json_nested_too_deeply_is_a_400(base, caplog):
+    deep = "[" * 100_000 + "]" * 100_000
+    with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+        r = api.post("/_snapshotd/v3/crawl", content=f'{{"name": "j", "customHeaders": {deep}}}',
+                     headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["field"] == "body", r.text
+    assert no_tracebacks(caplog) == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,7 @@ from snapshotd.api.crawlbot_args import (
     check_arguments,
     warnings_for,
 )
-from snapshotd.api.inputs import is_number, read_body, record_json
+from snapshotd.api.inputs import is_number, parse_json_object, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config.loading import site_to_mapping
@@ -91,12 +90,7 @@ async def _arguments(request: Request) -> dict[str, Any]:
         body = await read_body(request)
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "application/json" and body.strip():
-            try:
-                parsed = json.loads(body)
-            except ValueError:
-                raise ApiError(400, "the body is not JSON", "body") from None
-            if not isinstance(parsed, dict):
-                raise ApiError(400, "the body must be a JSON object", "body")
+            parsed = parse_json_object(body)
             args.update(parsed)
             given = parsed.get("customHeaders", [])
             headers += [given] if isinstance(given, str) else given
@@ -155,7 +149,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         if arg in args:
             try:
                 changes[key] = read(args[arg])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # inf, 1e400
                 raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
     if "customHeaders" in args:
         given = args["customHeaders"]
@@ -166,7 +160,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         if arg in args:
             try:
                 limit = int(args[arg])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # inf, 1e400
                 raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
             if limit >= 0:
                 current = changes.get(key, getattr(site, key) if site else -1)

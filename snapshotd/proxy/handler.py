@@ -270,11 +270,11 @@ class Proxy:
         """A GET or HEAD answered without an ASGI call, when nothing needs awaiting: for a
         bot's request for a fresh snapshot this process has at hand, or one a rule answers
         with a status or redirect, the whole answer (its status, headers and body, the same
-        as :meth:`__call__` sends, the request counted and logged); for a request without a body passed through, the :class:`Relay` that
-        passes it. None for any other request: it goes the ASGI way then, with its
-        ``scope`` holding the route decided here, so :meth:`__call__` does not decide it
-        again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
-        becomes an ASGI call."""
+        as :meth:`__call__` sends, the request counted and logged); for a request without a
+        body passed through, the :class:`Relay` that passes it. None for any other request:
+        it goes the ASGI way then, with its ``scope`` holding the route decided here, so
+        :meth:`__call__` does not decide it again. Asked by serve's HTTP protocol
+        (:mod:`snapshotd.server.protocol`) before a request becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.destination(
             method, raw_path, query, headers, _port(scope), scope["http_version"]
