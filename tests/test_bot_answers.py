@@ -156,3 +156,29 @@ def test_a_rules_redirect_never_names_another_host_or_sends_raw_bytes(tmp_path, 
                 assert r.headers.raw[[k for k, _ in r.headers.raw].index(b"location")][1] == (
                     location.encode()
                 ), target
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["at-once", "asgi"])
+def test_a_rules_status_without_content_keeps_the_connection_in_step(tmp_path, at_once):
+    # A body after 204, 205 or 304 would be read as the start of the next answer.
+    rules = "^/c204 [R=204]\n^/c205 [R=205]\n^/c304 [R=304]\n^/gone [R=410]\n"
+    with snapshotd(tmp_path, at_once=at_once, rules_text=rules) as (base, _paths):
+        with client(base, **{"User-Agent": BOT}) as bot:
+            for _ in range(2):  # one connection, kept alive throughout
+                for path, status in (("/c204", 204), ("/c205", 205), ("/c304", 304),
+                                     ("/gone", 410)):
+                    r = bot.get(path)
+                    assert r.status_code == status and r.headers["vary"] == SNAPSHOT_VARY
+                    assert r.content == (b"Gone\n" if status == 410 else b""), path
+
+
+def test_a_rule_cannot_answer_with_an_interim_status(tmp_path):
+    with snapshotd(tmp_path) as (base, _paths):
+        with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+            for rules in ("^/a [R=100]\n", "^/a [R=101]\n",
+                          "RewriteEngine On\nRewriteRule ^/a$ - [R=100]\n",
+                          "RewriteEngine On\nRewriteRule ^/a$ - [R=103]\n"):
+                r = api.put(f"{API}/sites/t", json={
+                    "origin": "http://127.0.0.1:9", "rules_text": rules,
+                })
+                assert r.status_code == 400 and r.json()["field"] == "rules_text", (rules, r.text)

@@ -34,6 +34,8 @@ __all__ = [
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
+# The statuses an answer has no content with (RFC 9110, 15.3.5, 15.3.6 and 15.4.5).
+_NO_CONTENT = frozenset({204, 205, 304})
 # The bytes a Location is sent with percent-escaped: all but printable ASCII.
 _NOT_PRINTABLE = re.compile(rb"[^\x21-\x7e]")
 # The start of a path that a browser reads as a host name (WHATWG: '\\' is '/').
@@ -155,8 +157,9 @@ def rule_answer(
     decision: Decision, method: str, extra: list[tuple[bytes, bytes]]
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The status, headers and body of a rule's ``redirect`` or ``status`` decision (with
-    ``extra`` headers): a short ``text/plain`` body (none for HEAD), ``Location`` for a
-    redirect (302 when the rule gives no status), and the Vary of a snapshot answer."""
+    ``extra`` headers): a short ``text/plain`` body (none for HEAD, 204, 205 or 304),
+    ``Location`` for a redirect (302 when the rule gives no status), and the Vary of a
+    snapshot answer."""
     if decision.kind == "redirect":
         status = decision.status or 302
         location = _location(decision.location or decision.path)
@@ -169,6 +172,9 @@ def rule_answer(
         except ValueError:  # a code HTTP names no phrase for
             text = b"%d\n" % status
         headers = []
+    if status in _NO_CONTENT:  # a body would be read as the start of the next answer
+        out = [*headers, BOT_VARY, *extra]
+        return status, out if status != 205 else [(b"content-length", b"0"), *out], b""
     out = [
         (b"content-type", b"text/plain; charset=utf-8"),
         (b"content-length", b"%d" % len(text)),

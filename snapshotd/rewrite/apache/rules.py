@@ -302,6 +302,8 @@ def _status_code(val: str, filename: str, line: int) -> int:
         return names[val.lower()]
     if _DIGITS.match(val):
         code = leading_number(val)
+        if code < 200 and code in _APACHE_CODES:  # an interim status ends no answer
+            raise RulesError(filename, line, f"RewriteRule: flag 'R={val}': no answer ends 1xx")
         if code not in _APACHE_CODES:
             raise RulesError(
                 filename, line, f"RewriteRule: invalid HTTP response code '{val}' for flag 'R'"
