@@ -112,3 +112,14 @@ def test_a_crawl_jobs_json_nested_too_deeply_is_a_400(base, caplog):
                      headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["field"] == "body", r.text
     assert no_tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize("escaped", ["%2e", "%2e%2e", "%2E%2E"])
+def test_a_site_named_by_a_dot_segment_is_refused(base, escaped):
+    # A client normalises /sites/.. away: such a site could never be read or deleted.
+    with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+        r = api.put(f"/_snapshotd/api/v1/sites/{escaped}", json={"origin": "http://127.0.0.1:9"})
+        assert r.status_code == 400 and r.json()["field"] == "site", r.text
+        assert api.put("/_snapshotd/api/v1/sites/a..b", json={
+            "origin": "http://127.0.0.1:9",
+        }).status_code in (200, 201)
