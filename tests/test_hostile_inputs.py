@@ -123,3 +123,14 @@ def test_a_site_named_by_a_dot_segment_is_refused(base, escaped):
         assert api.put("/_snapshotd/api/v1/sites/a..b", json={
             "origin": "http://127.0.0.1:9",
         }).status_code in (200, 201)
+
+
+@pytest.mark.parametrize("digits", UNICODE_DIGITS)
+def test_a_crawl_jobs_numbers_of_other_digits_are_a_400(base, digits):
+    # int() reads '١٢' and '１２' as 12: no Crawlbot client means them.
+    with httpx.Client(base_url=base, trust_env=False, headers=AUTH) as api:
+        for arg in (*CRAWL_NUMBERS, "obeyRobots"):
+            r = api.post("/_snapshotd/v3/crawl", data={
+                "name": "k", "seeds": "http://127.0.0.1:9/", arg: digits,
+            })
+            assert r.status_code == 400 and r.json()["field"] == arg, (arg, r.text)

@@ -128,6 +128,17 @@ def _flag(args: dict[str, Any], name: str) -> bool | None:
     return str(value) == "1"
 
 
+def _read(arg: str, value: Any, read: Callable[[Any], Any]) -> Any:
+    """A Crawlbot argument as ``read`` reads it; 400 naming it when it cannot be, and for
+    text other than ASCII given where no text is kept (``int`` reads '١٢' as 12)."""
+    try:
+        if read is not str and isinstance(value, str) and not value.isascii():
+            raise ValueError(value)
+        return read(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf, 1e400
+        raise ApiError(400, f"{arg}: cannot read {value!r:.60}", arg) from None
+
+
 def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     """The job's site as the arguments change it; None when they change nothing."""
     site = ctx.sites.site(name)
@@ -147,10 +158,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         changes.update(origin=origin, seeds=paths)
     for arg, (key, read) in SETTINGS.items():
         if arg in args:
-            try:
-                changes[key] = read(args[arg])
-            except (TypeError, ValueError, OverflowError):  # inf, 1e400
-                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+            changes[key] = _read(arg, args[arg], read)
     if "customHeaders" in args:
         given = args["customHeaders"]
         if not isinstance(given, list) or not all(isinstance(h, str) for h in given):
@@ -158,10 +166,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         changes["custom_headers"] = [h for h in given if h.strip()]
     for arg, key in PER_SUBDOMAIN.items():
         if arg in args:
-            try:
-                limit = int(args[arg])
-            except (TypeError, ValueError, OverflowError):  # inf, 1e400
-                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+            limit = _read(arg, args[arg], int)
             if limit >= 0:
                 current = changes.get(key, getattr(site, key) if site else -1)
                 changes[key] = limit if current < 0 else min(current, limit)
