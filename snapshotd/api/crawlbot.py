@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,7 @@ from snapshotd.api.crawlbot_args import (
     check_arguments,
     warnings_for,
 )
-from snapshotd.api.inputs import is_number, read_body, record_json
+from snapshotd.api.inputs import is_number, parse_json_object, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config.loading import site_to_mapping
@@ -91,12 +90,7 @@ async def _arguments(request: Request) -> dict[str, Any]:
         body = await read_body(request)
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "application/json" and body.strip():
-            try:
-                parsed = json.loads(body)
-            except ValueError:
-                raise ApiError(400, "the body is not JSON", "body") from None
-            if not isinstance(parsed, dict):
-                raise ApiError(400, "the body must be a JSON object", "body")
+            parsed = parse_json_object(body)
             args.update(parsed)
             given = parsed.get("customHeaders", [])
             headers += [given] if isinstance(given, str) else given
@@ -134,6 +128,17 @@ def _flag(args: dict[str, Any], name: str) -> bool | None:
     return str(value) == "1"
 
 
+def _read(arg: str, value: Any, read: Callable[[Any], Any]) -> Any:
+    """A Crawlbot argument as ``read`` reads it; 400 naming it when it cannot be, and for
+    text other than ASCII given where no text is kept (``int`` reads '١٢' as 12)."""
+    try:
+        if read is not str and isinstance(value, str) and not value.isascii():
+            raise ValueError(value)
+        return read(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf, 1e400
+        raise ApiError(400, f"{arg}: cannot read {value!r:.60}", arg) from None
+
+
 def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     """The job's site as the arguments change it; None when they change nothing."""
     site = ctx.sites.site(name)
@@ -153,10 +158,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         changes.update(origin=origin, seeds=paths)
     for arg, (key, read) in SETTINGS.items():
         if arg in args:
-            try:
-                changes[key] = read(args[arg])
-            except (TypeError, ValueError):
-                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+            changes[key] = _read(arg, args[arg], read)
     if "customHeaders" in args:
         given = args["customHeaders"]
         if not isinstance(given, list) or not all(isinstance(h, str) for h in given):
@@ -164,10 +166,7 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         changes["custom_headers"] = [h for h in given if h.strip()]
     for arg, key in PER_SUBDOMAIN.items():
         if arg in args:
-            try:
-                limit = int(args[arg])
-            except (TypeError, ValueError):
-                raise ApiError(400, f"{arg}: cannot read {args[arg]!r}", arg) from None
+            limit = _read(arg, args[arg], int)
             if limit >= 0:
                 current = changes.get(key, getattr(site, key) if site else -1)
                 changes[key] = limit if current < 0 else min(current, limit)

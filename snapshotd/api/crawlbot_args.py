@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from snapshotd.api.base import ApiError
+from snapshotd.api.inputs import is_number
 
 __all__ = [
     "DOWNLOAD_TOKEN", "allows_download", "api_tokens", "check_arguments", "download_token",
@@ -87,7 +88,7 @@ def allows_download(keys: Sequence[str], name: str, given: Any, now: float) -> b
     if not isinstance(given, str):
         return False
     expires, _, signature = given.partition(".")
-    if not expires.isdigit() or len(expires) > 12 or int(expires) < now:
+    if not is_number(expires) or len(expires) > 12 or int(expires) < now:
         return False
     found = False
     for key in keys:

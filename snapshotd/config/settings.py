@@ -46,7 +46,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "miss_answer": ("503", "origin"),
     "devices": DEVICES_CHOICES,
 }
-SITE_NAME = r"[A-Za-z0-9_.-]{1,100}"
+SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
 
 
 @dataclass(frozen=True)

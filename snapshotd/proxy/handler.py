@@ -43,7 +43,7 @@ from snapshotd.proxy.passthrough import Upstream, relay_target
 from snapshotd.proxy.passthrough import send_text as _send_simple
 from snapshotd.proxy.relay import AtOnce, Relay
 from snapshotd.proxy.seo4ajax_face import Face, origin_scope, unavailable
-from snapshotd.proxy.snapshots import SnapshotCache, snapshot_answer
+from snapshotd.proxy.snapshots import SnapshotCache, rule_answer, snapshot_answer
 from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import unavailable as store_unavailable
@@ -268,13 +268,13 @@ class Proxy:
         scope: dict[str, Any],
     ) -> AtOnce:
         """A GET or HEAD answered without an ASGI call, when nothing needs awaiting: for a
-        bot's request for a fresh snapshot this process has at hand, the whole answer (its
-        status, headers and body, the same as :meth:`__call__` sends, the request counted
-        and logged); for a request without a body passed through, the :class:`Relay` that
-        passes it. None for any other request: it goes the ASGI way then, with its
-        ``scope`` holding the route decided here, so :meth:`__call__` does not decide it
-        again. Asked by serve's HTTP protocol (:mod:`snapshotd.server.protocol`) before a request
-        becomes an ASGI call."""
+        bot's request for a fresh snapshot this process has at hand, or one a rule answers
+        with a status or redirect, the whole answer (its status, headers and body, the same
+        as :meth:`__call__` sends, the request counted and logged); for a request without a
+        body passed through, the :class:`Relay` that passes it. None for any other request:
+        it goes the ASGI way then, with its ``scope`` holding the route decided here, so
+        :meth:`__call__` does not decide it again. Asked by serve's HTTP protocol
+        (:mod:`snapshotd.server.protocol`) before a request becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.destination(
             method, raw_path, query, headers, _port(scope), scope["http_version"]
@@ -302,21 +302,28 @@ class Proxy:
             lambda p: self.cache.get((site.name, p, profile)),
             lambda: self.claims.now(who, site.verify_bots),
         )
-        if decision is None or decision.kind != "serve" or not decision.fresh:
+        if decision is None:
             return None
-        assert decision.snapshot is not None
-        status, out, pieces = snapshot_answer(
-            decision.snapshot, "HIT", headers, method, self._worker
-        )
-        try:
-            body = next(pieces, b"")
-            if next(pieces, None) is not None:
-                return None  # larger than one piece: sent piece by piece, the ASGI way
-        except (zlib.error, EOFError):
-            return None  # damaged: the ASGI way fails open to the origin
-        self.metrics.request("HIT")
+        if decision.kind in ("redirect", "status"):
+            result = "RULE"
+            status, out, body = rule_answer(decision, method, self._worker)
+        elif decision.kind == "serve" and decision.fresh:
+            assert decision.snapshot is not None
+            result = "HIT"
+            status, out, pieces = snapshot_answer(
+                decision.snapshot, result, headers, method, self._worker
+            )
+            try:
+                body = next(pieces, b"")
+                if next(pieces, None) is not None:
+                    return None  # larger than one piece: sent piece by piece, the ASGI way
+            except (zlib.error, EOFError):
+                return None  # damaged: the ASGI way fails open to the origin
+        else:
+            return None
+        self.metrics.request(result)
         claim = self._claim_said(decision.claim, who, site)
-        self._log_access(site, who, route.path, "HIT", status, 0, claim)  # as asked, as ever
+        self._log_access(site, who, route.path, result, status, 0, claim)  # as asked, as ever
         return status, out, body
 
     async def _pass(self, site: SiteSettings, scope: Scope, receive: Receive, send: Send) -> int:
@@ -406,23 +413,15 @@ class Proxy:
         has sent nothing."""
         decision = await self.admission(site, path, headers, who, profile)
         path, claim = decision.path, decision.claim
-        if decision.kind == "person":
+        if decision.kind == "person":  # on the face, its 503: never the origin's page
+            if not fail_open:
+                return *await self._no_snapshot(site, scope, receive, send, False), "refused"
             return "PASS", await self._pass(site, scope, receive, send), "refused"
-        if decision.kind == "redirect":
+        if decision.kind in ("redirect", "status"):
             self.metrics.request("RULE")
-            location = decision.location or path
-            status = decision.status or 302
-            await _send_simple(
-                send,
-                status,
-                f"Redirecting to {location}\n",
-                [(b"location", location.encode("utf-8")), (b"vary", b"User-Agent")],
-            )
-            return "RULE", status, claim
-        if decision.kind == "status":
-            self.metrics.request("RULE")
-            status = decision.status or 404
-            await _send_simple(send, status, f"{_STATUS_TEXT.get(status, status)}\n")
+            status, out, body = rule_answer(decision, scope["method"], self._worker)
+            await send({"type": "http.response.start", "status": status, "headers": out})
+            await send({"type": "http.response.body", "body": body})
             return "RULE", status, claim
         if decision.kind == "ignored":
             return "PASS", await self._pass(site, scope, receive, send), claim

@@ -14,9 +14,10 @@ Invariants:
   User-Agent (SEO4Ajax's Cloudflare Worker sends none): the same site path, admission and
   snapshot answer as the proxy's;
 - a bot's request that no snapshot answers in time (a miss still rendering, a refusal, a paused
-  site, the store away) gets 503 with ``Retry-After``, as SEO4Ajax's API answers a page it has
-  not rendered yet; the origin's page is never sent in its place, since an integration's origin
-  is usually the very app that sent the bot here;
+  site, the store away, an untrusted claimant on a strict site) gets 503 with
+  ``Retry-After``, as SEO4Ajax's API answers a page it has not rendered yet; the origin's
+  page is never sent in its place, since an integration's origin is usually the very app
+  that sent the bot here;
 - what does go to the origin (another method, a static asset, an ignored path) carries the
   target without the token and without the face's Host, and ``X-Snapshotd: face``: a request
   that comes back to the face with that header (an origin that sends it here again) ends at

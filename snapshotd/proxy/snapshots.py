@@ -1,5 +1,5 @@
 """What a bot is sent of a stored snapshot: the cache of snapshots read lately, and the
-answer's status, headers and body pieces.
+answer's status, headers and body pieces; and what it is sent of a rule's status or redirect.
 
 Invariants:
 - memory per snapshot, whatever the number of clients: the cache holds at most
@@ -7,23 +7,39 @@ Invariants:
   sends it), and a body goes out in pieces of :data:`CHUNK` bytes, decompressed piece by
   piece when large;
 - an answer is 304 when the client's ``If-None-Match`` names the snapshot's ETag, gzipped
-  when the client accepts gzip, and has no body for HEAD.
+  when the client accepts gzip, and has no body for HEAD;
+- a rule's answer varies as a snapshot answer does (``BOT_VARY``), so a shared cache never
+  gives a bot's answer to a person, whose request at the same URL goes to the origin; its
+  ``Location`` is printable ASCII (any other byte is sent percent-escaped), and a path in it
+  never reads as another host: ``//evil.test/`` or ``/\\evil.test/`` (a rule's ``U`` flag
+  unescapes what a request gives) is sent as ``/evil.test/``.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 
-from snapshotd.store.base import Snapshot
+from snapshotd.sites.admission import Decision
+from snapshotd.store.base import BOT_VARY, Snapshot
 
-__all__ = ["CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "snapshot_answer"]
+__all__ = [
+    "CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "rule_answer", "snapshot_answer",
+]
 
 # The largest body message sent for a snapshot.
 CHUNK = 64 * 2**10
+# The statuses an answer has no content with (RFC 9110, 15.3.5, 15.3.6 and 15.4.5).
+_NO_CONTENT = frozenset({204, 205, 304})
+# The bytes a Location is sent with percent-escaped: all but printable ASCII.
+_NOT_PRINTABLE = re.compile(rb"[^\x21-\x7e]")
+# The start of a path that a browser reads as a host name (WHATWG: '\\' is '/').
+_AUTHORITY = re.compile(rb"^[/\\]{2,}")
 
 
 @functools.lru_cache(maxsize=256)  # clients send a few values, on every request
@@ -135,3 +151,42 @@ def snapshot_answer(
     out.append((b"content-length", b"%d" % length))
     pieces = () if method == "HEAD" else snapshot.chunks(CHUNK, gzipped=gzipped)
     return snapshot.status, out, iter(pieces)
+
+
+def rule_answer(
+    decision: Decision, method: str, extra: list[tuple[bytes, bytes]]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The status, headers and body of a rule's ``redirect`` or ``status`` decision (with
+    ``extra`` headers): a short ``text/plain`` body (none for HEAD, 204, 205 or 304),
+    ``Location`` for a redirect (302 when the rule gives no status), and the Vary of a
+    snapshot answer."""
+    if decision.kind == "redirect":
+        status = decision.status or 302
+        location = _location(decision.location or decision.path)
+        text = b"Redirecting to " + location + b"\n"
+        headers = [(b"location", location)]
+    else:
+        status = decision.status or 404
+        try:
+            text = HTTPStatus(status).phrase.encode() + b"\n"
+        except ValueError:  # a code HTTP names no phrase for
+            text = b"%d\n" % status
+        headers = []
+    if status in _NO_CONTENT:  # a body would be read as the start of the next answer
+        out = [*headers, BOT_VARY, *extra]
+        return status, out if status != 205 else [(b"content-length", b"0"), *out], b""
+    out = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"%d" % len(text)),
+        *headers,
+        BOT_VARY,
+        *extra,
+    ]
+    return status, out, b"" if method == "HEAD" else text
+
+
+def _location(target: str) -> bytes:
+    """A rule's redirect target as its ``Location``: printable ASCII, and a path that starts
+    with more than one slash (or backslash) starting with one."""
+    value = _NOT_PRINTABLE.sub(lambda m: b"%%%02X" % m.group(0)[0], target.encode("utf-8"))
+    return _AUTHORITY.sub(b"/", value)

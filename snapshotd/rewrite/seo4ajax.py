@@ -154,8 +154,12 @@ def _flag(raw: str, flags: dict[str, object], filename: str, line: int) -> None:
     key = name.strip().upper()
     if key == "R" and eq:
         value = value.strip()
-        if not (value.isdigit() and 100 <= int(value) <= 599):
-            raise RulesError(filename, line, f"R needs an HTTP status code (R=301): {raw!r}")
+        # Three ASCII digits (int() reads '３０１' and refuses a few thousand digits), and
+        # not 1xx: an interim status ends no answer.
+        if not re.fullmatch(r"[2-5][0-9][0-9]", value):
+            raise RulesError(
+                filename, line, f"R needs an HTTP status code from 200 to 599 (R=301): {raw!r}"
+            )
         flags["status"] = int(value)
         return
     simple = {"L": "last", "NC": "nc", "D": "d", "U": "u", "NF": "nf", "C": "c"}

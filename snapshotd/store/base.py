@@ -203,6 +203,9 @@ class ParamRow:
 
 # A snapshot's HTML up to this size is kept once decompressed; a larger one never is.
 KEEP_DECOMPRESSED = 2**20
+# The Vary of every answer to a bot's request that a person at the same URL does not get (a
+# snapshot, a rule's status or redirect), so a shared cache keeps it from people (SPEC 3.2).
+BOT_VARY = (b"vary", b"User-Agent, Accept-Encoding")
 
 
 @dataclass(frozen=True)
@@ -290,7 +293,7 @@ class Snapshot:
             (b"content-type", b"text/html; charset=utf-8"),
             (b"last-modified", self.last_modified.encode()),
             (b"etag", self.etag.encode()),
-            (b"vary", b"User-Agent, Accept-Encoding"),
+            BOT_VARY,
             *(
                 (name, value)
                 for name, value in stored

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import regex
 
-from snapshotd.rewrite.apache.rules import Cond, Program, Rule, Template
+from snapshotd.rewrite.apache.rules import Cond, Program, Rule, Template, leading_number
 from snapshotd.rewrite.apache.uri import (
     absolute_scheme,
     decode_path,
@@ -29,6 +29,9 @@ from snapshotd.rewrite.apache.uri import (
 )
 from snapshotd.rewrite.common import MAX_RESULT_LENGTH, Budget, Stop, split_url
 from snapshotd.rewrite.decision import Decision
+
+# What C's atoi skips and reads before the digits: ASCII white space, one sign.
+_SIGN = re.compile(r"[ \t\n\v\f\r]*([+-]?)")
 
 
 class _Ctx:
@@ -122,8 +125,11 @@ def _casecmp(a: str, b: str) -> int:
 
 
 def _atoi(s: str) -> int:
-    m = re.match(r"\s*([+-]?\d+)", s)
-    return int(m.group(1)) if m else 0
+    """C's atoi of a request's text: ASCII white space, a sign, ASCII digits (bounded)."""
+    m = _SIGN.match(s)
+    assert m is not None  # every part of it may be empty
+    value = leading_number(s[m.end() :])
+    return -value if m.group(1) == "-" else value
 
 
 def _apply_cond(c: Cond, ctx: _Ctx) -> bool:

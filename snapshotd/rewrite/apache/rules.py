@@ -29,6 +29,8 @@ _APACHE_CODES = frozenset(
 )  # fmt: skip
 
 MAX_ROUNDS = 10000  # mod_rewrite's REWRITE_MAX_ROUNDS for the N flag
+INT_MAX = 2**31 - 1  # where C's atoi, which httpd reads numbers with, stops meaning anything
+_DIGITS = re.compile(r"[0-9]+")
 
 _HEADER_VARS = {
     "HTTP_HOST": "host",
@@ -286,13 +288,22 @@ def _parse_cond(args: list[str], filename: str, line: int) -> Cond:
     )
 
 
+def leading_number(text: str) -> int:
+    """The number ``text``'s leading ASCII digits write (0 for none), at most ``INT_MAX``:
+    ``int`` reads other digits ('٣', '３') and refuses a few thousand of them."""
+    m = _DIGITS.match(text)
+    digits = m.group(0).lstrip("0") if m else ""
+    return INT_MAX if len(digits) > 10 else min(int(digits or "0"), INT_MAX)
+
+
 def _status_code(val: str, filename: str, line: int) -> int:
     names = {"permanent": 301, "temp": 302, "seeother": 303}
     if val.lower() in names:
         return names[val.lower()]
-    if val[:1].isdigit():
-        m = re.match(r"\d+", val)
-        code = int(m.group(0)) if m else 0
+    if _DIGITS.match(val):
+        code = leading_number(val)
+        if code < 200 and code in _APACHE_CODES:  # an interim status ends no answer
+            raise RulesError(filename, line, f"RewriteRule: flag 'R={val}': no answer ends 1xx")
         if code not in _APACHE_CODES:
             raise RulesError(
                 filename, line, f"RewriteRule: invalid HTTP response code '{val}' for flag 'R'"
@@ -354,8 +365,7 @@ def _rule_flag(key: str, val: str, f: dict[str, object], filename: str, line: in
     elif k in ("n", "next"):
         f["next_round"] = True
         if val:
-            m = re.match(r"\d+", val)
-            f["max_rounds"] = int(m.group(0)) if m else 0
+            f["max_rounds"] = leading_number(val)
     elif k in ("nc", "nocase"):
         f["nocase"] = True
     elif k in ("p", "proxy"):
@@ -376,8 +386,7 @@ def _rule_flag(key: str, val: str, f: dict[str, object], filename: str, line: in
             if not 300 <= code < 400:
                 f["status"] = True
     elif k in ("s", "skip"):
-        m = re.match(r"\d+", val)
-        f["skip"] = int(m.group(0)) if m else 0
+        f["skip"] = leading_number(val)
     elif k == "unsafeallow3f":
         f["allow_3f"] = True
     elif k == "unsafeprefixstat":
