@@ -47,11 +47,13 @@ from snapshotd.proxy.passthrough import Upstream  # noqa: E402
 from snapshotd.server.app import create_app  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
 from snapshotd.verify.resolver import TableResolver  # noqa: E402
+from snapshotd.web.devices import served_profile  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402
 from tests.test_flood import SlotRenderer, _origin  # noqa: E402
 from tests.test_verified_bots import burst, table, verified_env  # noqa: E402
 
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+PROFILE = served_profile("per_bot", BOT)  # the snapshot a hit of BOT is served
 PAGE = "<!doctype html><html><head><title>t</title></head><body>" + "x" * 30000 + "</body></html>"
 MODES = ("off", "on", "strict", "ranges")
 RUNS = 15
@@ -115,7 +117,7 @@ def apps(tmp: Path, origin: str) -> dict[str, object]:
 
 def hit(app, mode: str) -> tuple[list[tuple[bytes, bytes]], dict]:  # type: ignore[no-untyped-def]
     return [(b"host", f"{mode}.test".encode()), (b"user-agent", BOT.encode())], {
-        "type": "http", "client": ("127.0.0.1", 50000)
+        "type": "http", "http_version": "1.1", "client": ("127.0.0.1", 50000)
     }
 
 
@@ -123,8 +125,8 @@ async def one_run(app, mode: str, calls: int) -> float:  # type: ignore[no-untyp
     """Nanoseconds per ``answer_at_once`` for a bot's hit, over ``calls`` calls."""
     headers, scope = hit(app, mode)
     # Into the process's cache anew (kept 1 s): a run is a fraction of that.
-    app.proxy.cache.evict((mode, "/page"))
-    await app.proxy._snapshot(mode, "/page")
+    app.proxy.cache.evict((mode, "/page", PROFILE))
+    await app.proxy._snapshot(mode, "/page", PROFILE)
     started = time.perf_counter_ns()
     for _ in range(calls):
         answer = app.answer_at_once("GET", "/page", "", headers, dict(scope))
@@ -144,7 +146,7 @@ async def in_process(by_mode: dict[str, object], calls: int) -> dict[str, float]
             # The first calls ask DNS once (strict: on the ASGI way, which waits for it).
             headers, scope = hit(app, mode)
             for _ in range(3):
-                await app.proxy._snapshot(mode, "/page")  # type: ignore[attr-defined]
+                await app.proxy._snapshot(mode, "/page", PROFILE)  # type: ignore[attr-defined]
                 app.answer_at_once("GET", "/page", "", headers, dict(scope))  # type: ignore[attr-defined]
                 await asyncio.sleep(0.05)
         runs: dict[str, list[float]] = {m: [] for m in MODES}
