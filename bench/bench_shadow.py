@@ -50,7 +50,7 @@ _BEFORE = """() => {
 }"""
 
 
-async def _before(page: Any, cdp: Any, scripted_roots: bool) -> str:
+async def _before(page: Any, cdp: Any, scripted_roots: bool, document: Any = None) -> str:
     """The serialisation before shadow roots were kept."""
     return str(await page.evaluate(_BEFORE))
 

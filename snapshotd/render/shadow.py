@@ -12,8 +12,9 @@ Invariants:
   doctype and ``outerHTML``);
 - a page has shadow roots when its main-world scripts created one (``attachShadow``,
   ``setHTMLUnsafe``, ``parseHTMLUnsafe``, reported once through a native binding taken out of
-  the page's reach before any page script runs, as :mod:`.device_probe` does) or when an open
-  one is in its document (a declarative one the server sent). Such a page's roots, closed
+  the page's reach before any page script runs, as :mod:`.device_probe` does), when an open
+  one is in its document, or when the document its server sent declares one
+  (``shadowrootmode``, a closed root no script can see). Such a page's roots, closed
   ones included, are found by DevTools (``DOM.getDocument`` with ``pierce``; Chromium's own
   roots of ``<input>``, ``<details>``, ``<video>`` are not the page's and are left out), and
   the document is serialised by ``getHTML({shadowRoots})`` in an isolated world, whose
@@ -24,9 +25,9 @@ Invariants:
   are added to the live document only for the serialisation, in the same task, and removed
   before it ends: nothing is drawn with them, though a page's MutationObserver sees them come
   and go;
-- what a page can still hide: a closed root its server declared in the HTML, on a page whose
-  scripts create no shadow root, and a root made with an ``attachShadow`` taken from a realm
-  the init script has not reached (an iframe's, before it ran there). Imperatively assigned
+- what a page can still hide: a root made with an ``attachShadow`` taken from a realm the
+  init script has not reached (an iframe's, before it ran there), on a page that makes no
+  other root and declares none. Imperatively assigned
   slots (``slotAssignment: "manual"``) and custom states (``:state()``) have no declarative
   form: such a root is kept, its slotting and states as the markup alone gives them.
 """
@@ -36,8 +37,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from playwright.async_api import CDPSession, Page
+from playwright.async_api import CDPSession, Page, Response
 from playwright.async_api import Error as PlaywrightError
+
+from snapshotd.web.shadow import has_shadow_roots
 
 __all__ = ["SHADOW_BINDING", "SHADOW_SCRIPT", "serialize"]
 
@@ -176,11 +179,25 @@ async def _with_roots(cdp: CDPSession) -> str:
             await cdp.send("DOM.disable")
 
 
-async def serialize(page: Page, cdp: CDPSession, scripted_roots: bool) -> str:
+async def _declares_roots(document: Response | None) -> bool:
+    """Whether the document the server sent declares a shadow root."""
+    if document is None:
+        return False
+    try:
+        body = await document.body()
+    except PlaywrightError:  # no body kept (a redirect, an evicted answer)
+        return False
+    return has_shadow_roots(body.decode("utf-8", "replace"))
+
+
+async def serialize(
+    page: Page, cdp: CDPSession, scripted_roots: bool, document: Response | None = None
+) -> str:
     """The page's HTML; its shadow roots as declarative ones when it has any (the module's
-    rules). ``scripted_roots``: the page's scripts made a shadow root."""
+    rules). ``scripted_roots``: the page's scripts made a shadow root; ``document``: the
+    answer that brought the page."""
     if not scripted_roots:
         light = await page.evaluate(_LIGHT)
-        if light is not None:
+        if light is not None and not await _declares_roots(document):
             return str(light)
     return await _with_roots(cdp)

@@ -523,7 +523,9 @@ class Slot:
         assert self._cdp is not None
         for attempt in range(5):
             try:
-                return await serialize(page, self._cdp, signals.shadow_roots)
+                return await serialize(
+                    page, self._cdp, signals.shadow_roots, signals.document
+                )
             except PlaywrightError as exc:
                 if signals.crashed.done():
                     raise CaptureCrashed(signals.crashed.result()) from None

@@ -18,6 +18,7 @@ PAGES: list[tuple[str, str, tuple[str, ...]]] = [
     ("/adopted", "shadow", ("Returns are taken within thirty days",)),
     ("/form", "shadow", ("We write once a week",)),
     ("/declarative", "shadow", ("Next train to the coast",)),
+    ("/declared-closed", "shadow", ("The last ferry to the island",)),
     ("/probe", "shadow", ("photos of the harbour",)),
     ("/lit-shop?id=1", "shadow", ("Kettle K2", "Boils a litre in ninety seconds")),
     ("/lit-shop?id=2", "shadow", ("Teapot T7", "A cast iron pot")),
@@ -38,6 +39,7 @@ HIDDEN = {
 LINKS = {
     "/open": ("/notes/tide-pools",),
     "/closed": ("/visit/reading-room",),
+    "/declared-closed": ("/ferries/winter",),
     "/lit-shop?id=1": ("/lit-shop?id=2", "/lit-shop-about"),
     "/fast": ("/forecast/bergen",),
     "/shoelace": ("/guide/oolong",),
