@@ -60,3 +60,16 @@ def test_the_fingerprint_reads_shadow_content() -> None:
     assert "word59" in main_text(page(words)) and a.words == 60
     assert a.text_hash != b.text_hash
     assert not same_page(fingerprint(page("alpha " * 60)), fingerprint(page("beta " * 60)))
+
+
+def test_with_scripts_stripped_style_sheets_take_custom_elements_as_defined() -> None:
+    html = (
+        "<style>sl-tab:not(:defined) { visibility: hidden } x-a:defined > b { color: red }"
+        "</style><x-a><template shadowrootmode=open><style>:host(:not( :defined )) { opacity: 0 }"
+        "</style></template></x-a>"
+    )
+    cleaned = clean(html).html
+    assert ":defined" not in cleaned
+    assert "sl-tab:not(*) {" in cleaned and "x-a:is(*) > b" in cleaned
+    assert ":host(:not(*)) {" in cleaned
+    assert clean(html, strip_scripts=False).html == html  # the scripts will define them

@@ -5,7 +5,10 @@ Pure: HTML text in, :class:`Cleaned` out.
 - With ``strip_scripts``, executable scripts go (classic and module scripts, import maps,
   speculation rules, script preloads), in the document and inside every ``<template>``,
   declarative shadow roots included; data blocks such as JSON-LD stay, since they are what
-  crawlers read.
+  crawlers read. With the scripts that define its custom elements gone, a snapshot would show
+  every one as undefined: its ``<style>`` sheets' ``:defined`` is read as matching every
+  element and ``:not(:defined)`` none, as on the live page once they were defined (a style
+  that hides undefined elements does not hide the snapshot's).
 - Prerender's ``<meta name="prerender-status-code">`` and ``<meta name="prerender-header">``
   tags, and Rendertron's ``<meta name="render:status_code">``, are read and always removed.
   Only the Location, Link, X-Robots-Tag and Content-Language headers are honoured; the first
@@ -17,6 +20,7 @@ Pure: HTML text in, :class:`Cleaned` out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -122,8 +126,16 @@ def _status(content: str | None) -> int | None:
     return code if 200 <= code <= 599 else None
 
 
+_DEFINED = re.compile(r":not\(\s*:defined\s*\)|:defined\b", re.IGNORECASE)
+
+
+def _as_defined(match: re.Match[str]) -> str:
+    return ":not(*)" if match.group(0).lower().startswith(":not") else ":is(*)"
+
+
 def _strip_scripts(part: LexborHTMLParser | LexborNode) -> bool:
-    """Remove what would run from ``part`` (a document or a template's content)."""
+    """Remove what would run from ``part`` (a document or a template's content), and have
+    its style sheets take its custom elements as defined."""
     changed = False
     for script in part.css("script"):
         if is_executable_script(script.attributes):
@@ -134,6 +146,11 @@ def _strip_scripts(part: LexborHTMLParser | LexborNode) -> bool:
         as_ = (link.attributes.get("as") or "").strip().lower()
         if "modulepreload" in rel or ("preload" in rel and as_ == "script"):
             link.decompose()
+            changed = True
+    for style in part.css("style"):
+        text = style.text()
+        if ":defined" in text.lower():
+            style.inner_html = _DEFINED.sub(_as_defined, text)
             changed = True
     return changed
 
