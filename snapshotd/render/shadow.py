@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -88,8 +89,8 @@ _LIGHT = """() => {
   return head + (document.documentElement ? document.documentElement.outerHTML : "");
 }"""
 
-# In the isolated world, with every root of the page as an argument.
-_WITH_ROOTS = """function (...roots) {
+# In the isolated world, with an array of every root of the page.
+_WITH_ROOTS = """function (roots) {
   const added = [];
   const inline = (where, sheets) => {
     for (const sheet of sheets || []) {
@@ -119,6 +120,7 @@ _WITH_ROOTS = """function (...roots) {
 
 _WORLD = "snapshotd"
 _GROUP = "snapshotd-shadow"
+_CHUNK = 500  # roots resolved at once, and handed to the isolated world in one call
 
 
 def _roots(node: dict[str, Any], found: list[int]) -> None:
@@ -144,15 +146,29 @@ async def _with_roots(cdp: CDPSession) -> str:
         tree = await cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})
         found: list[int] = []
         _roots(tree["root"], found)
-        roots = [
-            (
-                await cdp.send(
-                    "DOM.resolveNode",
-                    {"backendNodeId": b, "executionContextId": context, "objectGroup": _GROUP},
+        roots = await cdp.send(
+            "Runtime.evaluate",
+            {"expression": "[]", "contextId": context, "objectGroup": _GROUP},
+        )
+        holder = roots["result"]["objectId"]
+        for start in range(0, len(found), _CHUNK):  # sent together, gathered in one array
+            resolved = await asyncio.gather(
+                *(
+                    cdp.send(
+                        "DOM.resolveNode",
+                        {"backendNodeId": b, "executionContextId": context, "objectGroup": _GROUP},
+                    )
+                    for b in found[start : start + _CHUNK]
                 )
-            )["object"]["objectId"]
-            for b in found
-        ]
+            )
+            await cdp.send(
+                "Runtime.callFunctionOn",
+                {
+                    "functionDeclaration": "function (...roots) { this.push(...roots); }",
+                    "objectId": holder,
+                    "arguments": [{"objectId": r["object"]["objectId"]} for r in resolved],
+                },
+            )
         document = await cdp.send(
             "Runtime.evaluate",
             {"expression": "document", "contextId": context, "objectGroup": _GROUP},
@@ -162,7 +178,7 @@ async def _with_roots(cdp: CDPSession) -> str:
             {
                 "functionDeclaration": _WITH_ROOTS,
                 "objectId": document["result"]["objectId"],
-                "arguments": [{"objectId": r} for r in roots],
+                "arguments": [{"objectId": holder}],
                 "returnByValue": True,
             },
         )

@@ -20,6 +20,7 @@ PAGES: list[tuple[str, str, tuple[str, ...]]] = [
     ("/declarative", "shadow", ("Next train to the coast",)),
     ("/declared-closed", "shadow", ("The last ferry to the island",)),
     ("/probe", "shadow", ("photos of the harbour",)),
+    ("/many", "shadow", ("Packet 1 of 1200", "Packet 501 of 1200", "Packet 1200 of 1200")),
     ("/lit-shop?id=1", "shadow", ("Kettle K2", "Boils a litre in ninety seconds")),
     ("/lit-shop?id=2", "shadow", ("Teapot T7", "A cast iron pot")),
     ("/shoelace", "shadow", ("Green tea", "Black tea", "Cups")),
