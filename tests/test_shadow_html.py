@@ -8,7 +8,7 @@ from __future__ import annotations
 from snapshotd.render.cleanup import clean
 from snapshotd.web.fingerprints import fingerprint, main_text, same_page
 from snapshotd.web.links import extract_links
-from snapshotd.web.shadow import composed
+from snapshotd.web.shadow import MAX_DEPTH, composed
 
 HOST = (
     "<html><body><x-card><template shadowrootmode=open><h1>Title</h1>"
@@ -73,3 +73,14 @@ def test_with_scripts_stripped_style_sheets_take_custom_elements_as_defined() ->
     assert "sl-tab:not(*) {" in cleaned and "x-a:is(*) > b" in cleaned
     assert ":host(:not(*)) {" in cleaned
     assert clean(html, strip_scripts=False).html == html  # the scripts will define them
+
+
+def test_roots_nested_past_the_bound_stay_templates_no_reader_reads() -> None:
+    def nest(depth: int) -> str:
+        return ("<x-r><template shadowrootmode=open><p>level <slot></slot></p>" * depth
+                + "core" + "</template></x-r>" * depth)
+    assert composed(nest(MAX_DEPTH)).body.text().count("level") == MAX_DEPTH
+    assert "core" in composed(nest(MAX_DEPTH)).body.text()
+    deep = composed(nest(MAX_DEPTH * 50))
+    assert deep.body.text().count("level") == MAX_DEPTH
+    assert len(deep.css("template")) == 1

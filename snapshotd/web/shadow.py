@@ -11,18 +11,20 @@ Pure: HTML in, a parsed tree out. Invariants:
   is, at no extra cost;
 - :func:`fragments` reaches the content of every ``<template>`` (a shadow root's or not),
   nested ones included, which a parsed tree's ``css()`` never reaches;
-- the work is bounded: each pass composes at least one root, and a document holds fewer
-  roots than characters.
+- the work is bounded: each pass composes every root the tree shows, one level of nesting,
+  and parses the document once; roots nested deeper than :data:`MAX_DEPTH` (real apps nest
+  a dozen at most) stay templates, whose content no reader reads.
 """
 
 from __future__ import annotations
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["ROOT_SELECTOR", "composed", "fragments", "has_shadow_roots"]
+__all__ = ["MAX_DEPTH", "ROOT_SELECTOR", "composed", "fragments", "has_shadow_roots"]
 
 ROOT_SELECTOR = "template[shadowrootmode]"
 _MARK = "shadowrootmode"
+MAX_DEPTH = 32
 
 
 def has_shadow_roots(html: str) -> bool:
@@ -89,9 +91,12 @@ def composed(html: str) -> LexborHTMLParser:
     tree = LexborHTMLParser(html)
     if not has_shadow_roots(html):
         return tree
-    for _ in range(len(html)):
-        template = tree.css_first(ROOT_SELECTOR)
-        if template is None:
+    for _ in range(MAX_DEPTH):  # a pass a level of nesting
+        templates = tree.css(ROOT_SELECTOR)
+        if not templates:
             break
-        _compose_one(template)
+        # Last first: a later root is in an earlier one's host or after it, so composing it
+        # never touches a root still to be composed in this pass.
+        for template in reversed(templates):
+            _compose_one(template)
     return tree
