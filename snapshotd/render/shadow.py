@@ -27,9 +27,9 @@ Invariants:
   and go;
 - what a page can still hide: a root made with an ``attachShadow`` taken from a realm the
   init script has not reached (an iframe's, before it ran there), on a page that makes no
-  other root and declares none. Imperatively assigned
-  slots (``slotAssignment: "manual"``) and custom states (``:state()``) have no declarative
-  form: such a root is kept, its slotting and states as the markup alone gives them.
+  other root and declares none. Imperatively assigned slots (``slotAssignment: "manual"``)
+  and custom states (``:state()``) have no declarative form: such a root is kept, its
+  slotting and states as the markup alone gives them.
 """
 
 from __future__ import annotations
