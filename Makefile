@@ -102,6 +102,13 @@ tests/corpus/devices/node_modules/.package-lock.json: tests/corpus/devices/packa
 		npm ci --prefix tests/corpus/devices --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the device corpus's apps will fail their test"; fi
 
+# The web-component corpus's libraries (Lit, Shoelace, Ionic's Stencil components, FAST,
+# Material Web) from npm; their install scripts are not needed to serve their builds.
+tests/corpus/webcomponents/node_modules/.package-lock.json: tests/corpus/webcomponents/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/corpus/webcomponents --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the web-component corpus's pages will fail their test"; fi
+
 # The prerender server bench/bench_readiness.py compares against.
 bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -114,7 +121,8 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/deploy/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
 		tests/corpus/apps/node_modules/.package-lock.json \
-		tests/corpus/devices/node_modules/.package-lock.json
+		tests/corpus/devices/node_modules/.package-lock.json \
+		tests/corpus/webcomponents/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
@@ -135,6 +143,7 @@ bench/docs_spa/node_modules/.package-lock.json: bench/docs_spa/package-lock.json
 
 bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json \
 		tests/corpus/devices/node_modules/.package-lock.json \
+		tests/corpus/webcomponents/node_modules/.package-lock.json \
 		bench/docs_spa/node_modules/.package-lock.json
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from selectolax.lexbor import LexborHTMLParser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -40,6 +39,7 @@ from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.job_json import V3
 from snapshotd.rewrite import RulesError
 from snapshotd.sites.param_learner import without_each_param
+from snapshotd.web.shadow import composed
 from snapshotd.web.urls import split_site_path
 
 __all__ = ["V3", "crawl", "crawl_data"]
@@ -293,7 +293,7 @@ def _learned(site: SiteSettings, path: str) -> list[str]:
 async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[str, Any]:
     snapshot = await ctx.store.get_snapshot(site.name, record.path)
     text = snapshot.html if snapshot is not None else ""
-    tree = LexborHTMLParser(text)
+    tree = composed(text)  # a canonical in a shadow root is the crawler's too (web/links)
     title = tree.css_first("title")
     canonical = tree.css_first('link[rel="canonical"]')
     row = {

@@ -3,20 +3,29 @@
 Pure: HTML text in, :class:`Cleaned` out.
 
 - With ``strip_scripts``, executable scripts go (classic and module scripts, import maps,
-  speculation rules, script preloads); data blocks such as JSON-LD stay, since they are what
-  crawlers read.
+  speculation rules, script preloads), in the document and inside every ``<template>``,
+  declarative shadow roots included; data blocks such as JSON-LD stay, since they are what
+  crawlers read. With the scripts that define its custom elements gone, a snapshot would show
+  every one as undefined: its ``<style>`` sheets' ``:defined`` is read as matching every
+  element and ``:not(:defined)`` none, as on the live page once they were defined (a style
+  that hides undefined elements does not hide the snapshot's).
 - Prerender's ``<meta name="prerender-status-code">`` and ``<meta name="prerender-header">``
   tags, and Rendertron's ``<meta name="render:status_code">``, are read and always removed.
   Only the Location, Link, X-Robots-Tag and Content-Language headers are honoured; the first
   status tag with a valid code wins.
-- A body is empty when it holds no visible text and no media or embedded content.
+- A body is empty when it holds no visible text and no media or embedded content, read in the
+  flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`): content drawn only in
+  shadow roots counts.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from snapshotd.web.shadow import composed, fragments, has_shadow_roots
 
 __all__ = ["HONOURED_HEADERS", "Cleaned", "clean", "is_executable_script"]
 
@@ -117,6 +126,35 @@ def _status(content: str | None) -> int | None:
     return code if 200 <= code <= 599 else None
 
 
+_DEFINED = re.compile(r":not\(\s*:defined\s*\)|:defined\b", re.IGNORECASE)
+
+
+def _as_defined(match: re.Match[str]) -> str:
+    return ":not(*)" if match.group(0).lower().startswith(":not") else ":is(*)"
+
+
+def _strip_scripts(part: LexborHTMLParser | LexborNode) -> bool:
+    """Remove what would run from ``part`` (a document or a template's content), and have
+    its style sheets take its custom elements as defined."""
+    changed = False
+    for script in part.css("script"):
+        if is_executable_script(script.attributes):
+            script.decompose()
+            changed = True
+    for link in part.css("link[rel]"):
+        rel = (link.attributes.get("rel") or "").lower().split()
+        as_ = (link.attributes.get("as") or "").strip().lower()
+        if "modulepreload" in rel or ("preload" in rel and as_ == "script"):
+            link.decompose()
+            changed = True
+    for style in part.css("style"):
+        text = style.text()
+        if ":defined" in text.lower():
+            style.inner_html = _DEFINED.sub(_as_defined, text)
+            changed = True
+    return changed
+
+
 def clean(html: str, *, strip_scripts: bool = True) -> Cleaned:
     """Strip what a bot must not run and read Prerender's meta tags."""
     tree = LexborHTMLParser(html)
@@ -144,20 +182,14 @@ def clean(html: str, *, strip_scripts: bool = True) -> Cleaned:
         changed = True
 
     if strip_scripts:
-        for script in tree.css("script"):
-            if is_executable_script(script.attributes):
-                script.decompose()
-                changed = True
-        for link in tree.css("link[rel]"):
-            rel = (link.attributes.get("rel") or "").lower().split()
-            as_ = (link.attributes.get("as") or "").strip().lower()
-            if "modulepreload" in rel or ("preload" in rel and as_ == "script"):
-                link.decompose()
-                changed = True
+        parts: list[LexborHTMLParser | LexborNode] = [tree, *fragments(tree)]
+        for part in parts:
+            changed = _strip_scripts(part) or changed
 
-    empty = _is_empty(tree)
+    html = (tree.html or "") if changed else html
+    empty = _is_empty(composed(html) if has_shadow_roots(html) else tree)
     return Cleaned(
-        html=(tree.html or "") if changed else html,
+        html=html,
         status=status,
         headers=headers,
         empty=empty,

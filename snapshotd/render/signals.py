@@ -80,6 +80,7 @@ class Signals:
     origins: set[str] = field(default_factory=set)
     blocked: int = 0
     device: set[str] = field(default_factory=set)  # what differs by device, read or said
+    shadow_roots: bool = False  # the page's scripts made a shadow root (render/shadow)
 
     def device_read(self, name: str) -> None:
         """The page read, or an answer said, something that differs between device

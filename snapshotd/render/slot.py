@@ -74,6 +74,7 @@ from snapshotd.render.device_probe import (
 )
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
+from snapshotd.render.shadow import SHADOW_BINDING, SHADOW_SCRIPT, serialize
 from snapshotd.render.signals import UNREACHABLE, Signals, settle
 from snapshotd.render.viewport import Viewport
 from snapshotd.web.devices import PROFILES, Profile
@@ -121,14 +122,6 @@ INIT_SCRIPT = """
   }
 })();
 """.replace("__BINDING__", READY_BINDING).replace("__WORKER_BINDING__", SHARED_WORKER_BINDING)
-
-# Serialised in the page rather than with page.content(), which first injects Playwright's
-# utility script into every new document: a third of a small capture's time.
-SERIALIZE = """() => {
-  const d = document.doctype;
-  const head = d ? new XMLSerializer().serializeToString(d) : "";
-  return head + (document.documentElement ? document.documentElement.outerHTML : "");
-}"""
 
 _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
@@ -233,7 +226,10 @@ class Slot:
             lambda _source, url, idle=True: self._signals.in_background(str(url), idle is True),
         )
         await context.add_init_script(
-            INIT_SCRIPT + PROBE_SCRIPT + readiness.settle_script(self.settings.javascript_timeout)
+            INIT_SCRIPT
+            + PROBE_SCRIPT
+            + SHADOW_SCRIPT
+            + readiness.settle_script(self.settings.javascript_timeout)
         )
         context.on("request", self._on_request)
         context.on("requestfinished", lambda r: self._signals.ended(r))
@@ -249,6 +245,7 @@ class Slot:
         self._cdp.on("Runtime.bindingCalled", self._on_binding)
         await self._cdp.send("Runtime.enable")
         await self._cdp.send("Runtime.addBinding", {"name": DEVICE_BINDING})
+        await self._cdp.send("Runtime.addBinding", {"name": SHADOW_BINDING})
         await self._intercept(self._cdp)
         info = await self._cdp.send("Target.getTargetInfo")
         self._context_id = info["targetInfo"].get("browserContextId", "")
@@ -311,6 +308,8 @@ class Slot:
     def _on_binding(self, event: dict[str, Any]) -> None:
         if event.get("name") == DEVICE_BINDING:
             self._signals.device_read(str(event.get("payload", "")))
+        elif event.get("name") == SHADOW_BINDING:
+            self._signals.shadow_roots = True
 
     def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
         frame = source.get("frame")
@@ -519,14 +518,19 @@ class Slot:
         return f"origin unreachable: {why} ({request})"
 
     async def _serialize(self, page: Page, signals: Signals) -> str:
-        """The serialised DOM; retried when a navigation replaces the document meanwhile."""
+        """The serialised DOM (:mod:`.shadow`); retried when a navigation replaces the
+        document meanwhile."""
+        assert self._cdp is not None
         for attempt in range(5):
             try:
-                return str(await page.evaluate(SERIALIZE))
+                return await serialize(
+                    page, self._cdp, signals.shadow_roots, signals.document
+                )
             except PlaywrightError as exc:
                 if signals.crashed.done():
                     raise CaptureCrashed(signals.crashed.result()) from None
-                if attempt == 4 or ("navigat" not in str(exc) and "destroyed" not in str(exc)):
+                gone = ("navigat", "destroyed", "Cannot find context", "No node with given id")
+                if attempt == 4 or not any(word in str(exc) for word in gone):
                     raise
                 with contextlib.suppress(PlaywrightError):
                     await page.wait_for_load_state("domcontentloaded")

@@ -1,15 +1,17 @@
 """What a reader sees of a page: the visible text of its main content, and fingerprints of it
 that tell two captures of the same page apart from two different pages (SPEC 5.2).
 
-The main content is the first ``<main>``, ``role=main`` or ``<article>`` element, else the
-body, without scripts, styles, templates, hidden elements and the page's chrome (``nav``,
-``header``, ``footer``, ``aside``); its text is lower-cased with runs of white space made
-one space, and every date and time in it (``2026-11-25``, ``2026-11-25T10:00:00Z``,
-``10:00``, ``10:00:01 pm``, ``25/11/2026``) is one and the same word: a page that only tells
-the time it was built is the same page a second later. Two captures show the same page when
-that text is the same (``text_hash``), or when both hold at least ``NEAR_WORDS`` words and
-their SimHashes (64 bits, over 3-word shingles) differ in at most ``NEAR_BITS`` bits. A text
-under ``MIN_WORDS`` words says too little: it is never taken for another page's.
+The page is read in the flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`):
+what shadow roots draw is part of it. The main content is the first ``<main>``, ``role=main``
+or ``<article>`` element, else the body, without scripts, styles, templates, hidden elements
+and the page's chrome (``nav``, ``header``, ``footer``, ``aside``); its text is lower-cased
+with runs of white space made one space, and every date and time in it (``2026-11-25``,
+``2026-11-25T10:00:00Z``, ``10:00``, ``10:00:01 pm``, ``25/11/2026``) is one and the same word:
+a page that only tells the time it was built is the same page a second later. Two captures show
+the same page when that text is the same (``text_hash``), or when both hold at least
+``NEAR_WORDS`` words and their SimHashes (64 bits, over 3-word shingles) differ in at most
+``NEAR_BITS`` bits. A text under ``MIN_WORDS`` words says too little: it is never taken for
+another page's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from selectolax.lexbor import LexborHTMLParser
+from snapshotd.web.shadow import composed
 
 __all__ = ["MIN_WORDS", "NEAR_BITS", "NEAR_WORDS", "Print", "fingerprint", "same_page"]
 
@@ -51,7 +53,7 @@ class Print:
 
 def main_text(html: str) -> str:
     """The normalised visible text of a page's main content."""
-    tree = LexborHTMLParser(html)
+    tree = composed(html)
     root = tree.css_first('main, [role="main"], article') or tree.body
     if root is None:
         return ""

@@ -9,6 +9,8 @@ Pure: HTML and the page's URL in, absolute URLs out. Invariants:
   (it names a page of its own);
 - relative references resolve against ``<base href>`` when the page has one, else against the
   page's final URL;
+- links are read in the flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`):
+  those of every declarative shadow root too;
 - ``rel="nofollow"`` anchors are left out; ``<meta name="robots" content="nofollow">`` (or
   ``none``) is reported in ``nofollow`` and the caller decides.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
-from selectolax.lexbor import LexborHTMLParser
+from snapshotd.web.shadow import composed
 
 __all__ = ["PageLinks", "extract_links", "normalize_url"]
 
@@ -75,7 +77,7 @@ def _rels(value: str | None) -> set[str]:
 
 def extract_links(html: str, page_url: str) -> PageLinks:
     """The followable links, canonical URL and robots ``nofollow`` of a captured page."""
-    tree = LexborHTMLParser(html)
+    tree = composed(html)
     base = page_url
     for node in tree.css("base[href]"):
         resolved = normalize_url(node.attributes.get("href") or "", page_url)
