@@ -84,14 +84,16 @@ asyncio.run(server.serve(sockets=[sock]))
 
 
 async def seed(db: str, html: str) -> bytes:
+    from snapshotd.store.outcome import CaptureOutcome
     from snapshotd.store.sqlite import SQLiteStore
 
     async with SQLiteStore(db) as store:
         await store.enqueue("default", "/big", 3)
         await store.claim_path("default", "/big", "bench", 60)
         await store.complete(
-            "default", "/big", "bench", html=html, status=200, headers={}, final_url="",
-            expires_at=time.time() + 86400,
+            "default", "/big", "bench", CaptureOutcome(
+                html=html, status=200, headers={}, final_url="",
+            expires_at=time.time() + 86400),
         )
         snapshot = await store.get_snapshot("default", "/big")
         assert snapshot is not None

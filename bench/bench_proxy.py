@@ -281,14 +281,16 @@ def sequential_latency(url: str, headers: dict[str, str], n: int = 300) -> float
 
 
 async def seed_store(db: str, html: str) -> None:
+    from snapshotd.store.outcome import CaptureOutcome
     from snapshotd.store.sqlite import SQLiteStore
 
     async with SQLiteStore(db) as store:
         await store.enqueue("bench", "/page", 3)
         await store.claim("bench", 60)
         await store.complete(
-            "bench", "/page", "bench", html=html, status=200, headers={}, final_url="",
-            expires_at=time.time() + 86400,
+            "bench", "/page", "bench", CaptureOutcome(
+                html=html, status=200, headers={}, final_url="",
+            expires_at=time.time() + 86400),
         )
 
 

@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.postgres import PostgresStore  # noqa: E402
 
 SITES = [f"site{n}" for n in range(10)]
@@ -114,8 +115,9 @@ async def worker_main(dsn: str, index: int, tasks: int, duration: float) -> tupl
                     continue
                 claimed += 1
                 await store.complete(
-                    record.site, record.path, owner, html=PAGE, status=200, headers={},
-                    final_url="", expires_at=time.time() + WEEK,
+                    record.site, record.path, owner, CaptureOutcome(
+                        html=PAGE, status=200, headers={},
+                    final_url="", expires_at=time.time() + WEEK),
                 )
 
         async def sweep() -> None:

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings  # noqa: E402
 from snapshotd.proxy.passthrough import Upstream  # noqa: E402
 from snapshotd.server.app import create_app  # noqa: E402
+from snapshotd.store.outcome import CaptureOutcome  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
 from snapshotd.verify.resolver import TableResolver  # noqa: E402
 from snapshotd.web.devices import served_profile  # noqa: E402
@@ -93,8 +94,9 @@ async def seed(db: str, sites: tuple[str, ...]) -> None:
             await store.enqueue(site, "/page", 3)
             await store.claim("bench", 60, sites=[site])
             await store.complete(
-                site, "/page", "bench", html=PAGE, status=200, headers={}, final_url="",
-                expires_at=time.time() + 86400,
+                site, "/page", "bench", CaptureOutcome(
+                    html=PAGE, status=200, headers={}, final_url="",
+                expires_at=time.time() + 86400),
             )
 
 

@@ -34,6 +34,7 @@ from snapshotd.render.base import CaptureResult
 from snapshotd.rewrite import load_rules
 from snapshotd.server.app import SnapshotdApp, console_url, create_app
 from snapshotd.store.base import Store
+from snapshotd.store.outcome import CaptureOutcome
 from tests.servers import serve_asgi
 
 TOKEN = "s3cret-token"
@@ -74,11 +75,11 @@ class Env:
             site,
             path,
             "test",
-            html=html,
+            CaptureOutcome(html=html,
             status=200,
             headers={},
             final_url="",
-            expires_at=time.time() + 3600,
+            expires_at=time.time() + 3600),
         )
 
 

@@ -25,6 +25,7 @@ from snapshotd.server.app import create_app
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import PRIORITY_LINK
 from snapshotd.store.job_state import claim_notification, is_notified, job_state
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SQLITE_NOTIFIED_ROUNDS
 from snapshotd.store.sqlite import SQLiteStore
@@ -49,9 +50,9 @@ async def settle(store, site: str, path: str, outcome: str) -> None:  # type: ig
         assert await store.fail(site, path, "me", error="timeout", retry_at=0)
         return
     assert await store.complete(
-        site, path, "me", html=f"<p>{path}</p>", status=200, headers={},
+        site, path, "me", CaptureOutcome(html=f"<p>{path}</p>", status=200, headers={},
         final_url=ORIGIN + path, expires_at=store.test_clock() + 10 * DAY,
-        keep=outcome == "processed",
+        keep=outcome == "processed"),
     )
 
 
@@ -98,8 +99,8 @@ async def test_rounds_repeat_on_schedule_until_max_rounds(store) -> None:  # typ
         for path in ("/", "/c", "/e"):
             assert await store.claim_path("shop", path, "me", 60)
             assert await store.complete(
-                "shop", path, "me", html="<p>again</p>", status=200, headers={},
-                final_url=ORIGIN + path, expires_at=store.test_clock() + DAY, keep=path != "/c",
+                "shop", path, "me", CaptureOutcome(html="<p>again</p>", status=200, headers={},
+                final_url=ORIGIN + path, expires_at=store.test_clock() + DAY, keep=path != "/c"),
             )
         t1 = time.time()
         assert not await advance(store, registry, site, now=t1)
@@ -161,8 +162,9 @@ async def test_a_crawled_page_keeps_no_snapshot_and_expires_like_a_processed_one
     await store.enqueue("shop", "/c", PRIORITY_LINK, force=True)
     await store.claim_path("shop", "/c", "me", 60)
     assert await store.complete(
-        "shop", "/c", "me", html="<p>list</p>", status=200, headers={}, final_url=ORIGIN + "/c",
-        expires_at=store.test_clock() + 5, keep=False,
+        "shop", "/c", "me", CaptureOutcome(
+            html="<p>list</p>", status=200, headers={}, final_url=ORIGIN + "/c",
+        expires_at=store.test_clock() + 5, keep=False),
     )
     assert (await store.get_path("shop", "/c")).state == "crawled"
     assert await store.get_snapshot("shop", "/c") is None
@@ -340,8 +342,8 @@ async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store)
         await store.enqueue("shop", "/", PRIORITY_LINK)
         await store.claim_path("shop", "/", "me", 60)
         assert await store.complete(
-            "shop", "/", "me", html="<p>home</p>", status=200, headers={},
-            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, links_due=True,
+            "shop", "/", "me", CaptureOutcome(html="<p>home</p>", status=200, headers={},
+            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, links_due=True),
         )
         # Stored, its links not queued yet: not done, and no round end is recorded.
         assert (await status(store, registry, site))[0] == 7
@@ -590,9 +592,10 @@ async def test_links_queued_while_a_round_is_counted_keep_it_going(store) -> Non
         await store.enqueue("shop", "/", PRIORITY_LINK)
         assert await store.claim_path("shop", "/", "me", 60) is not None
         assert await store.complete(
-            "shop", "/", "me", html="<a href='/next'>next</a>", status=200, headers={},
+            "shop", "/", "me", CaptureOutcome(
+                html="<a href='/next'>next</a>", status=200, headers={},
             final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, keep=False,
-            links_due=True,
+            links_due=True),
         )
         follow = True
 

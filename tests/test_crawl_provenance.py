@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from snapshotd.capture.service import takes_over
 from snapshotd.store.base import PathRecord
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 from snapshotd.web.fingerprints import fingerprint
 from tests.servers import serve_asgi
@@ -184,9 +185,10 @@ async def test_the_store_keeps_whether_the_crawler_found_a_path(store) -> None: 
     for path, found in (("/p", True), ("/p?x=1", False)):
         await store.enqueue("s", path, 1, found=found)
         await store.claim_path("s", path, "me", 60)
-        await store.complete("s", path, "me", html=f"<main>{_words('p')}</main>", status=200,
+        await store.complete("s", path, "me", CaptureOutcome(
+            html=f"<main>{_words('p')}</main>", status=200,
                              headers={}, final_url=path, expires_at=9e9,
-                             print_=fingerprint(f"<main>{_words('p')}</main>"))
+                             print_=fingerprint(f"<main>{_words('p')}</main>")))
     assert (await store.prints("s", ["/p", "/p?x=1"])).keys() == {"/p", "/p?x=1"}
     assert (await store.prints("s", ["/p", "/p?x=1"], found=True)).keys() == {"/p"}
 
@@ -200,9 +202,9 @@ async def test_a_new_master_takes_the_whole_group_of_copies(store) -> None:  # t
         await store.enqueue("s", path, 1)
         await store.claim_path("s", path, "me", 60)
         assert await store.complete(
-            "s", path, "me", html=page.replace("<main>", f"<main><!-- {path} -->"),
+            "s", path, "me", CaptureOutcome(html=page.replace("<main>", f"<main><!-- {path} -->"),
             status=200, headers={}, final_url=path, expires_at=9e9, duplicate_of=of,
-            shared=True, print_=fingerprint(page), takes_over=takes)
+            shared=True, print_=fingerprint(page), takes_over=takes))
     for path in ("/n?ref=a", "/n?ref=b"):
         assert (await store.get_path("s", path)).duplicate_of == "/n"
         served = await store.get_snapshot("s", path)

@@ -9,6 +9,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from snapshotd.render.chromium import LAUNCH_ARGS
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.web.devices import PROFILE_NAMES
 from snapshotd.web.fingerprints import fingerprint, same_page
 from tests.chromium import require_chromium
@@ -142,9 +143,9 @@ async def test_a_duplicate_by_content_is_served_the_snapshot_of_its_page(store) 
         await store.claim_path("docs", path, "me", 60)
         print_ = fingerprint(page)
         assert await store.complete(
-            "docs", path, "me", html=page, status=200, headers={}, final_url=path,
+            "docs", path, "me", CaptureOutcome(html=page, status=200, headers={}, final_url=path,
             expires_at=store.test_clock() + 60, duplicate_of="/install" if shared else None,
-            shared=shared, print_=print_,
+            shared=shared, print_=print_),
         )
     assert (await store.prints("docs", ["/install", "/install?ref=nav"])).keys() == {"/install"}
     assert await store.find_same_text("docs", fingerprint(html).text_hash, "/x") == "/install"

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from snapshotd.cli import main
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 
 
@@ -32,24 +33,24 @@ async def db(tmp_path):
             "shop",
             "/",
             "w",
-            html="<p>home</p>",
+            CaptureOutcome(html="<p>home</p>",
             status=200,
             headers={},
             final_url="",
-            expires_at=Clock.now + 86400,
+            expires_at=Clock.now + 86400),
         )
         await store.claim_path("shop", "/a", "w", 60)
         await store.complete(
             "shop",
             "/a",
             "w",
-            html="<p>home</p>",
+            CaptureOutcome(html="<p>home</p>",
             status=200,
             headers={},
             final_url="",
             expires_at=Clock.now + 86400,
             duplicate_of="/",
-            readiness_limit=True,  # still changing when the readiness limit ended it
+            readiness_limit=True),  # still changing when the readiness limit ended it
         )
         await store.claim_path("shop", "/b,c", "w", 60)
         await store.fail(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from snapshotd.store.outcome import CaptureOutcome
+
 
 async def test_claim_for_some_sites_reaches_past_a_queue_head_of_other_sites(store):
     clock = store.test_clock
@@ -70,11 +72,11 @@ async def test_requeue_expired_by_state(store):
         "s",
         "/ok",
         "w",
-        html="<p>x</p>",
+        CaptureOutcome(html="<p>x</p>",
         status=200,
         headers={},
         final_url="",
-        expires_at=clock.now + 10,
+        expires_at=clock.now + 10),
     )
     await store.fail("s", "/bad", "w", error="timeout", retry_at=clock.now + 10)
     clock.now += 11

@@ -16,6 +16,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.web.devices import PROFILE_NAMES
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
@@ -179,9 +180,9 @@ async def _stored(store, path: str, html: str, *, duplicate_of: str | None = Non
     await store.enqueue("s", path, 1)
     await store.claim_path("s", path, "dead", 60)
     await store.complete(
-        "s", path, "dead", html=html, status=200, headers={},
+        "s", path, "dead", CaptureOutcome(html=html, status=200, headers={},
         final_url=f"http://127.0.0.1:3000{path}", expires_at=9e9, links_due=True,
-        duplicate_of=duplicate_of,
+        duplicate_of=duplicate_of),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.profiles import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
@@ -76,9 +77,10 @@ async def change_at_random(store: Any, rng: random.Random, owner: str) -> None:
             return
         if rng.random() < 0.7:
             await store.complete(
-                record.site, record.path, owner, html=f"<p>{record.path}</p>", status=200,
+                record.site, record.path, owner, CaptureOutcome(
+                    html=f"<p>{record.path}</p>", status=200,
                 headers={}, final_url="http://127.0.0.1" + record.path,
-                expires_at=clock() + rng.choice([-1, DAY]), keep=rng.random() < 0.8,
+                expires_at=clock() + rng.choice([-1, DAY]), keep=rng.random() < 0.8),
             )
         elif rng.random() < 0.7:
             await store.fail(record.site, record.path, owner, error="x", retry_at=clock() - 1)

@@ -24,6 +24,7 @@ from examples.spa.app import create_app as create_spa
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.server.app import create_app
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.web.devices import PROFILE_NAMES
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
@@ -478,8 +479,9 @@ def _stored(db: str, path: str, html: str, *, status: int = 200, expires_in: flo
             await store.enqueue("default", path, 2)
             await store.claim_path("default", path, "test", 60)
             await store.complete(
-                "default", path, "test", html=html, status=status, headers=headers or {},
-                final_url="http://origin" + path, expires_at=time.time() + expires_in,
+                "default", path, "test", CaptureOutcome(
+                    html=html, status=status, headers=headers or {},
+                final_url="http://origin" + path, expires_at=time.time() + expires_in),
             )
 
     asyncio.run(put())

@@ -27,6 +27,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.proxy.snapshots import SnapshotCache
 from snapshotd.server.app import create_app
 from snapshotd.store.base import Snapshot
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 from tests.servers import serve_asgi
 from tests.slow_clients import memory_kib, slow_downloads
@@ -57,8 +58,8 @@ def store_page(db: str, path: str, html: str) -> bytes:
             await store.enqueue("default", path, 2)
             await store.claim_path("default", path, "test", 60)
             await store.complete(
-                "default", path, "test", html=html, status=200, headers={},
-                final_url="http://origin" + path, expires_at=time.time() + 3600,
+                "default", path, "test", CaptureOutcome(html=html, status=200, headers={},
+                final_url="http://origin" + path, expires_at=time.time() + 3600),
             )
             snapshot = await store.get_snapshot("default", path)
             assert snapshot is not None

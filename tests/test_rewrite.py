@@ -16,6 +16,7 @@ from snapshotd.cli.rules import check_command, eval_command
 from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
 from snapshotd.sites.admission import StoreFacts, admit, decide
+from snapshotd.store.outcome import CaptureOutcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -539,15 +540,16 @@ async def test_eval_nf_reads_the_store_given_whichever_engine(store, tmp_path, c
     await store.enqueue("shop", "/done", 1)
     await store.claim_path("shop", "/done", "w", 60)
     await store.complete(
-        "shop", "/done", "w", html="<p>x</p>", status=200, headers={}, final_url="",
-        expires_at=9e9,
+        "shop", "/done", "w", CaptureOutcome(html="<p>x</p>", status=200, headers={}, final_url="",
+        expires_at=9e9),
     )
     await store.enqueue("shop", "/queued", 1)
     await store.enqueue("other", "/elsewhere", 1)
     await store.claim_path("other", "/elsewhere", "w", 60)
     await store.complete(
-        "other", "/elsewhere", "w", html="<p>y</p>", status=200, headers={}, final_url="",
-        expires_at=9e9,
+        "other", "/elsewhere", "w", CaptureOutcome(
+            html="<p>y</p>", status=200, headers={}, final_url="",
+        expires_at=9e9),
     )
     f = tmp_path / "site.rules"
     f.write_text("^/(.*)$ /fallback [NF]\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import alive, require_chromium, wait_until
 from tests.servers import serve_asgi
@@ -51,8 +52,8 @@ async def put_snapshot(db: Path, path: str, html: str) -> None:
         await store.enqueue("shop", path, 1, force=True)
         assert await store.claim_path("shop", path, "elsewhere:1:test", 60)
         await store.complete(
-            "shop", path, "elsewhere:1:test", html=html, status=200, headers={},
-            final_url=path, expires_at=time.time() + 3600,
+            "shop", path, "elsewhere:1:test", CaptureOutcome(html=html, status=200, headers={},
+            final_url=path, expires_at=time.time() + 3600),
         )
     finally:
         await store.close()

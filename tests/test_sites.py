@@ -19,6 +19,7 @@ from snapshotd.config.values import ConfigError
 from snapshotd.sites.registry import SiteRegistry, site_json
 from snapshotd.store.base import PRIORITY_LINK
 from snapshotd.store.job_state import JobState, save_job_state
+from snapshotd.store.outcome import CaptureOutcome
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.test_crawler_process import (
@@ -75,8 +76,8 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
             await store.enqueue(name, f"/p{n}", PRIORITY_LINK)
         record = await store.claim("me", 60, sites=[name])
         assert await store.complete(
-            name, record.path, "me", html="<p>x</p>", status=200, headers={},
-            final_url="http://127.0.0.1:9" + record.path, expires_at=store.test_clock() + 60,
+            name, record.path, "me", CaptureOutcome(html="<p>x</p>", status=200, headers={},
+            final_url="http://127.0.0.1:9" + record.path, expires_at=store.test_clock() + 60),
         )
     await store.add_counters([(1, "shop", "captures", 2), (1, "blog", "captures", 1)])
     await store.add_recent([(1.0, name, "Googlebot", "/p0", "HIT", 200, 1)

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from snapshotd.store.base import StoreError
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
@@ -53,8 +54,9 @@ async def test_a_capture_cut_by_a_readiness_limit_is_marked_until_the_next_captu
     await store.enqueue("site", "/clock", 1)
     await store.claim_path("site", "/clock", "me", 60)
     assert await store.complete(
-        "site", "/clock", "me", html="<p>tick</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9, readiness_limit=True,
+        "site", "/clock", "me", CaptureOutcome(
+            html="<p>tick</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9, readiness_limit=True),
     )
     assert (await store.get_path("site", "/clock")).readiness_limit is True
     listed, _ = await store.list_paths("site", state=None, prefix=None, limit=10, cursor=None)
@@ -63,8 +65,9 @@ async def test_a_capture_cut_by_a_readiness_limit_is_marked_until_the_next_captu
     await store.enqueue("site", "/clock", 0, force=True)
     await store.claim_path("site", "/clock", "me", 60)
     assert await store.complete(
-        "site", "/clock", "me", html="<p>tock</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9,
+        "site", "/clock", "me", CaptureOutcome(
+            html="<p>tock</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9),
     )
     assert (await store.get_path("site", "/clock")).readiness_limit is False
 
@@ -74,15 +77,18 @@ async def test_links_due_until_followed(store):
         await store.enqueue("site", path, 1)
         await store.claim_path("site", path, "me", 60)
     await store.complete(
-        "site", "/a", "me", html="<p>a</p>", status=200, headers={}, final_url="u", expires_at=9e9,
-        links_due=True,
+        "site", "/a", "me", CaptureOutcome(
+            html="<p>a</p>", status=200, headers={}, final_url="u", expires_at=9e9,
+        links_due=True),
     )
     await store.complete(
-        "site", "/b", "me", html="<p>b</p>", status=200, headers={}, final_url="u", expires_at=9e9
+        "site", "/b", "me", CaptureOutcome(
+            html="<p>b</p>", status=200, headers={}, final_url="u", expires_at=9e9)
     )
     await store.complete(
-        "site", "/c", "me", html="<p>c</p>", status=200, headers={}, final_url="u", expires_at=9e9,
-        links_due=True,
+        "site", "/c", "me", CaptureOutcome(
+            html="<p>c</p>", status=200, headers={}, final_url="u", expires_at=9e9,
+        links_due=True),
     )
     due = await store.links_due("site", captured_before=9e9)
     assert [path for _id, path in due] == ["/a", "/c"]
@@ -95,8 +101,9 @@ async def test_links_due_until_followed(store):
     await store.enqueue("site", "/c", 0, force=True)
     await store.claim_path("site", "/c", "other", 60)
     await store.complete(
-        "site", "/c", "other", html="<p>c2</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9,
+        "site", "/c", "other", CaptureOutcome(
+            html="<p>c2</p>", status=200, headers={}, final_url="u",
+        expires_at=9e9),
     )
     assert await store.links_due("site", captured_before=9e9) == due[1:]
 
@@ -143,11 +150,11 @@ async def test_enqueue_answers(store):
         "s",
         r.path,
         "w",
-        html="<p>x</p>",
+        CaptureOutcome(html="<p>x</p>",
         status=200,
         headers={},
         final_url="u",
-        expires_at=clock.now + 100,
+        expires_at=clock.now + 100),
     )
     assert await store.enqueue("s", "/a", 2) == "fresh"
     assert await store.enqueue("s", "/a", 2, force=True) == "requeued"
@@ -174,10 +181,12 @@ async def test_expired_leases_return_to_pending_and_old_owner_cannot_complete(st
     r2 = await store.claim("alive", 30)
     assert r2.path == r.path
     assert not await store.complete(
-        "s", "/a", "dead", html="x", status=200, headers={}, final_url="", expires_at=0
+        "s", "/a", "dead", CaptureOutcome(
+            html="x", status=200, headers={}, final_url="", expires_at=0)
     )
     assert await store.complete(
-        "s", "/a", "alive", html="x", status=200, headers={}, final_url="", expires_at=0
+        "s", "/a", "alive", CaptureOutcome(
+            html="x", status=200, headers={}, final_url="", expires_at=0)
     )
 
 
@@ -190,11 +199,11 @@ async def test_snapshot_roundtrip_compressed_and_failure_keeps_it(store):
         "s",
         "/a",
         "w",
-        html=html,
+        CaptureOutcome(html=html,
         status=200,
         headers={"Link": "<x>"},
         final_url="http://o/a",
-        expires_at=clock.now + 10,
+        expires_at=clock.now + 10),
     )
     snap = await store.get_snapshot("s", "/a")
     assert snap.html == html and snap.headers == {"Link": "<x>"} and snap.etag.startswith('"')
@@ -229,7 +238,7 @@ async def test_delete_removes_path_and_snapshot(store):
     await store.enqueue("s", "/a", 1)
     await store.claim("w", 60)
     await store.complete(
-        "s", "/a", "w", html="x", status=200, headers={}, final_url="", expires_at=0
+        "s", "/a", "w", CaptureOutcome(html="x", status=200, headers={}, final_url="", expires_at=0)
     )
     assert await store.delete_path("s", "/a")
     assert await store.get_snapshot("s", "/a") is None
@@ -293,8 +302,9 @@ async def test_a_capture_of_a_site_whose_snapshots_never_expire_is_never_queued_
     await store.claim_path("site", "/kept", "me", 60)
     now = store.test_clock()
     assert await store.complete(
-        "site", "/kept", "me", html="<p>kept</p>", status=200, headers={}, final_url="u",
-        expires_at=now + site.expire_after,
+        "site", "/kept", "me", CaptureOutcome(
+            html="<p>kept</p>", status=200, headers={}, final_url="u",
+        expires_at=now + site.expire_after),
     )
     store.test_clock.now += 100 * 365 * 86400
     assert await store.requeue_expired("site", limit=10) == 0

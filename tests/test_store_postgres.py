@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from snapshotd.store import StoreError, open_store
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.postgres import MIGRATIONS, PostgresStore
 from tests.conftest import drop_postgres_schema, postgres_schema
 
@@ -65,12 +66,14 @@ async def test_workers_on_several_hosts_never_claim_the_same_path(schema):
         owner = int(record.lease_owner[4])
         other = hosts[(owner + 1) % 3]
         assert not await other.complete(
-            "s", record.path, "someone-else", html="x", status=200, headers={}, final_url="",
-            expires_at=0,
+            "s", record.path, "someone-else", CaptureOutcome(
+                html="x", status=200, headers={}, final_url="",
+            expires_at=0),
         )
         assert await hosts[owner].complete(
-            "s", record.path, record.lease_owner, html="<p>x</p>", status=200, headers={},
-            final_url="", expires_at=9e9,
+            "s", record.path, record.lease_owner, CaptureOutcome(
+                html="<p>x</p>", status=200, headers={},
+            final_url="", expires_at=9e9),
         )
         assert (await other.get_snapshot("s", record.path)).html == "<p>x</p>"
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from snapshotd.store.base import Variant
+from snapshotd.store.outcome import CaptureOutcome, Variant
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
@@ -14,8 +14,8 @@ async def _capture(store: Any, path: str, html: str, **kw: Any) -> bool:
     assert await store.claim_path("site", path, "me", 60)
     return bool(
         await store.complete(
-            "site", path, "me", html=html, status=200, headers={}, final_url="u",
-            expires_at=9e9, **kw,
+            "site", path, "me", CaptureOutcome(html=html, status=200, headers={}, final_url="u",
+            expires_at=9e9, **kw),
         )
     )
 

@@ -8,6 +8,7 @@ import pytest
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
+from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.web.fingerprints import fingerprint
 from tests.corpus.webcomponents.fixtures import origin
 
@@ -33,8 +34,9 @@ async def test_two_lit_products_with_the_same_light_dom_are_not_each_others_dupl
         await store.enqueue("shop", path, 1)
         await store.claim_path("shop", path, "me", 60)
         assert await store.complete(
-            "shop", path, "me", html=capture.html, status=200, headers={}, final_url=path,
-            expires_at=store.test_clock() + 60, duplicate_of=None, shared=True, print_=print_,
+            "shop", path, "me", CaptureOutcome(
+                html=capture.html, status=200, headers={}, final_url=path,
+            expires_at=store.test_clock() + 60, duplicate_of=None, shared=True, print_=print_),
         )
     prints = await store.prints("shop", list(paths))
     assert prints[paths[0]].text_hash != prints[paths[1]].text_hash

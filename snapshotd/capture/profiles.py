@@ -42,7 +42,8 @@ from urllib.parse import urlsplit
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.render.base import CaptureResult, Renderer
-from snapshotd.store.base import PathRecord, Store, Variant
+from snapshotd.store.base import PathRecord, Store
+from snapshotd.store.outcome import Variant
 from snapshotd.web.devices import renders_alike
 from snapshotd.web.fingerprints import fingerprint
 

@@ -58,8 +58,9 @@ from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
-from snapshotd.store.base import PathRecord, Store, Variant, content_hash
+from snapshotd.store.base import PathRecord, Store
 from snapshotd.store.count_cache import CountCache
+from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
 from snapshotd.web.devices import profiles_served
 from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
 from snapshotd.web.urls import split_site_path
@@ -293,7 +294,7 @@ class CaptureService:
                     site.name,
                     record.path,
                     self.owner,
-                    html=result.html,
+                    CaptureOutcome(html=result.html,
                     status=result.status,
                     headers=result.headers,
                     final_url=result.final_url,
@@ -306,7 +307,7 @@ class CaptureService:
                     readiness_limit=result.readiness_limit,
                     profile=profiles[0],
                     variants=variants,
-                    takes_over=replaces,
+                    takes_over=replaces),
                 )
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)

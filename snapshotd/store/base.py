@@ -15,7 +15,6 @@ Every engine (SQLite, PostgreSQL) keeps the same invariants:
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -23,16 +22,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
 from functools import cached_property
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from snapshotd.web.fingerprints import Print
 from snapshotd.web.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
+
+if TYPE_CHECKING:
+    from snapshotd.store.outcome import CaptureOutcome
 
 # ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
 # patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.
 STATES = ("pending", "processing", "processed", "crawled", "error", "ignored")
 # The states whose paths come back to pending when ``expires_at`` is due.
 EXPIRING = ("processed", "crawled", "error")
+
+
+def expiring(states: Sequence[str] | None) -> list[str]:
+    """Those of ``states`` that expire, all of them for None: the states
+    ``Store.requeue_expired`` requeues (no other)."""
+    return list(EXPIRING) if states is None else [s for s in states if s in EXPIRING]
+
+
 # A schema step of both engines: expiry finds crawled paths by the index too.
 CRAWLED_EXPIRY_INDEX = """
     DROP INDEX paths_expiry;
@@ -51,18 +61,6 @@ PATH_COLUMNS = (
 )
 # The order claims take pending paths in: highest priority, then oldest, then first inserted.
 CRAWL_ORDER = "priority DESC, queued_at, id"
-
-
-def content_hash(html: str) -> str:
-    return hashlib.sha256(html.encode("utf-8")).hexdigest()
-
-
-def encode_capture(html: str) -> tuple[str, bytes, str]:
-    """What every engine stores for a capture's HTML: its hash, its gzip body (as served to
-    clients that accept gzip) and its ETag."""
-    digest = content_hash(html)
-    body = gzip.compress(html.encode("utf-8"), compresslevel=6, mtime=0)
-    return digest, body, f'"{digest[:24]}"'
 
 
 def iso_time(t: float | None) -> str | None:
@@ -97,21 +95,6 @@ SNAPSHOT_OF = (
     "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
 )
 
-# Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
-# final URL, time, then its main text's hash, SimHash and words, and the device profile it
-# was rendered as (placeholders 1 to 12).
-SNAPSHOT_PUT = (
-    "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
-    "captured_at, text_hash, simhash, words, profile) VALUES ({0}, {1}, {2}, {3}, {4}, {5}, "
-    "{6}, {7}, {8}, {9}, {10}, {11}) ON CONFLICT (path_id) DO UPDATE SET "
-    "body_gz = excluded.body_gz, profile = excluded.profile, "
-    "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
-    "content_hash = excluded.content_hash, final_url = excluded.final_url, "
-    "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
-    "simhash = excluded.simhash, words = excluded.words"
-)
-
-
 def snapshot_from_row(site: str, path: str, row: Sequence[Any]) -> Snapshot:
     """A :data:`SNAPSHOT_OF` row as a snapshot."""
     return Snapshot(
@@ -120,18 +103,6 @@ def snapshot_from_row(site: str, path: str, row: Sequence[Any]) -> Snapshot:
         captured_at=row[6], expires_at=row[7], state=row[8], profile=row[9],
         own_profile=row[10] if len(row) > 10 else row[9],
     )
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A path's capture for one more device profile, stored beside its own snapshot
-    (:mod:`snapshotd.store.profiles`) because it differs from it."""
-
-    profile: str
-    html: str
-    status: int
-    headers: dict[str, str]
-    final_url: str
 
 
 class StoreError(Exception):
@@ -357,27 +328,9 @@ class Store(Protocol):
 
     async def release_expired_leases(self) -> int: ...
 
-    async def complete(
-        self,
-        site: str,
-        path: str,
-        owner: str,
-        *,
-        html: str,
-        status: int,
-        headers: dict[str, str],
-        final_url: str,
-        expires_at: float,
-        duplicate_of: str | None = None,
-        links_due: bool = False,
-        keep: bool = True,
-        shared: bool = False,
-        print_: Print | None = None,
-        readiness_limit: bool = False,
-        profile: str = "mobile",
-        variants: Sequence[Variant] = (),
-        takes_over: str | None = None,
-    ) -> bool: ...
+    async def complete(self, site: str, path: str, owner: str, outcome: CaptureOutcome) -> bool:
+        """Store a claimed path's capture (store/outcome); False if ``owner`` lost the lease."""
+        ...
 
     async def fail(
         self,
@@ -403,8 +356,11 @@ class Store(Protocol):
     async def mark_found(self, site: str, path: str) -> None: ...
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
-    ) -> int: ...
+        self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None
+    ) -> int:
+        """Paths of :func:`expiring` ``states`` past ``expires_at`` become pending at
+        priority 0."""
+        ...
 
     async def lease_owners(self) -> list[str]: ...
 

@@ -16,10 +16,8 @@ Invariants, beyond those of ``snapshotd.store.base``:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import astuple
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,21 +25,19 @@ import asyncpg
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
-    EXPIRING,
     PATH_COLUMNS,
     SNAPSHOT_OF,
-    SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
-    Variant,
-    encode_capture,
+    expiring,
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PostgresCopies, take_master
+from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
 from snapshotd.store.leases import PostgresLeases
+from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
     COUNTS,
     FOLD,
@@ -52,15 +48,9 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
 )
 from snapshotd.store.postgres_schema import MIGRATIONS
-from snapshotd.store.profiles import (
-    PROFILE_DELETE,
-    PROFILE_PUT,
-    SNAPSHOT_OF_PROFILE,
-    PostgresProfiles,
-)
+from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.query_params import PostgresParams
 from snapshotd.store.sites import PostgresSites
-from snapshotd.web.fingerprints import Print
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -465,91 +455,15 @@ class PostgresStore(
         )
         return row_count(status) > 0
 
-    async def complete(
-        self,
-        site: str,
-        path: str,
-        owner: str,
-        *,
-        html: str,
-        status: int,
-        headers: dict[str, str],
-        final_url: str,
-        expires_at: float,
-        duplicate_of: str | None = None,
-        links_due: bool = False,
-        keep: bool = True,
-        shared: bool = False,
-        print_: Print | None = None,
-        readiness_limit: bool = False,
-        profile: str = "mobile",
-        variants: Sequence[Variant] = (),
-        takes_over: str | None = None,
-    ) -> bool:
-        """Store a capture and mark the path processed. False if ``owner`` lost the lease.
-        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
-        ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed. ``shared``: copies keep no snapshot of
-        their own and are served their master's (the path's, given ``duplicate_of``;
-        ``takes_over``'s, given that).
-        ``print_``: the fingerprints of what it shows, kept with its snapshot.
-        ``readiness_limit``: a limit ended the wait for its page (kept with the path).
-        ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
-        captures for other profiles that differ from it, replacing those it had.
-        ``takes_over``: the master of a group of copies this path now stands for; it and its
-        copies become copies of this path in the same transaction (store/copies)."""
-        if duplicate_of is not None and takes_over is not None:
-            raise ValueError("a copy cannot take over another group of copies")
+    async def complete(self, site: str, path: str, owner: str, outcome: CaptureOutcome) -> bool:
         now = self.clock()
-        digest, body, etag = encode_capture(html)
+        sql, args = mark_path_stored(site, path, owner, outcome, now, "$")
         async with self._db.acquire() as conn, conn.transaction():
-            pid = await conn.fetchval(
-                "UPDATE paths SET state = $9, status = $1, captured_at = $2, "
-                "expires_at = $3, error = NULL, duplicate_of = $4, attempts = 0, "
-                "lease_owner = NULL, lease_until = NULL, links_due = links_due OR $5, "
-                "readiness_limit = $10 "
-                "WHERE site = $6 AND path = $7 AND state = 'processing' AND lease_owner = $8 "
-                "RETURNING id",
-                status,
-                now,
-                expires_at,
-                duplicate_of if keep else None,
-                links_due,
-                site,
-                path,
-                owner,
-                "processed" if keep else "crawled",
-                readiness_limit,
-            )
+            pid = await conn.fetchval(sql, *args)
             if pid is None:
                 return False
-            await conn.execute(PROFILE_DELETE.format("$1"), pid)
-            if not keep or (shared and duplicate_of is not None):
-                await conn.execute("DELETE FROM snapshots WHERE path_id = $1", pid)
-                return True
-            for v in variants:
-                v_digest, v_body, v_etag = encode_capture(v.html)
-                await conn.execute(
-                    PROFILE_PUT.format(*(f"${n}" for n in range(1, 10))),
-                    pid, v.profile, v_body, v.status, json.dumps(v.headers), v_etag, v_digest,
-                    v.final_url, now,
-                )
-            await conn.execute(
-                SNAPSHOT_PUT.format(*(f"${n}" for n in range(1, 13))),
-                pid,
-                body,
-                status,
-                json.dumps(headers),
-                etag,
-                digest,
-                final_url,
-                now,
-                *(astuple(print_) if print_ else (None, None, None)),
-                profile,
-            )
-            if takes_over is not None:
-                for sql, args in take_master(site, path, takes_over, shared=shared, mark="$"):
-                    await conn.execute(sql, *args)
+            for sql, args in capture_writes(site, path, pid, outcome, now, "$"):
+                await conn.execute(sql, *args)
         return True
 
     async def fail(
@@ -584,10 +498,9 @@ class PostgresStore(
         )
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
+        self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None
     ) -> int:
-        """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
-        states = [s for s in states if s in EXPIRING]
+        states = expiring(states)
         if not states:
             return 0
         now = self.clock()

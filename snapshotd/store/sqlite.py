@@ -8,11 +8,9 @@ never waits for the writer. Claims are one ``UPDATE ... RETURNING`` statement.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +19,20 @@ import aiosqlite
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
     CRAWLED_EXPIRY_INDEX,
-    EXPIRING,
     PATH_COLUMNS,
     READINESS_LIMIT_COLUMN,
     SNAPSHOT_OF,
-    SNAPSHOT_PUT,
     PathRecord,
     Snapshot,
     StoreError,
-    Variant,
-    content_hash,
-    encode_capture,
+    expiring,
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies, take_master
+from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
 from snapshotd.store.leases import SQLiteLeases
+from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
     COUNTS,
     PROCESSED,
@@ -46,13 +41,7 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
     SQLITE_PATH_COUNTS,
 )
-from snapshotd.store.profiles import (
-    PROFILE_DELETE,
-    PROFILE_PUT,
-    SNAPSHOT_OF_PROFILE,
-    SQLITE_PROFILES,
-    SQLiteProfiles,
-)
+from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLITE_PROFILES, SQLiteProfiles
 from snapshotd.store.query_params import PRINTS_AND_PARAMS, SQLiteParams
 from snapshotd.store.sites import (
     EXPIRE_AFTER_FLOOR,
@@ -61,9 +50,8 @@ from snapshotd.store.sites import (
     SQLITE_NOTIFIED_ROUNDS,
     SQLiteSites,
 )
-from snapshotd.web.fingerprints import Print
 
-__all__ = ["SQLiteStore", "content_hash"]
+__all__ = ["SQLiteStore"]
 
 # Each entry upgrades the schema by one version; never edit an entry once released.
 MIGRATIONS: list[str] = [
@@ -456,84 +444,20 @@ class SQLiteStore(
             )
             return cur.rowcount > 0
 
-    async def complete(
-        self,
-        site: str,
-        path: str,
-        owner: str,
-        *,
-        html: str,
-        status: int,
-        headers: dict[str, str],
-        final_url: str,
-        expires_at: float,
-        duplicate_of: str | None = None,
-        links_due: bool = False,
-        keep: bool = True,
-        shared: bool = False,
-        print_: Print | None = None,
-        readiness_limit: bool = False,
-        profile: str = "mobile",
-        variants: Sequence[Variant] = (),
-        takes_over: str | None = None,
-    ) -> bool:
-        """Store a capture and mark the path processed. False if ``owner`` lost the lease.
-        ``links_due`` marks it as one whose links are to be followed (see ``links_followed``).
-        ``keep=False``: the page was crawled, not processed: the path is marked ``crawled``
-        and whatever snapshot it had is removed. ``shared``: copies keep no snapshot of
-        their own and are served their master's (the path's, given ``duplicate_of``;
-        ``takes_over``'s, given that).
-        ``print_``: the fingerprints of what it shows, kept with its snapshot.
-        ``readiness_limit``: a limit ended the wait for its page (kept with the path).
-        ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
-        captures for other profiles that differ from it, replacing those it had.
-        ``takes_over``: the master of a group of copies this path now stands for; it and its
-        copies become copies of this path in the same transaction (store/copies)."""
-        if duplicate_of is not None and takes_over is not None:
-            raise ValueError("a copy cannot take over another group of copies")
+    async def complete(self, site: str, path: str, owner: str, outcome: CaptureOutcome) -> bool:
         now = self.clock()
-        digest, body, etag = encode_capture(html)
+        stored = mark_path_stored(site, path, owner, outcome, now, "?")
         async with self._lock:
             wr = self._writer
             try:
                 await wr.execute("BEGIN IMMEDIATE")
-                async with wr.execute(
-                    "UPDATE paths SET state = ?, status = ?, captured_at = ?, "
-                    "expires_at = ?, error = NULL, duplicate_of = ?, attempts = 0, "
-                    "lease_owner = NULL, lease_until = NULL, links_due = MAX(links_due, ?), "
-                    "readiness_limit = ? "
-                    "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ? "
-                    "RETURNING id",
-                    (
-                        "processed" if keep else "crawled", status, now, expires_at,
-                        duplicate_of if keep else None, int(links_due), readiness_limit,
-                        site, path, owner,
-                    ),
-                ) as c:
+                async with wr.execute(*stored) as c:
                     row = await c.fetchone()
                 if row is None:
                     await _rollback(wr)
                     return False
-                await wr.execute(PROFILE_DELETE.format("?"), (row[0],))
-                if not keep or (shared and duplicate_of is not None):
-                    await wr.execute("DELETE FROM snapshots WHERE path_id = ?", (row[0],))
-                    await wr.execute("COMMIT")
-                    return True
-                await wr.execute(
-                    SNAPSHOT_PUT.format(*"?" * 12),
-                    (row[0], body, status, json.dumps(headers), etag, digest, final_url, now,
-                     *(astuple(print_) if print_ else (None, None, None)), profile),
-                )
-                for v in variants:
-                    v_digest, v_body, v_etag = encode_capture(v.html)
-                    await wr.execute(
-                        PROFILE_PUT.format(*"?" * 9),
-                        (row[0], v.profile, v_body, v.status, json.dumps(v.headers), v_etag,
-                         v_digest, v.final_url, now),
-                    )
-                if takes_over is not None:
-                    for sql, args in take_master(site, path, takes_over, shared=shared, mark="?"):
-                        await wr.execute(sql, args)
+                for sql, args in capture_writes(site, path, row[0], outcome, now, "?"):
+                    await wr.execute(sql, args)
                 await wr.execute("COMMIT")
             except BaseException:
                 await _rollback(wr)
@@ -580,10 +504,9 @@ class SQLiteStore(
             )
 
     async def requeue_expired(
-        self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
+        self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None
     ) -> int:
-        """Paths in ``states`` past ``expires_at`` become pending at priority 0."""
-        states = [s for s in states if s in EXPIRING]
+        states = expiring(states)
         if not states:
             return 0
         now = self.clock()
