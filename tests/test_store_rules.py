@@ -1,0 +1,129 @@
+"""The rules of the store that do not depend on the database are written once, above the
+engines: what a capture's outcome writes (store/outcome.py) and which states expire
+(store/base.py). What is checked, by reading the engines' source:
+
+- no engine module (the SQLite and PostgreSQL stores and their mixins) uses a name that only
+  those rules need: the expiring states, the encoding of a capture, the statements that store
+  its snapshot, its profile rows or a takeover of a group of copies;
+- each engine's ``complete`` takes the outcome whole, never reads a field of it, and runs the
+  statements of ``mark_path_stored`` and ``capture_writes``; each ``requeue_expired`` asks
+  ``expiring``; ``complete`` has the same parameters in the interface and in each engine.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from snapshotd.store.outcome import CaptureOutcome
+
+STORE = Path(__file__).resolve().parent.parent / "snapshotd" / "store"
+ENGINES = ("sqlite.py", "postgres.py")
+# Names only the shared rules use: an engine that names one is writing a rule again.
+RULE_NAMES = {
+    "EXPIRING",  # which states expire: base.expiring
+    "encode_capture",  # a capture's hash, gzip body and ETag: outcome.capture_writes
+    "take_master",  # a group of copies moving to a new master: outcome.capture_writes
+    "PROFILE_PUT",  # a capture's profile rows: outcome.capture_writes
+    "PROFILE_DELETE",
+    "SNAPSHOT_PUT",
+    "_SNAPSHOT_PUT",
+}
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((STORE / name).read_text(), name)
+
+
+def _engine_modules() -> list[str]:
+    """The engines and every store module holding one of their mixins."""
+    out = []
+    for path in sorted(STORE.glob("*.py")):
+        classes = [n.name for n in ast.walk(_tree(path.name)) if isinstance(n, ast.ClassDef)]
+        if path.name in ENGINES or any(c.startswith(("SQLite", "Postgres")) for c in classes):
+            out.append(path.name)
+    return out
+
+
+def _names_used(tree: ast.Module) -> set[str]:
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.add(node.asname or node.name)
+    return used
+
+
+def _method(tree: ast.Module, name: str) -> ast.AsyncFunctionDef:
+    (found,) = [
+        n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef) and n.name == name
+    ]
+    return found
+
+
+def _calls(node: ast.AST) -> set[str]:
+    calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+    return {c.func.id for c in calls if isinstance(c.func, ast.Name)}
+
+
+def test_the_engines_and_their_mixins_are_found():
+    found = _engine_modules()
+    assert {"sqlite.py", "postgres.py", "copies.py", "profiles.py", "leases.py"} <= set(found)
+    assert "outcome.py" not in found and "base.py" not in found
+
+
+@pytest.mark.parametrize("module", _engine_modules())
+def test_no_engine_module_writes_a_rule_of_the_shared_code(module):
+    assert _names_used(_tree(module)) & RULE_NAMES == set()
+
+
+@pytest.mark.parametrize("module", ENGINES)
+def test_an_engine_stores_a_capture_by_running_the_shared_statements(module):
+    complete = _method(_tree(module), "complete")
+    assert [a.arg for a in complete.args.args] == ["self", "site", "path", "owner", "outcome"]
+    assert not complete.args.kwonlyargs
+    read = [
+        n for n in ast.walk(complete)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+        and n.value.id == "outcome"
+    ]
+    assert read == [], "an engine reads no field of the outcome"
+    assert {"mark_path_stored", "capture_writes"} <= _calls(complete)
+    assert "expiring" in _calls(_method(_tree(module), "requeue_expired"))
+
+
+def test_the_interface_takes_the_outcome_whole():
+    complete = _method(_tree("base.py"), "complete")
+    assert [a.arg for a in complete.args.args] == ["self", "site", "path", "owner", "outcome"]
+
+
+def test_a_copy_cannot_take_over_a_group_of_copies():
+    with pytest.raises(ValueError, match="cannot take over"):
+        CaptureOutcome(
+            html="x", status=200, headers={}, final_url="u", expires_at=0,
+            duplicate_of="/a", takes_over="/b",
+        )
+
+
+@pytest.mark.parametrize(
+    ("keep", "shared", "duplicate_of", "keeps"),
+    [
+        (True, False, None, True),
+        (True, True, None, True),
+        (True, False, "/a", True),
+        (True, True, "/a", False),
+        (False, False, None, False),
+        (False, True, "/a", False),
+    ],
+)
+def test_a_path_keeps_a_snapshot_unless_crawled_or_a_shared_copy(keep, shared, duplicate_of, keeps):
+    outcome = CaptureOutcome(
+        html="x", status=200, headers={}, final_url="u", expires_at=0, keep=keep,
+        shared=shared, duplicate_of=duplicate_of,
+    )
+    assert outcome.keeps_snapshot is keeps
