@@ -5,6 +5,8 @@ engines: what a capture's outcome writes (store/outcome.py) and which states exp
 - no engine module (the SQLite and PostgreSQL stores and their mixins) uses a name that only
   those rules need: the expiring states, the encoding of a capture, the statements that store
   its snapshot, its profile rows or a takeover of a group of copies;
+- each engine's versions of the schema are read from the one history (store/schema.py), not
+  written in the engine;
 - each engine's ``complete`` takes the outcome whole, never reads a field of it, and runs the
   statements of ``mark_path_stored`` and ``capture_writes``; each ``requeue_expired`` asks
   ``expiring``; ``complete`` has the same parameters in the interface and in each engine.
@@ -127,3 +129,17 @@ def test_a_path_keeps_a_snapshot_unless_crawled_or_a_shared_copy(keep, shared, d
         shared=shared, duplicate_of=duplicate_of,
     )
     assert outcome.keeps_snapshot is keeps
+
+
+@pytest.mark.parametrize("module", ENGINES)
+def test_an_engine_takes_its_schema_versions_from_the_one_history(module):
+    (assign,) = [
+        n for n in _tree(module).body
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and "MIGRATIONS" in {t.id for t in getattr(n, "targets", [getattr(n, "target", None)])
+                             if isinstance(t, ast.Name)}
+    ]
+    call = assign.value
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+    assert call.func.id == "migrations"
+    assert [a.value for a in call.args] == [module.removesuffix(".py")]

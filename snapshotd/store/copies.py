@@ -8,7 +8,7 @@ Invariants:
   it stays;
 - a group of copies stands under one path, its *master*, itself no copy: the others name it
   in ``duplicate_of``. A group moves to a new master in the transaction that stores the new
-  master's capture (``complete(takes_over=...)``, with the statements of :func:`take_master`),
+  master's capture (``CaptureOutcome.takes_over``, with the statements of :func:`take_master`),
   so no copy is ever left naming a path that is itself a copy, and no reader sees the new
   master processed while the group still stands under the old one.
 """

@@ -47,15 +47,18 @@ from snapshotd.store.path_counts import (
     SITE_COUNTS,
     SITE_SIZE,
 )
-from snapshotd.store.postgres_schema import MIGRATIONS
 from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.query_params import PostgresParams
+from snapshotd.store.schema import migrations
 from snapshotd.store.sites import PostgresSites
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
 # Any number, the same in every snapshotd: the lock taken while the schema is upgraded.
 _MIGRATION_LOCK = 0x5A5053484F54  # "SNAPSHOT"-ish
+
+# Its versions, in order (store/schema).
+MIGRATIONS = migrations("postgres")
 
 _RETRIES = 5
 # What opening a connection can raise for a bad URL, an unreachable server or a refusal.

@@ -18,9 +18,7 @@ import aiosqlite
 
 from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.base import (
-    CRAWLED_EXPIRY_INDEX,
     PATH_COLUMNS,
-    READINESS_LIMIT_COLUMN,
     SNAPSHOT_OF,
     PathRecord,
     Snapshot,
@@ -29,87 +27,20 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies
-from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
+from snapshotd.store.copies import SQLiteCopies
+from snapshotd.store.counters import SQLiteCounters
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
-from snapshotd.store.path_counts import (
-    COUNTS,
-    PROCESSED,
-    QUEUE_DEPTH,
-    SITE_COUNTS,
-    SITE_SIZE,
-    SQLITE_PATH_COUNTS,
-)
-from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLITE_PROFILES, SQLiteProfiles
-from snapshotd.store.query_params import PRINTS_AND_PARAMS, SQLiteParams
-from snapshotd.store.sites import (
-    EXPIRE_AFTER_FLOOR,
-    SITE_TOKENS,
-    SITES_TABLE,
-    SQLITE_NOTIFIED_ROUNDS,
-    SQLiteSites,
-)
+from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
+from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLiteProfiles
+from snapshotd.store.query_params import SQLiteParams
+from snapshotd.store.schema import migrations
+from snapshotd.store.sites import SQLiteSites
 
 __all__ = ["SQLiteStore"]
 
-# Each entry upgrades the schema by one version; never edit an entry once released.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE paths (
-        id           INTEGER PRIMARY KEY,
-        site         TEXT    NOT NULL,
-        path         TEXT    NOT NULL,
-        state        TEXT    NOT NULL,
-        priority     INTEGER NOT NULL,
-        hops         INTEGER NOT NULL DEFAULT 0,
-        status       INTEGER,
-        created_at   REAL    NOT NULL,
-        queued_at    REAL    NOT NULL,
-        captured_at  REAL,
-        expires_at   REAL,
-        error        TEXT,
-        duplicate_of TEXT,
-        attempts     INTEGER NOT NULL DEFAULT 0,
-        lease_owner  TEXT,
-        lease_until  REAL,
-        UNIQUE (site, path)
-    );
-    CREATE INDEX paths_pending ON paths (priority DESC, queued_at, id) WHERE state = 'pending';
-    CREATE INDEX paths_expiry ON paths (site, expires_at) WHERE state IN ('processed', 'error');
-    CREATE INDEX paths_lease ON paths (lease_until) WHERE state = 'processing';
-    CREATE TABLE snapshots (
-        path_id      INTEGER PRIMARY KEY REFERENCES paths (id) ON DELETE CASCADE,
-        body_gz      BLOB    NOT NULL,
-        status       INTEGER NOT NULL,
-        headers      TEXT    NOT NULL,
-        etag         TEXT    NOT NULL,
-        content_hash TEXT    NOT NULL,
-        final_url    TEXT    NOT NULL,
-        captured_at  REAL    NOT NULL
-    );
-    CREATE INDEX snapshots_hash ON snapshots (content_hash);
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # A stored capture whose links the crawler has still to follow (a stop or a crash between
-    # storing it and queueing its links would otherwise lose them).
-    """
-    ALTER TABLE paths ADD COLUMN links_due INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX paths_links_due ON paths (site, id) WHERE links_due = 1;
-    """,
-    COUNTERS_TABLE,
-    SITES_TABLE,
-    SQLITE_RECENT_TABLE,
-    CRAWLED_EXPIRY_INDEX,
-    PRINTS_AND_PARAMS,
-    SQLITE_PATH_COUNTS,
-    SQLITE_NOTIFIED_ROUNDS,
-    PATHS_FOUND,
-    READINESS_LIMIT_COLUMN,
-    SITE_TOKENS["sqlite"],
-    EXPIRE_AFTER_FLOOR["sqlite"],
-    SQLITE_PROFILES,
-]
+# Its versions, in order (store/schema).
+MIGRATIONS = migrations("sqlite")
 
 
 def _statements(script: str) -> Iterator[str]:
