@@ -197,3 +197,24 @@ def test_function_level_imports_count(tmp_path) -> None:
     modules = {"snapshotd.server.app": tmp_path / "app.py"}
     assert _imports("snapshotd.m", tmp_path / "m.py", modules) == {"snapshotd.server.app"}
     assert _imports("snapshotd.t", tmp_path / "t.py", modules) == set()
+
+
+# The questions of a site's path policy, each answered by one function of
+# snapshotd/sites/path_policy.py and by no other function of that name in the parts that ask
+# them (a render slot's ``full`` is another matter).
+PATH_POLICY = {"path_of", "crawls", "processes", "processes_html", "is_ignored", "full"}
+ASKING = ("config", "sites", "crawl", "capture", "proxy", "api", "services")
+
+
+def test_a_site_s_path_policy_is_answered_in_one_place():
+    home = PACKAGE / "sites" / "path_policy.py"
+    defined: dict[str, list[str]] = {}
+    paths = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] in ASKING
+             or p.relative_to(PACKAGE).with_suffix("").parts[0] in ASKING]
+    for path in sorted(paths):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.name in PATH_POLICY
+            ):
+                defined.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert defined == {name: [str(home.relative_to(PACKAGE))] for name in PATH_POLICY}

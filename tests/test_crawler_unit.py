@@ -15,6 +15,7 @@ from snapshotd.cli.crawl import _crawl_seeds
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
 from snapshotd.rewrite import RuleSet
+from snapshotd.sites import path_policy
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.web.devices import PROFILE_NAMES
@@ -51,7 +52,7 @@ async def _crawler(settings, store, renderer=None):  # type: ignore[no-untyped-d
     ],
 )
 def test_site_path(url, path):
-    assert SITE.path_of(url) == path
+    assert path_policy.path_of(SITE, url) == path
 
 
 def test_crawl_seeds():

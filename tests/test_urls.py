@@ -8,6 +8,7 @@ from urllib.parse import unquote
 import pytest
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.sites import path_policy
 from snapshotd.web.urls import (
     KEEP_ALL,
     TRACKING,
@@ -220,7 +221,7 @@ def test_one_site_path_for_each_page(named: str, expected: str) -> None:
     fragment = named.partition("#")[2]
     url = "http://127.0.0.1:3000" + named
     # a link, a sitemap entry, a canonical (the crawler)
-    assert SITE.path_of(url) == expected
+    assert path_policy.path_of(SITE, url) == expected
     # a path given to the API (which refuses dot segments with 400)
     if not any(seg in (".", "..") for seg in unquote(path).split("/")):
         assert normalise_site_path(named, TRACKING) == expected

@@ -57,6 +57,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
 from snapshotd.store.base import PathRecord, Store
 from snapshotd.store.count_cache import CountCache
@@ -356,17 +357,17 @@ class CaptureService:
         is -1, unlimited), by a :class:`CountCache` of them."""
         if site.max_to_process < 0:
             return False
-        if not site.full(await self._processed.get(site.name)):
+        if not path_policy.full(site, await self._processed.get(site.name)):
             return False
         # This process's captures may count a page twice (captured again): confirm.
-        return site.full(await self._processed.get(site.name, fresh=True))
+        return path_policy.full(site, await self._processed.get(site.name, fresh=True))
 
     async def _unprocessed(self, site: SiteSettings, path: str, html: str) -> str:
         """Why a page rendered well is crawled only, its snapshot not kept (the site's process
         patterns, or ``max_to_process`` reached); "" when it is processed."""
-        if not site.processes(path):
+        if not path_policy.processes(site, path):
             return "url_process_pattern"
-        if not site.processes_html(html):
+        if not path_policy.processes_html(site, html):
             return "page_process_pattern"
         if await self.reached_max(site):
             return "max_to_process"

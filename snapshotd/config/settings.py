@@ -1,5 +1,6 @@
-"""Settings: the frozen values of the server, the browser and each site, and what a site's
-values say about a path (whether it is crawled, processed, ignored; the site path of a URL).
+"""Settings: the frozen values of the server, the browser and each site. What a site's values
+say about a path (whether it is crawled, processed, ignored; the site path of a URL) is
+:mod:`snapshotd.sites.path_policy`'s.
 
 Built once at the edge (:mod:`snapshotd.config.loading`), frozen, and passed down. Nothing
 here does I/O. ``SITE_RANGES`` bounds a site's numbers, whichever source gave them.
@@ -19,13 +20,10 @@ from snapshotd.config.values import (
 )
 from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
 from snapshotd.web.devices import DEVICES_CHOICES
-from snapshotd.web.links import normalize_url
-from snapshotd.web.patterns import UrlRegex, url_matches
+from snapshotd.web.patterns import UrlRegex
 from snapshotd.web.urls import (
     TRACKING_WORD,
-    BadRequest,
     IgnoredParams,
-    site_path_from_url,
 )
 
 __all__ = [
@@ -171,33 +169,8 @@ class SiteSettings:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
         return self.origin.rstrip("/") + path
 
-    def crawls(self, path: str) -> bool:
-        """Whether a discovered path is one to crawl (``url_crawl_pattern`` and ``_regex``,
-        matched against its whole URL)."""
-        if not (self.url_crawl_pattern or self.url_crawl_regex):
-            return True
-        return url_matches(self.url_for(path), self.url_crawl_pattern, self._regexes[0])
-
-    def full(self, processed: int) -> bool:
-        """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
-        return 0 <= self.max_to_process <= processed
-
-    def processes(self, path: str) -> bool:
-        """Whether a crawled page's URL lets it be processed (its snapshot kept): under
-        ``url_process_pattern`` / ``_regex``; its HTML must pass :meth:`processes_html`."""
-        if not (self.url_process_pattern or self.url_process_regex):
-            return True
-        return url_matches(self.url_for(path), self.url_process_pattern, self._regexes[1])
-
-    def processes_html(self, html: str) -> bool:
-        """Whether a crawled page's HTML lets it be processed: under ``page_process_pattern``
-        (any of its ``||``-separated strings)."""
-        if not self.page_process_pattern:
-            return True
-        return any(t in html for t in self.page_process_pattern.split("||") if t.strip())
-
     @cached_property
-    def _regexes(self) -> tuple[UrlRegex | None, ...]:
+    def url_regexes(self) -> tuple[UrlRegex | None, ...]:
         """``url_crawl_regex`` and ``url_process_regex`` compiled, once per site."""
         return tuple(
             UrlRegex(s) if s else None for s in (self.url_crawl_regex, self.url_process_regex)
@@ -208,33 +181,10 @@ class SiteSettings:
         """``custom_headers`` by name."""
         return dict(parse_header(h) for h in self.custom_headers)
 
-    def is_ignored(self, path: str) -> bool:
-        return bool(self.ignore) and any(f and f in path for f in self.ignore)
-
     @property
     def request_host(self) -> str:
         """The Host its pages are asked for with: the first of ``hosts``, else the origin's."""
         return self.hosts[0] if self.hosts else urlsplit(self.origin).netloc
-
-    def path_of(self, url: str) -> str | None:
-        """The site path of a URL or path of this site; None when it is on another site or
-        cannot name a page (a link, a canonical, a redirect's location, a sitemap entry)."""
-        absolute = normalize_url(url, self.origin.rstrip("/") + "/")
-        if absolute is None:
-            return None
-        parts = urlsplit(absolute)
-        origin = urlsplit(normalize_url(self.origin) or self.origin)
-        same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
-            (parts.hostname or "") in self.hosts
-        )
-        if not same:
-            return None
-        try:
-            # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops
-            # the parameters the site ignores.
-            return site_path_from_url(absolute, self.ignored_params)
-        except BadRequest:
-            return None
 
     @cached_property
     def ignored_params(self) -> IgnoredParams:

@@ -49,6 +49,7 @@ from snapshotd.crawl.rounds import advance
 from snapshotd.net.fetch import Fetcher
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
+from snapshotd.sites import path_policy
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
 
@@ -327,7 +328,7 @@ class Crawler:
         not claimed from."""
         self._full = {
             s.name for s in self.sites.values()
-            if s.full(counts.get(s.name, {}).get("processed", 0))
+            if path_policy.full(s, counts.get(s.name, {}).get("processed", 0))
         }
 
     async def _requeue_expired(self, site: SiteSettings) -> None:
@@ -433,7 +434,7 @@ class Crawler:
     async def _capture(self, site: SiteSettings, record: PathRecord) -> None:
         """Capture a path this crawler claimed, follow what it points to, count it."""
         site = self.registry.site(site.name) or site  # with what it learned meanwhile
-        renamed = site.path_of(record.path)
+        renamed = path_policy.path_of(site, record.path)
         if renamed is not None and renamed != record.path and not (
             record.found and await self.capture.learner.checks(site, record.path)
         ):

@@ -38,6 +38,7 @@ from snapshotd.capture.service import Outcome
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.frontier import PRIORITY_VARIANT, Frontier
 from snapshotd.render.base import CaptureResult
+from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, scroll_targets
 from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
 from snapshotd.web.links import extract_links, normalize_url
@@ -145,7 +146,7 @@ class Follower:
                 # A copy by its canonical link is followed again, which queues the canonical
                 # and its links; only a copy by content has nothing to follow.
                 canonical = extract_links(result.html, result.final_url).canonical
-                if canonical and site.path_of(canonical) == duplicate_of:
+                if canonical and path_policy.path_of(site, canonical) == duplicate_of:
                     duplicate_of = None
             await self.follow(site, record, result, duplicate_of, others)
         await self.store.links_followed(site.name, path)
@@ -191,14 +192,14 @@ class Follower:
             return
         page = extract_links(result.html, page_url)
         nofollow = page.nofollow or _robots_tag_nofollow(result.headers.get("X-Robots-Tag", ""))
-        own = {record.path, site.path_of(page_url)}
+        own = {record.path, path_policy.path_of(site, page_url)}
         links = list(page.links)
         for status, html, url in others:
             if 200 <= status < 300:
                 links += extract_links(html, url).links
         links = list(dict.fromkeys(links))
         if page.canonical:
-            canonical = site.path_of(page.canonical)
+            canonical = path_policy.path_of(site, page.canonical)
             if canonical is not None and canonical not in own:
                 if site.use_canonical:
                     await self.store.set_duplicate(site.name, record.path, canonical)
@@ -232,7 +233,7 @@ class Follower:
                             await self.learner.declared(
                                 site, name, split_site_path(record.path)[0])
                     continue
-            path = site.path_of(url)
+            path = path_policy.path_of(site, url)
             if path is None or path in own:
                 continue
             # A link with a query waits behind those without one: until its page is known, a

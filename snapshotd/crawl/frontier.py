@@ -39,6 +39,7 @@ from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.net.fetch import Fetcher
 from snapshotd.rewrite import RuleSet
+from snapshotd.sites import path_policy
 from snapshotd.sites.admission import Source, StoreFacts, admit, decide
 from snapshotd.sites.param_learner import ParamLearner
 from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
@@ -180,7 +181,7 @@ class Frontier:
                 url,
                 admit,
                 origin=site.origin,
-                same_site=lambda u: site.path_of(u) is not None,
+                same_site=lambda u: path_policy.path_of(site, u) is not None,
             )
             for error in fetched.errors:
                 log.warning("sitemap site=%s %s", site.name, error)
@@ -213,7 +214,7 @@ class Frontier:
         (:mod:`snapshotd.sites.admission`). Answers what happened: queued, requeued, pending, fresh,
         ignored, skipped, external. ``found``: the page it is on was found by the crawler (see the
         module's rules)."""
-        path = site.path_of(url)
+        path = path_policy.path_of(site, url)
         if path is None:
             return "external"
         outcome = await self._admit_path(site, path, hops, priority, source, lastmod, found)

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.sites import path_policy
 from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, Store
 from snapshotd.store.job_state import JobState, job_state, save_job_state
 
@@ -65,7 +66,7 @@ async def start_round(store: Store, site: SiteSettings, state: JobState) -> int:
     ``only_process_if_new`` those a round processed are left as they are (their expiry keeps
     them fresh); the seeds, the pages only crawled and the failed ones are rendered again, so
     new pages are found and processed. How many paths were queued."""
-    seeds = {p for s in site.seeds if (p := site.path_of(s)) is not None}
+    seeds = {p for s in site.seeds if (p := path_policy.path_of(site, s)) is not None}
     again = ("processed", "crawled", "error")
     batch: list[tuple[str, int]] = []
     queued = 0
@@ -88,7 +89,7 @@ async def start_round(store: Store, site: SiteSettings, state: JobState) -> int:
 
 
 async def _queue_seeds(store: Store, site: SiteSettings, seeds: Sequence[str]) -> None:
-    paths = [(p, 0) for s in seeds if (p := site.path_of(s)) is not None]
+    paths = [(p, 0) for s in seeds if (p := path_policy.path_of(site, s)) is not None]
     if paths:
         await store.enqueue_many(site.name, paths, PRIORITY_LINK, force=True)
 
@@ -155,7 +156,7 @@ def round_over(site: SiteSettings, counts: dict[str, int]) -> int | None:
     """The status code a round ended with (2, 3, 9, 10); None while it goes on or the job
     has no path yet."""
     processed = counts.get("processed", 0)
-    if site.full(processed):
+    if path_policy.full(site, processed):
         return 3
     known = sum(n for state, n in counts.items() if state != FOLLOWING)
     if counts.get("pending", 0) or counts.get("processing", 0) or counts.get(FOLLOWING, 0):

@@ -56,6 +56,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import RuleSet
 from snapshotd.rewrite.decision import Decision as RuleDecision
+from snapshotd.sites import path_policy
 from snapshotd.store.base import (
     PRIORITY_BOT,
     PRIORITY_EXPIRED,
@@ -222,7 +223,7 @@ def decide(
                 location = decision.location or decision.path
                 if not crawling:
                     return Decision("redirect", path, status=decision.status, location=location)
-                target = site.path_of(location)
+                target = path_policy.path_of(site, location)
                 if target is None or target == path:
                     return Decision("refused", path, reason="rules redirect off-site or to itself")
                 path = target
@@ -238,14 +239,14 @@ def decide(
     if len(path) > MAX_PATH + MAX_QUERY:
         return Decision("refused", path, reason="too long")
 
-    if site.is_ignored(path) and not capture_flag:
+    if path_policy.is_ignored(site, path) and not capture_flag:
         if crawling and (yield Size()) >= site.max_pages:
             return Decision("refused", path, reason="max_pages")
         return Decision("ignored", path)
     if source == "api":
         return Decision("capture", path, priority=priority, force=force)
     if crawling:
-        if source != "seed" and not site.crawls(path):
+        if source != "seed" and not path_policy.crawls(site, path):
             return Decision("refused", path, reason="url_crawl_pattern")
         if site.obey_robots and not (yield RobotsAllow(path)):
             return Decision("refused", path, reason="robots.txt")
@@ -270,7 +271,7 @@ def decide(
                 )
             )
             return Decision("serve", path, snapshot=snapshot, fresh=fresh, requeue=requeue)
-        if not site.processes(path):
+        if not path_policy.processes(site, path):
             return Decision("pass", path, reason="not processed")
 
     record: PathRecord | None = yield Known(path)
@@ -344,7 +345,7 @@ def _known_path(
     if record.state == "pending":
         # Only the hops can shrink: a path keeps the priority it was queued with.
         return Decision("capture", path, priority=record.priority)
-    if record.state == "ignored" and not site.is_ignored(path):
+    if record.state == "ignored" and not path_policy.is_ignored(site, path):
         # Ignored under an older `ignore` list: a page like any new one now.
         return Decision("capture", path, priority=priority)
     if record.state in ("processing", "ignored"):

@@ -33,6 +33,7 @@ from urllib.parse import unquote
 from selectolax.lexbor import LexborHTMLParser
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.sites import path_policy
 from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
 from snapshotd.web.fingerprints import Print, same_page
 from snapshotd.web.urls import split_site_path
@@ -174,8 +175,10 @@ class ParamLearner:
         so although the site ignores one of its parameters (see :meth:`checks`); else None."""
         if not site.learn_params or not site.learned_params:
             return None
-        path = self.unlearned(site).path_of(url)
-        if path is None or path == site.path_of(url) or not await self.checks(site, path):
+        path = path_policy.path_of(self.unlearned(site), url)
+        if path is None or path == path_policy.path_of(site, url):
+            return None
+        if not await self.checks(site, path):
             return None
         return path
 
@@ -183,7 +186,7 @@ class ParamLearner:
         """Whether ``path``, found by the crawler, is captured as it is: it carries a
         parameter learned ignored (not pinned) that has evidence on fewer than ``MAX_PAGES``
         pages, none of them its page, so a page where the parameter matters is seen."""
-        if not site.learn_params or self.unlearned(site).path_of(path) != path:
+        if not site.learn_params or path_policy.path_of(self.unlearned(site), path) != path:
             return False
         page = split_site_path(path)[0]
         decided = {p.name: p for p in await self.store.list_params(site.name)}

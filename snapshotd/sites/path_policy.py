@@ -1,0 +1,79 @@
+"""A site's path policy: which URLs name its pages, and which of its paths it crawls,
+processes or ignores, and when it is full. Each question is answered here, in one function,
+for admission, the crawler, its rounds and the capture service alike; a site's settings
+(:class:`~snapshotd.config.settings.SiteSettings`) hold only the values.
+
+Invariants:
+- nothing here does I/O or keeps state (a site's regexes are compiled once, with its
+  settings: ``SiteSettings.url_regexes``);
+- a question about a path is answered from the site's settings and the path alone (``full``
+  from the number of processed pages its caller counted).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from snapshotd.config.settings import SiteSettings
+from snapshotd.web.links import normalize_url
+from snapshotd.web.patterns import url_matches
+from snapshotd.web.urls import BadRequest, site_path_from_url
+
+__all__ = ["crawls", "full", "is_ignored", "path_of", "processes", "processes_html"]
+
+
+def path_of(site: SiteSettings, url: str) -> str | None:
+    """The site path of a URL or path of ``site``; None when it is on another site or cannot
+    name a page (a link, a canonical, a redirect's location, a sitemap entry)."""
+    absolute = normalize_url(url, site.origin.rstrip("/") + "/")
+    if absolute is None:
+        return None
+    parts = urlsplit(absolute)
+    origin = urlsplit(normalize_url(site.origin) or site.origin)
+    same = (parts.scheme, parts.netloc) == (origin.scheme, origin.netloc) or (
+        (parts.hostname or "") in site.hosts
+    )
+    if not same:
+        return None
+    try:
+        # Validates, maps an ugly ?_escaped_fragment_= link to its #! path, and drops the
+        # parameters the site ignores.
+        return site_path_from_url(absolute, site.ignored_params)
+    except BadRequest:
+        return None
+
+
+def crawls(site: SiteSettings, path: str) -> bool:
+    """Whether a discovered path is one to crawl (``url_crawl_pattern`` and ``_regex``,
+    matched against its whole URL)."""
+    if not (site.url_crawl_pattern or site.url_crawl_regex):
+        return True
+    return url_matches(site.url_for(path), site.url_crawl_pattern, site.url_regexes[0])
+
+
+def processes(site: SiteSettings, path: str) -> bool:
+    """Whether a crawled page's URL lets it be processed (its snapshot kept): under
+    ``url_process_pattern`` / ``_regex``; its HTML must pass :func:`processes_html`."""
+    if not (site.url_process_pattern or site.url_process_regex):
+        return True
+    return url_matches(
+        site.url_for(path), site.url_process_pattern, site.url_regexes[1]
+    )
+
+
+def processes_html(site: SiteSettings, html: str) -> bool:
+    """Whether a crawled page's HTML lets it be processed: under ``page_process_pattern``
+    (any of its ``||``-separated strings)."""
+    if not site.page_process_pattern:
+        return True
+    return any(t in html for t in site.page_process_pattern.split("||") if t.strip())
+
+
+def is_ignored(site: SiteSettings, path: str) -> bool:
+    """Whether the path holds one of the site's ``ignore`` strings."""
+    return bool(site.ignore) and any(f and f in path for f in site.ignore)
+
+
+def full(site: SiteSettings, processed: int) -> bool:
+    """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
+    return 0 <= site.max_to_process <= processed
