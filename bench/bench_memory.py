@@ -93,7 +93,7 @@ async def seed(db: str, html: str) -> bytes:
         await store.complete(
             "default", "/big", "bench", CaptureOutcome(
                 html=html, status=200, headers={}, final_url="",
-            expires_at=time.time() + 86400),
+                expires_at=time.time() + 86400),
         )
         snapshot = await store.get_snapshot("default", "/big")
         assert snapshot is not None

@@ -290,7 +290,7 @@ async def seed_store(db: str, html: str) -> None:
         await store.complete(
             "bench", "/page", "bench", CaptureOutcome(
                 html=html, status=200, headers={}, final_url="",
-            expires_at=time.time() + 86400),
+                expires_at=time.time() + 86400),
         )
 
 

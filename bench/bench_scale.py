@@ -117,7 +117,7 @@ async def worker_main(dsn: str, index: int, tasks: int, duration: float) -> tupl
                 await store.complete(
                     record.site, record.path, owner, CaptureOutcome(
                         html=PAGE, status=200, headers={},
-                    final_url="", expires_at=time.time() + WEEK),
+                        final_url="", expires_at=time.time() + WEEK),
                 )
 
         async def sweep() -> None:

@@ -96,7 +96,7 @@ async def seed(db: str, sites: tuple[str, ...]) -> None:
             await store.complete(
                 site, "/page", "bench", CaptureOutcome(
                     html=PAGE, status=200, headers={}, final_url="",
-                expires_at=time.time() + 86400),
+                    expires_at=time.time() + 86400),
             )
 
 

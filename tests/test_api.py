@@ -76,10 +76,10 @@ class Env:
             path,
             "test",
             CaptureOutcome(html=html,
-            status=200,
-            headers={},
-            final_url="",
-            expires_at=time.time() + 3600),
+                status=200,
+                headers={},
+                final_url="",
+                expires_at=time.time() + 3600),
         )
 
 

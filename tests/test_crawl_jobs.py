@@ -51,8 +51,8 @@ async def settle(store, site: str, path: str, outcome: str) -> None:  # type: ig
         return
     assert await store.complete(
         site, path, "me", CaptureOutcome(html=f"<p>{path}</p>", status=200, headers={},
-        final_url=ORIGIN + path, expires_at=store.test_clock() + 10 * DAY,
-        keep=outcome == "processed"),
+            final_url=ORIGIN + path, expires_at=store.test_clock() + 10 * DAY,
+            keep=outcome == "processed"),
     )
 
 
@@ -99,8 +99,9 @@ async def test_rounds_repeat_on_schedule_until_max_rounds(store) -> None:  # typ
         for path in ("/", "/c", "/e"):
             assert await store.claim_path("shop", path, "me", 60)
             assert await store.complete(
-                "shop", path, "me", CaptureOutcome(html="<p>again</p>", status=200, headers={},
-                final_url=ORIGIN + path, expires_at=store.test_clock() + DAY, keep=path != "/c"),
+                "shop", path, "me", CaptureOutcome(
+                    html="<p>again</p>", status=200, headers={}, final_url=ORIGIN + path,
+                    expires_at=store.test_clock() + DAY, keep=path != "/c"),
             )
         t1 = time.time()
         assert not await advance(store, registry, site, now=t1)
@@ -164,7 +165,7 @@ async def test_a_crawled_page_keeps_no_snapshot_and_expires_like_a_processed_one
     assert await store.complete(
         "shop", "/c", "me", CaptureOutcome(
             html="<p>list</p>", status=200, headers={}, final_url=ORIGIN + "/c",
-        expires_at=store.test_clock() + 5, keep=False),
+            expires_at=store.test_clock() + 5, keep=False),
     )
     assert (await store.get_path("shop", "/c")).state == "crawled"
     assert await store.get_snapshot("shop", "/c") is None
@@ -343,7 +344,7 @@ async def test_a_round_goes_on_while_a_captures_links_are_still_to_follow(store)
         await store.claim_path("shop", "/", "me", 60)
         assert await store.complete(
             "shop", "/", "me", CaptureOutcome(html="<p>home</p>", status=200, headers={},
-            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, links_due=True),
+                final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, links_due=True),
         )
         # Stored, its links not queued yet: not done, and no round end is recorded.
         assert (await status(store, registry, site))[0] == 7
@@ -594,8 +595,8 @@ async def test_links_queued_while_a_round_is_counted_keep_it_going(store) -> Non
         assert await store.complete(
             "shop", "/", "me", CaptureOutcome(
                 html="<a href='/next'>next</a>", status=200, headers={},
-            final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, keep=False,
-            links_due=True),
+                final_url=ORIGIN + "/", expires_at=store.test_clock() + DAY, keep=False,
+                links_due=True),
         )
         follow = True
 

@@ -203,8 +203,8 @@ async def test_a_new_master_takes_the_whole_group_of_copies(store) -> None:  # t
         await store.claim_path("s", path, "me", 60)
         assert await store.complete(
             "s", path, "me", CaptureOutcome(html=page.replace("<main>", f"<main><!-- {path} -->"),
-            status=200, headers={}, final_url=path, expires_at=9e9, duplicate_of=of,
-            shared=True, print_=fingerprint(page), takes_over=takes))
+                status=200, headers={}, final_url=path, expires_at=9e9, duplicate_of=of,
+                shared=True, print_=fingerprint(page), takes_over=takes))
     for path in ("/n?ref=a", "/n?ref=b"):
         assert (await store.get_path("s", path)).duplicate_of == "/n"
         served = await store.get_snapshot("s", path)

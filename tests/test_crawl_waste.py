@@ -144,8 +144,8 @@ async def test_a_duplicate_by_content_is_served_the_snapshot_of_its_page(store) 
         print_ = fingerprint(page)
         assert await store.complete(
             "docs", path, "me", CaptureOutcome(html=page, status=200, headers={}, final_url=path,
-            expires_at=store.test_clock() + 60, duplicate_of="/install" if shared else None,
-            shared=shared, print_=print_),
+                expires_at=store.test_clock() + 60, duplicate_of="/install" if shared else None,
+                shared=shared, print_=print_),
         )
     assert (await store.prints("docs", ["/install", "/install?ref=nav"])).keys() == {"/install"}
     assert await store.find_same_text("docs", fingerprint(html).text_hash, "/x") == "/install"

@@ -34,10 +34,10 @@ async def db(tmp_path):
             "/",
             "w",
             CaptureOutcome(html="<p>home</p>",
-            status=200,
-            headers={},
-            final_url="",
-            expires_at=Clock.now + 86400),
+                status=200,
+                headers={},
+                final_url="",
+                expires_at=Clock.now + 86400),
         )
         await store.claim_path("shop", "/a", "w", 60)
         await store.complete(
@@ -45,12 +45,12 @@ async def db(tmp_path):
             "/a",
             "w",
             CaptureOutcome(html="<p>home</p>",
-            status=200,
-            headers={},
-            final_url="",
-            expires_at=Clock.now + 86400,
-            duplicate_of="/",
-            readiness_limit=True),  # still changing when the readiness limit ended it
+                status=200,
+                headers={},
+                final_url="",
+                expires_at=Clock.now + 86400,
+                duplicate_of="/",
+                readiness_limit=True),  # still changing when the readiness limit ended it
         )
         await store.claim_path("shop", "/b,c", "w", 60)
         await store.fail(

@@ -73,10 +73,10 @@ async def test_requeue_expired_by_state(store):
         "/ok",
         "w",
         CaptureOutcome(html="<p>x</p>",
-        status=200,
-        headers={},
-        final_url="",
-        expires_at=clock.now + 10),
+            status=200,
+            headers={},
+            final_url="",
+            expires_at=clock.now + 10),
     )
     await store.fail("s", "/bad", "w", error="timeout", retry_at=clock.now + 10)
     clock.now += 11

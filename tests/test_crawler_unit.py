@@ -182,8 +182,8 @@ async def _stored(store, path: str, html: str, *, duplicate_of: str | None = Non
     await store.claim_path("s", path, "dead", 60)
     await store.complete(
         "s", path, "dead", CaptureOutcome(html=html, status=200, headers={},
-        final_url=f"http://127.0.0.1:3000{path}", expires_at=9e9, links_due=True,
-        duplicate_of=duplicate_of),
+            final_url=f"http://127.0.0.1:3000{path}", expires_at=9e9, links_due=True,
+            duplicate_of=duplicate_of),
     )
 
 

@@ -79,8 +79,8 @@ async def change_at_random(store: Any, rng: random.Random, owner: str) -> None:
             await store.complete(
                 record.site, record.path, owner, CaptureOutcome(
                     html=f"<p>{record.path}</p>", status=200,
-                headers={}, final_url="http://127.0.0.1" + record.path,
-                expires_at=clock() + rng.choice([-1, DAY]), keep=rng.random() < 0.8),
+                    headers={}, final_url="http://127.0.0.1" + record.path,
+                    expires_at=clock() + rng.choice([-1, DAY]), keep=rng.random() < 0.8),
             )
         elif rng.random() < 0.7:
             await store.fail(record.site, record.path, owner, error="x", retry_at=clock() - 1)

@@ -481,7 +481,7 @@ def _stored(db: str, path: str, html: str, *, status: int = 200, expires_in: flo
             await store.complete(
                 "default", path, "test", CaptureOutcome(
                     html=html, status=status, headers=headers or {},
-                final_url="http://origin" + path, expires_at=time.time() + expires_in),
+                    final_url="http://origin" + path, expires_at=time.time() + expires_in),
             )
 
     asyncio.run(put())

@@ -59,7 +59,7 @@ def store_page(db: str, path: str, html: str) -> bytes:
             await store.claim_path("default", path, "test", 60)
             await store.complete(
                 "default", path, "test", CaptureOutcome(html=html, status=200, headers={},
-                final_url="http://origin" + path, expires_at=time.time() + 3600),
+                    final_url="http://origin" + path, expires_at=time.time() + 3600),
             )
             snapshot = await store.get_snapshot("default", path)
             assert snapshot is not None

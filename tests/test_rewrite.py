@@ -541,7 +541,7 @@ async def test_eval_nf_reads_the_store_given_whichever_engine(store, tmp_path, c
     await store.claim_path("shop", "/done", "w", 60)
     await store.complete(
         "shop", "/done", "w", CaptureOutcome(html="<p>x</p>", status=200, headers={}, final_url="",
-        expires_at=9e9),
+            expires_at=9e9),
     )
     await store.enqueue("shop", "/queued", 1)
     await store.enqueue("other", "/elsewhere", 1)
@@ -549,7 +549,7 @@ async def test_eval_nf_reads_the_store_given_whichever_engine(store, tmp_path, c
     await store.complete(
         "other", "/elsewhere", "w", CaptureOutcome(
             html="<p>y</p>", status=200, headers={}, final_url="",
-        expires_at=9e9),
+            expires_at=9e9),
     )
     f = tmp_path / "site.rules"
     f.write_text("^/(.*)$ /fallback [NF]\n")

@@ -53,7 +53,7 @@ async def put_snapshot(db: Path, path: str, html: str) -> None:
         assert await store.claim_path("shop", path, "elsewhere:1:test", 60)
         await store.complete(
             "shop", path, "elsewhere:1:test", CaptureOutcome(html=html, status=200, headers={},
-            final_url=path, expires_at=time.time() + 3600),
+                final_url=path, expires_at=time.time() + 3600),
         )
     finally:
         await store.close()

@@ -77,7 +77,7 @@ async def test_restart_and_delete_leave_nothing_behind(store) -> None:  # type: 
         record = await store.claim("me", 60, sites=[name])
         assert await store.complete(
             name, record.path, "me", CaptureOutcome(html="<p>x</p>", status=200, headers={},
-            final_url="http://127.0.0.1:9" + record.path, expires_at=store.test_clock() + 60),
+                final_url="http://127.0.0.1:9" + record.path, expires_at=store.test_clock() + 60),
         )
     await store.add_counters([(1, "shop", "captures", 2), (1, "blog", "captures", 1)])
     await store.add_recent([(1.0, name, "Googlebot", "/p0", "HIT", 200, 1)

@@ -56,7 +56,7 @@ async def test_a_capture_cut_by_a_readiness_limit_is_marked_until_the_next_captu
     assert await store.complete(
         "site", "/clock", "me", CaptureOutcome(
             html="<p>tick</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9, readiness_limit=True),
+            expires_at=9e9, readiness_limit=True),
     )
     assert (await store.get_path("site", "/clock")).readiness_limit is True
     listed, _ = await store.list_paths("site", state=None, prefix=None, limit=10, cursor=None)
@@ -67,7 +67,7 @@ async def test_a_capture_cut_by_a_readiness_limit_is_marked_until_the_next_captu
     assert await store.complete(
         "site", "/clock", "me", CaptureOutcome(
             html="<p>tock</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9),
+            expires_at=9e9),
     )
     assert (await store.get_path("site", "/clock")).readiness_limit is False
 
@@ -79,7 +79,7 @@ async def test_links_due_until_followed(store):
     await store.complete(
         "site", "/a", "me", CaptureOutcome(
             html="<p>a</p>", status=200, headers={}, final_url="u", expires_at=9e9,
-        links_due=True),
+            links_due=True),
     )
     await store.complete(
         "site", "/b", "me", CaptureOutcome(
@@ -88,7 +88,7 @@ async def test_links_due_until_followed(store):
     await store.complete(
         "site", "/c", "me", CaptureOutcome(
             html="<p>c</p>", status=200, headers={}, final_url="u", expires_at=9e9,
-        links_due=True),
+            links_due=True),
     )
     due = await store.links_due("site", captured_before=9e9)
     assert [path for _id, path in due] == ["/a", "/c"]
@@ -103,7 +103,7 @@ async def test_links_due_until_followed(store):
     await store.complete(
         "site", "/c", "other", CaptureOutcome(
             html="<p>c2</p>", status=200, headers={}, final_url="u",
-        expires_at=9e9),
+            expires_at=9e9),
     )
     assert await store.links_due("site", captured_before=9e9) == due[1:]
 
@@ -151,10 +151,10 @@ async def test_enqueue_answers(store):
         r.path,
         "w",
         CaptureOutcome(html="<p>x</p>",
-        status=200,
-        headers={},
-        final_url="u",
-        expires_at=clock.now + 100),
+            status=200,
+            headers={},
+            final_url="u",
+            expires_at=clock.now + 100),
     )
     assert await store.enqueue("s", "/a", 2) == "fresh"
     assert await store.enqueue("s", "/a", 2, force=True) == "requeued"
@@ -200,10 +200,10 @@ async def test_snapshot_roundtrip_compressed_and_failure_keeps_it(store):
         "/a",
         "w",
         CaptureOutcome(html=html,
-        status=200,
-        headers={"Link": "<x>"},
-        final_url="http://o/a",
-        expires_at=clock.now + 10),
+            status=200,
+            headers={"Link": "<x>"},
+            final_url="http://o/a",
+            expires_at=clock.now + 10),
     )
     snap = await store.get_snapshot("s", "/a")
     assert snap.html == html and snap.headers == {"Link": "<x>"} and snap.etag.startswith('"')
@@ -304,7 +304,7 @@ async def test_a_capture_of_a_site_whose_snapshots_never_expire_is_never_queued_
     assert await store.complete(
         "site", "/kept", "me", CaptureOutcome(
             html="<p>kept</p>", status=200, headers={}, final_url="u",
-        expires_at=now + site.expire_after),
+            expires_at=now + site.expire_after),
     )
     store.test_clock.now += 100 * 365 * 86400
     assert await store.requeue_expired("site", limit=10) == 0

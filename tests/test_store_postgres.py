@@ -68,12 +68,12 @@ async def test_workers_on_several_hosts_never_claim_the_same_path(schema):
         assert not await other.complete(
             "s", record.path, "someone-else", CaptureOutcome(
                 html="x", status=200, headers={}, final_url="",
-            expires_at=0),
+                expires_at=0),
         )
         assert await hosts[owner].complete(
             "s", record.path, record.lease_owner, CaptureOutcome(
                 html="<p>x</p>", status=200, headers={},
-            final_url="", expires_at=9e9),
+                final_url="", expires_at=9e9),
         )
         assert (await other.get_snapshot("s", record.path)).html == "<p>x</p>"
     finally:

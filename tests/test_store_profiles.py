@@ -15,7 +15,7 @@ async def _capture(store: Any, path: str, html: str, **kw: Any) -> bool:
     return bool(
         await store.complete(
             "site", path, "me", CaptureOutcome(html=html, status=200, headers={}, final_url="u",
-            expires_at=9e9, **kw),
+                expires_at=9e9, **kw),
         )
     )
 

@@ -36,7 +36,7 @@ async def test_two_lit_products_with_the_same_light_dom_are_not_each_others_dupl
         assert await store.complete(
             "shop", path, "me", CaptureOutcome(
                 html=capture.html, status=200, headers={}, final_url=path,
-            expires_at=store.test_clock() + 60, duplicate_of=None, shared=True, print_=print_),
+                expires_at=store.test_clock() + 60, duplicate_of=None, shared=True, print_=print_),
         )
     prints = await store.prints("shop", list(paths))
     assert prints[paths[0]].text_hash != prints[paths[1]].text_hash

@@ -291,11 +291,8 @@ class CaptureService:
             # report reads the paths, then the captures counted.
             self.metrics.minutes.capture(site.name, kind)
             try:
-                stored = await self.store.complete(
-                    site.name,
-                    record.path,
-                    self.owner,
-                    CaptureOutcome(html=result.html,
+                outcome = CaptureOutcome(
+                    html=result.html,
                     status=result.status,
                     headers=result.headers,
                     final_url=result.final_url,
@@ -308,8 +305,9 @@ class CaptureService:
                     readiness_limit=result.readiness_limit,
                     profile=profiles[0],
                     variants=variants,
-                    takes_over=replaces),
+                    takes_over=replaces,
                 )
+                stored = await self.store.complete(site.name, record.path, self.owner, outcome)
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)
                 raise
