@@ -5,6 +5,8 @@ engines: what a capture's outcome writes (store/outcome.py) and which states exp
 - no engine module (the SQLite and PostgreSQL stores and their mixins) uses a name that only
   those rules need: the expiring states, the encoding of a capture, the statements that store
   its snapshot, its profile rows or a takeover of a group of copies;
+- each engine's ``_enqueue_one`` asks ``queueing`` what to do with the row it finds, and no
+  engine module spells an answer of that decision;
 - each engine's versions of the schema are read from the one history (store/schema.py), not
   written in the engine;
 - each engine's ``complete`` takes the outcome whole, never reads a field of it, and runs the
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from snapshotd.store.outcome import CaptureOutcome
+from snapshotd.store.queueing import Queueing, queueing
 
 STORE = Path(__file__).resolve().parent.parent / "snapshotd" / "store"
 ENGINES = ("sqlite.py", "postgres.py")
@@ -143,3 +146,37 @@ def test_an_engine_takes_its_schema_versions_from_the_one_history(module):
     assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
     assert call.func.id == "migrations"
     assert [a.value for a in call.args] == [module.removesuffix(".py")]
+
+
+# What enqueue answers for a row it finds: decided by store/queueing.py alone.
+ANSWERS = {"fresh", "requeued", "reprioritised"}
+
+
+@pytest.mark.parametrize("module", ENGINES)
+def test_an_engine_enqueues_as_the_shared_decision_says(module):
+    tree = _tree(module)
+    assert "queueing" in _calls(_method(tree, "_enqueue_one"))
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    assert strings & ANSWERS == set()
+
+
+@pytest.mark.parametrize(
+    ("state", "expires_at", "priority", "hops", "force", "decided"),
+    [
+        ("processing", None, 3, 0, True, Queueing("processing")),
+        ("pending", None, 1, 2, False, Queueing("pending")),
+        ("pending", None, 2, 5, False, Queueing("reprioritised", "raise", 2)),
+        ("pending", None, 1, 0, False, Queueing("pending", "raise", 0)),
+        ("processed", 200.0, 3, 0, False, Queueing("fresh")),
+        ("processed", 200.0, 0, 9, True, Queueing("requeued", "requeue", 2)),
+        ("processed", 100.0, 0, 1, False, Queueing("requeued", "requeue", 1)),
+        ("processed", None, 0, 3, False, Queueing("requeued", "requeue", 2)),
+        ("crawled", 200.0, 0, 3, False, Queueing("requeued", "requeue", 2)),
+        ("error", 200.0, 0, 3, False, Queueing("requeued", "requeue", 2)),
+    ],
+)
+def test_what_enqueue_does_to_the_row_it_finds(state, expires_at, priority, hops, force, decided):
+    # The row: its priority 1, its hops 2; now is 100.
+    assert queueing(
+        state, 1, 2, expires_at, priority=priority, hops=hops, force=force, now=100.0
+    ) == decided

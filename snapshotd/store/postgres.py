@@ -49,6 +49,7 @@ from snapshotd.store.path_counts import (
 )
 from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.query_params import PostgresParams
+from snapshotd.store.queueing import queueing
 from snapshotd.store.schema import migrations
 from snapshotd.store.sites import PostgresSites
 
@@ -362,37 +363,34 @@ class PostgresStore(
             pid, state, old_priority, expires_at, old_hops, was_found = row
             if found and not was_found:
                 await conn.execute("UPDATE paths SET found = 1 WHERE id = $1", pid)
-            if state == "processing":
-                return "processing"
-            if state == "pending":
-                if priority <= old_priority and hops >= old_hops:
-                    return "pending"
+            decided = queueing(
+                state, old_priority, old_hops, expires_at,
+                priority=priority, hops=hops, force=force, now=now,
+            )
+            if decided.change is None:
+                return decided.answer
+            if decided.change == "raise":
                 changed = await conn.execute(
                     "UPDATE paths SET priority = GREATEST(priority, $1), "
                     "hops = LEAST(hops, $2) WHERE id = $3 AND state = 'pending'",
                     priority,
-                    hops,
+                    decided.hops,
                     pid,
                 )
-                if row_count(changed):
-                    return "reprioritised" if priority > old_priority else "pending"
-                continue
-            expired = expires_at is None or expires_at <= now
-            if state == "processed" and not expired and not force:
-                return "fresh"
-            changed = await conn.execute(
-                "UPDATE paths SET state = 'pending', priority = $1, hops = $2, queued_at = $3, "
-                "lease_owner = NULL, lease_until = NULL "
-                "WHERE id = $4 AND state = $5 AND expires_at IS NOT DISTINCT FROM $6",
-                priority,
-                min(hops, old_hops),
-                now,
-                pid,
-                state,
-                expires_at,
-            )
+            else:
+                changed = await conn.execute(
+                    "UPDATE paths SET state = 'pending', priority = $1, hops = $2, "
+                    "queued_at = $3, lease_owner = NULL, lease_until = NULL "
+                    "WHERE id = $4 AND state = $5 AND expires_at IS NOT DISTINCT FROM $6",
+                    priority,
+                    decided.hops,
+                    now,
+                    pid,
+                    state,
+                    expires_at,
+                )
             if row_count(changed):
-                return "requeued"
+                return decided.answer
         raise asyncpg.SerializationError(f"{path}: changed by others on every try")
 
     async def enqueue(

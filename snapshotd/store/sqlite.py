@@ -34,6 +34,7 @@ from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_st
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
 from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLiteProfiles
 from snapshotd.store.query_params import SQLiteParams
+from snapshotd.store.queueing import queueing
 from snapshotd.store.schema import migrations
 from snapshotd.store.sites import SQLiteSites
 
@@ -315,26 +316,22 @@ class SQLiteStore(
         pid, state, old_priority, expires_at, old_hops, was_found = row
         if found and not was_found:
             await wr.execute("UPDATE paths SET found = 1 WHERE id = ?", (pid,))
-        hops = min(hops, old_hops)
-        if state == "pending":
-            if priority > old_priority or hops < old_hops:
-                await wr.execute(
-                    "UPDATE paths SET priority = MAX(priority, ?), hops = ? WHERE id = ?",
-                    (priority, hops, pid),
-                )
-                return "reprioritised" if priority > old_priority else "pending"
-            return "pending"
-        if state == "processing":
-            return "processing"
-        expired = expires_at is None or expires_at <= now
-        if state == "processed" and not expired and not force:
-            return "fresh"
-        await wr.execute(
-            "UPDATE paths SET state = 'pending', priority = ?, hops = ?, queued_at = ?, "
-            "lease_owner = NULL, lease_until = NULL WHERE id = ?",
-            (priority, hops, now, pid),
+        decided = queueing(
+            state, old_priority, old_hops, expires_at,
+            priority=priority, hops=hops, force=force, now=now,
         )
-        return "requeued"
+        if decided.change == "raise":
+            await wr.execute(
+                "UPDATE paths SET priority = MAX(priority, ?), hops = ? WHERE id = ?",
+                (priority, decided.hops, pid),
+            )
+        elif decided.change == "requeue":
+            await wr.execute(
+                "UPDATE paths SET state = 'pending', priority = ?, hops = ?, queued_at = ?, "
+                "lease_owner = NULL, lease_until = NULL WHERE id = ?",
+                (priority, decided.hops, now, pid),
+            )
+        return decided.answer
 
     async def enqueue(
         self, site: str, path: str, priority: int, *, hops: int = 0, force: bool = False,
