@@ -342,13 +342,7 @@ class PostgresStore(
                 "queued_at, found) OVERRIDING SYSTEM VALUE VALUES (COALESCE($1, "
                 "nextval(pg_get_serial_sequence('paths', 'id'))), $2, $3, 'pending', $4, $5, "
                 "$6, $6, $7) ON CONFLICT (site, path) DO NOTHING RETURNING id",
-                new_id,
-                site,
-                path,
-                priority,
-                hops,
-                now,
-                int(found),
+                new_id, site, path, priority, hops, now, int(found),
             )
             if inserted is not None:
                 return "queued"
@@ -373,21 +367,14 @@ class PostgresStore(
                 changed = await conn.execute(
                     "UPDATE paths SET priority = GREATEST(priority, $1), "
                     "hops = LEAST(hops, $2) WHERE id = $3 AND state = 'pending'",
-                    priority,
-                    decided.hops,
-                    pid,
+                    priority, decided.hops, pid,
                 )
             else:
                 changed = await conn.execute(
                     "UPDATE paths SET state = 'pending', priority = $1, hops = $2, "
                     "queued_at = $3, lease_owner = NULL, lease_until = NULL "
                     "WHERE id = $4 AND state = $5 AND expires_at IS NOT DISTINCT FROM $6",
-                    priority,
-                    decided.hops,
-                    now,
-                    pid,
-                    state,
-                    expires_at,
+                    priority, decided.hops, now, pid, state, expires_at,
                 )
             if row_count(changed):
                 return decided.answer
@@ -448,11 +435,7 @@ class PostgresStore(
             "INSERT INTO paths (site, path, state, priority, hops, created_at, queued_at, "
             "error) VALUES ($1, $2, 'ignored', 0, $3, $4, $4, $5) "
             "ON CONFLICT (site, path) DO NOTHING",
-            site,
-            path,
-            hops,
-            now,
-            reason or None,
+            site, path, hops, now, reason or None,
         )
         return row_count(status) > 0
 
@@ -468,13 +451,7 @@ class PostgresStore(
         return True
 
     async def fail(
-        self,
-        site: str,
-        path: str,
-        owner: str,
-        *,
-        error: str,
-        retry_at: float,
+        self, site: str, path: str, owner: str, *, error: str, retry_at: float,
         status: int | None = None,
     ) -> bool:
         """Mark a claimed path ``error`` until ``retry_at``; its old snapshot stays."""
@@ -482,12 +459,7 @@ class PostgresStore(
             "UPDATE paths SET state = 'error', error = $1, expires_at = $2, "
             "status = COALESCE($3, status), lease_owner = NULL, lease_until = NULL "
             "WHERE site = $4 AND path = $5 AND state = 'processing' AND lease_owner = $6",
-            error[:500],
-            retry_at,
-            status,
-            site,
-            path,
-            owner,
+            error[:500], retry_at, status, site, path, owner,
         )
         return row_count(result) > 0
 
@@ -511,10 +483,7 @@ class PostgresStore(
                 "WHERE id IN (SELECT id FROM paths WHERE site = $2 "
                 "AND state = ANY($3::text[]) AND expires_at <= $1 LIMIT $4 "
                 "FOR UPDATE SKIP LOCKED)",
-                now,
-                site,
-                states,
-                limit,
+                now, site, states, limit,
             )
         )
 
