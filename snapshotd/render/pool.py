@@ -19,7 +19,10 @@ Invariants:
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
 - A Chromium found dead is replaced by the next capture that needs one; captures that were
-  running on it are reported as ``crashed``.
+  running on it are reported as ``crashed``. One that cannot open a slot, or does not within
+  the slot's bound (:data:`~snapshotd.render.slot.OPEN_TIMEOUT`), is retired too.
+- ``probe`` opens a slot as a capture does: the pool is ready exactly when a capture could
+  get a page.
 - ``close`` closes every Chromium and the Playwright driver; nothing is left running.
 """
 
@@ -40,7 +43,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import check_url
-from snapshotd.render.base import CaptureResult, Shot
+from snapshotd.render.base import CaptureResult, Shot, first_line
 from snapshotd.render.chromium import (
     LAUNCH_ARGS,
     ChromiumNotFound,
@@ -184,7 +187,7 @@ class BrowserPool:
                 try:
                     chromium, slot = await self._open_slot(_slot_kind(site, profile))
                 except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
-                    error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+                    error = f"browser unavailable: {first_line(exc)}"
                     return self._finish(self._failed(url, error, started))
                 self.stats.active += 1
                 try:
@@ -209,28 +212,29 @@ class BrowserPool:
 
     async def probe(self, timeout: float = 15.0) -> str | None:
         """None when a page can be rendered now: on the current Chromium (launched again,
-        as a capture would, if it is gone), a context of its own renders a line of HTML and
-        runs a script; else why not, in a few words. Takes no capture's slot."""
+        as a capture would, if it is gone), a slot opened as a capture's is (within its
+        bound), and its page renders a line of HTML and runs a script; else why not, in a
+        few words. Takes no capture's slot."""
         if self._closed:
             return "renderer closed"
         chromium: _Chromium | None = None
+        slot: Slot | None = None
         try:
             async with asyncio.timeout(timeout):
                 chromium = await self._acquire()
                 chromium.started -= 1  # not a capture: it does not bring a recycle nearer
-                context = await chromium.browser.new_context()
-                try:
-                    page = await context.new_page()
-                    await page.set_content("<p id=probe>ready</p>")
-                    text = await page.evaluate("document.getElementById('probe').textContent")
-                finally:
-                    await context.close()
+                slot = Slot(chromium.browser, self.settings, resolve=self._resolve)
+                await slot.open()
+                text = await slot.shows("<p id=probe>ready</p>", "#probe")
             return None if text == "ready" else f"the page showed {str(text)[:40]!r}"
-        except TimeoutError:
-            return f"no page rendered in {timeout:g} s"
+        except TimeoutError as exc:  # the slot's own bound says which
+            why = str(exc) or f"no page rendered in {timeout:g} s"
+            return f"browser unavailable: {why}" if str(exc) else why
         except (ChromiumNotFound, PlaywrightError, OSError) as exc:
-            return f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+            return f"browser unavailable: {first_line(exc)}"
         finally:
+            if slot is not None:
+                await slot.close()
             if chromium is not None:
                 self._release(chromium)
 
@@ -282,8 +286,10 @@ class BrowserPool:
             except BaseException as exc:
                 # Released whatever went wrong (a cancelled wait too), or it never drains.
                 self._release(chromium)
-                # Its death may not have been reported yet: a killed browser fails this first.
-                if not isinstance(exc, PlaywrightError) or attempt == 1 or chromium.retired:
+                # Its death may not have been reported yet: a killed browser fails this first;
+                # one that does not answer (stopped, wedged) is given up at the slot's bound.
+                failed = isinstance(exc, (PlaywrightError, TimeoutError))
+                if not failed or attempt == 1 or chromium.retired:
                     raise
                 log.warning(
                     "chromium %d cannot open a page; launching another", chromium.generation
