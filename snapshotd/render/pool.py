@@ -50,6 +50,7 @@ from snapshotd.render.chromium import (
     check_driver,
     find_chromium,
     launch_error,
+    sandbox_choice,
 )
 from snapshotd.render.guard import Resolver
 from snapshotd.render.slot import CaptureCrashed, Slot
@@ -134,6 +135,7 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
+        self.sandbox: bool | None = None  # whether Chromium runs in its sandbox, once launched
 
     async def start(self) -> None:
         """Find and launch Chromium; raises :class:`ChromiumNotFound`, or
@@ -431,11 +433,7 @@ class BrowserPool:
         if self._playwright is None:
             self._manager = self._factory()
             self._playwright = await self._manager.__aenter__()
-        assert self._playwright is not None
-        async with asyncio.timeout(_LAUNCH_TIMEOUT):
-            browser = await self._playwright.chromium.launch(
-                executable_path=self.executable, args=list(LAUNCH_ARGS), headless=True
-            )
+        browser = await self._launch()
         self._generation += 1
         self.stats.launches += 1
         chromium = _Chromium(browser, self._generation)
@@ -443,3 +441,34 @@ class BrowserPool:
         self._current = chromium
         log.info("launched chromium %d (%s)", chromium.generation, self.executable)
         return chromium
+
+    async def _launch(self) -> Browser:
+        """Launch Chromium, in its sandbox as :func:`sandbox_choice` decides. The first launch
+        decides it for the pool's life, and says so once: under ``auto``, one that cannot
+        start in the sandbox starts without it."""
+        first = self.sandbox is None
+        sandbox, why = sandbox_choice(self.settings.sandbox, os.geteuid())
+        if self.sandbox is not None:
+            sandbox = self.sandbox
+        try:
+            browser = await self._launch_one(sandbox)
+        except (PlaywrightError, TimeoutError) as exc:
+            if not (first and sandbox and self.settings.sandbox == "auto"):
+                raise
+            log.warning("chromium cannot start in its sandbox here: %s", launch_error(exc, ""))
+            sandbox, why = False, "its sandbox cannot start here; browser.sandbox = on refuses"
+            browser = await self._launch_one(sandbox)
+        if first:
+            self.sandbox = sandbox
+            log.info("chromium runs %s its sandbox (%s)", "in" if sandbox else "without", why)
+        return browser
+
+    async def _launch_one(self, sandbox: bool) -> Browser:
+        assert self._playwright is not None
+        async with asyncio.timeout(_LAUNCH_TIMEOUT):
+            return await self._playwright.chromium.launch(
+                executable_path=self.executable,
+                args=list(LAUNCH_ARGS),
+                headless=True,
+                chromium_sandbox=sandbox,
+            )
