@@ -23,6 +23,7 @@ from snapshotd.config.settings import (
     CHOICES,
     MAINTENANCE_EVERY,
     NEVER,
+    SANDBOX_SETTINGS,
     SITE_NAME,
     SITE_RANGES,
     BrowserSettings,
@@ -405,6 +406,11 @@ def load_settings(
         raise ConfigError(f"{where}: browser.miss_queue must not be negative")
     if browser_values.get("render_timeout", 1.0) <= 0:
         raise ConfigError(f"{where}: browser.render_timeout must be positive")
+    if browser_values.get("sandbox", "auto") not in SANDBOX_SETTINGS:
+        raise ConfigError(
+            f"{where}: browser.sandbox: expected one of {', '.join(SANDBOX_SETTINGS)}, "
+            f"got {browser_values['sandbox']!r:.60}"
+        )
 
     site_list: list[SiteSettings] = []
     origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")

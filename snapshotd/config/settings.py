@@ -49,6 +49,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
 SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
 
 
+# Chromium's sandbox: on unless running as root (auto), always, never.
+SANDBOX_SETTINGS = ("auto", "on", "off")
+
+
 @dataclass(frozen=True)
 class BrowserSettings:
     concurrency: int = 2
@@ -59,6 +63,7 @@ class BrowserSettings:
     recycle_after: int = 500
     # Proxy misses that may wait for a render slot; -1 (unset) is 4 x concurrency.
     miss_queue: int = -1
+    sandbox: str = "auto"  # Chromium's sandbox: one of SANDBOX_SETTINGS
 
     def __post_init__(self) -> None:
         if self.miss_queue < 0:
