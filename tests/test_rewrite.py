@@ -276,6 +276,26 @@ def test_load_rules_missing_file(tmp_path):
     assert "cannot read rules file" in str(info.value)
 
 
+def count_file_reads(monkeypatch) -> list[int]:
+    """The sizes of the reads made from the files opened by ``os.fdopen`` in binary mode (as
+    the rules loader opens them), from now until the test ends."""
+    read: list[int] = []
+    opened = os.fdopen
+
+    class Counted(io.BufferedReader):
+        def read(self, size: int | None = -1) -> bytes:
+            data = super().read(size)
+            read.append(len(data))
+            return data
+
+    def counted_fdopen(fd: int, mode: str = "r", *args: object, **kwargs: object):
+        f = opened(fd, mode, *args, **kwargs)  # type: ignore[arg-type]
+        return Counted(f.detach()) if mode == "rb" else f  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(os, "fdopen", counted_fdopen)
+    return read
+
+
 def test_a_rules_file_is_a_regular_file_of_at_most_1_mib_and_nothing_more_is_read(
     tmp_path, monkeypatch
 ):
@@ -297,20 +317,7 @@ def test_a_rules_file_is_a_regular_file_of_at_most_1_mib_and_nothing_more_is_rea
             errors[path] = exc.reason
 
     # What the loader reads of a file, whatever machine it runs on: nothing of these three.
-    read: list[int] = []
-    opened = os.fdopen
-
-    class Counted(io.BufferedReader):
-        def read(self, size: int | None = -1) -> bytes:
-            data = super().read(size)
-            read.append(len(data))
-            return data
-
-    def counted_fdopen(fd: int, mode: str = "r", *args: object, **kwargs: object):
-        f = opened(fd, mode, *args, **kwargs)  # type: ignore[arg-type]
-        return Counted(f.detach()) if mode == "rb" else f  # type: ignore[attr-defined]
-
-    monkeypatch.setattr(os, "fdopen", counted_fdopen)
+    read = count_file_reads(monkeypatch)
     for path, reason in (("/dev/zero", "not a regular file"), (str(fifo), "not a regular file"),
                          (str(sparse), "larger than 1 MiB")):
         reader = threading.Thread(target=load, args=(path,), daemon=True)
