@@ -93,7 +93,7 @@ def wait_status(client: httpx.Client, name: str, status: int, seen: list[int]) -
 @pytest.mark.browser
 def test_crawl_jobs_through_the_crawlbot_endpoint(tmp_path) -> None:
     browser = BrowserSettings(
-        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
+        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=60
     )
     settings = Settings(db=str(tmp_path / "c.db"), api_tokens=(TOKEN,), browser=browser)
     shop = Shop(delay=0.1)  # a crawl of a few seconds: its status is seen going 7, then 9
@@ -268,7 +268,7 @@ def run_job_with_webhook(  # type: ignore[no-untyped-def]
     """Crawl a job to its end with a webhook, until ``told()`` (by default: until the
     receiver was called), then through one more maintenance."""
     browser = BrowserSettings(
-        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
+        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=60
     )
     settings = Settings(db=str(tmp_path / f"hook-{allow_private}.db"), api_tokens=(TOKEN,),
                         browser=browser, notify_private=allow_private, smtp=smtp,
