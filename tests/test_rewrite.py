@@ -378,6 +378,14 @@ def test_slow_match_is_bounded(text, monkeypatch):
     assert len(looks) <= 3, looks
 
 
+@pytest.fixture(autouse=True)
+def budget_clock_stopped(monkeypatch) -> None:
+    """The evaluation budget's clock stopped, in every test here: a busy machine that pauses
+    this process between two patterns ends no evaluation (a test of the budget sets its own
+    clock; a slow search is still ended by its own time-out)."""
+    counted_budget_clock(monkeypatch)
+
+
 def counted_budget_clock(monkeypatch, step: float = 0.0) -> list[float]:
     """The evaluation budget's clock, each read recorded, moving ``step`` each read
     (0: stopped, so only the round and length limits can end an evaluation)."""
