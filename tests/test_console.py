@@ -54,7 +54,7 @@ def serve_console(folder: Path, *, crawler: bool = True, concurrency: int = 1) -
         )
         browser = BrowserSettings(
             concurrency=concurrency, executable=chromium, javascript_timeout=0.3,
-            render_timeout=10,
+            render_timeout=60,
         )
         settings = Settings(db=db, api_tokens=(TOKEN,), browser=browser, sites=sites)
         with serve_asgi(create_app(settings, crawler=crawler)) as base:

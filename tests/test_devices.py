@@ -87,7 +87,7 @@ def test_device_settings_are_checked() -> None:
 # ------------------------------------------------------------------------ in Chromium
 
 SETTINGS = BrowserSettings(
-    concurrency=1, javascript_timeout=1.0, render_timeout=8.0, recycle_after=500,
+    concurrency=1, javascript_timeout=1.0, render_timeout=60.0, recycle_after=500,
     block_resources=("media", "font"),
 )
 

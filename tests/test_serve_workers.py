@@ -36,7 +36,7 @@ def write_config(tmp_path: Path, origin: str, db: Path, *, seeds: str = "[]") ->
     config.write_text(
         f'[server]\ndb = "{db}"\napi_tokens = ["{TOKEN}"]\nworker_header = true\n'
         f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
-        "javascript_timeout = 0.2\nrender_timeout = 10.0\nblock_resources = []\n"
+        "javascript_timeout = 0.2\nrender_timeout = 60.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nseeds = {seeds}\nsitemaps = []\n'
         "capture_new = false\n"
     )
