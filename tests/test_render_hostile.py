@@ -32,7 +32,7 @@ from tests.chromium import require_chromium
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 SETTINGS = BrowserSettings(
-    concurrency=2, javascript_timeout=1.0, render_timeout=15.0, recycle_after=500
+    concurrency=2, javascript_timeout=1.0, render_timeout=45.0, recycle_after=500
 )
 
 # Lists every function on its window that it did not define and that the browser does not
