@@ -43,7 +43,7 @@ from snapshotd.rewrite import RulesError
 from snapshotd.sites.param_learner import without_each_param
 from snapshotd.web.urls import split_site_path
 
-__all__ = ["V3", "crawl", "crawl_data"]
+__all__ = ["V3", "crawl", "crawl_data", "crawl_download"]
 
 
 def _yes(value: Any) -> bool:
@@ -75,6 +75,8 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "notifyWebhook": ("notify_webhook", str),
     "notifyEmail": ("notify_email", str),
 }
+# Crawlbot's own default of a new job's maxToProcess (a site's setting is -1: no limit).
+MAX_TO_PROCESS = 100_000
 # A job is one host: a per-subdomain maximum is a maximum of the job (the lower one wins).
 PER_SUBDOMAIN = {
     "maxToCrawlPerSubdomain": "max_pages",
@@ -175,6 +177,8 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         return None
     if site is None and "origin" not in changes:
         raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
+    if site is None:
+        changes.setdefault("max_to_process", MAX_TO_PROCESS)
     base = site_to_mapping(site) if site else {}
     try:
         return site_from_body(name, {**base, **changes}, ctx)
@@ -251,7 +255,38 @@ async def crawl_data(request: Request) -> Response:
     args = await _arguments(request)
     _authorize(request, args, download=True)
     check_arguments(args, DATA_ARGUMENTS | {DOWNLOAD_TOKEN})
-    ctx = context(request)
+    return await _data(context(request), args)
+
+
+# Crawlbot's download files: ``<token>-<job name>_data.json`` and ``_urls.csv``.
+DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "format": "csv"}}
+
+
+@operation(
+    "Crawlbot's download path: /v3/crawl/download/<token>-<name>_data.json (the job's pages, "
+    "as crawl/data with format=json) or <token>-<name>_urls.csv (its URL report)",
+    responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
+)
+async def crawl_download(request: Request) -> Response:
+    file = str(request.path_params["file"])
+    kind = next((k for k in DOWNLOADS if file.endswith(k)), None)
+    if kind is None:
+        raise ApiError(404, "a download is <token>-<name>_data.json or _urls.csv", "file")
+    stem = file.removesuffix(kind)
+    tokens = api_tokens(context(request))
+    # A token and a job name may both hold "-": the token is the prefix that is one.
+    found = False
+    name = ""
+    for at in [i for i, c in enumerate(stem) if c == "-"]:
+        if token_matches(stem[:at], tokens) and not found:
+            found, name = True, stem[at + 1 :]
+    if not found or not name:
+        raise ApiError(401, "the file's name must start with a valid token", "token")
+    return await _data(context(request), {"name": name, **DOWNLOADS[kind]})
+
+
+async def _data(ctx: Any, args: dict[str, Any]) -> Response:
+    """A job's data as ``args`` ask for it (the caller authorized it)."""
     if not args.get("name"):
         raise ApiError(400, "name: give the job's name", "name")
     site = ctx.sites.site(str(args["name"]))
