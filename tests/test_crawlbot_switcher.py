@@ -31,7 +31,7 @@ def base(tmp_path) -> Iterator[str]:
         yield url
 
 
-def _store_page(db: str, site: str, path: str) -> None:
+def _store_page(db: str, site: str, path: str, duplicate_of: str | None = None) -> None:
     async def run() -> None:
         store = open_store(db)
         await store.open()
@@ -43,6 +43,7 @@ def _store_page(db: str, site: str, path: str) -> None:
             assert await store.complete(
                 site, path, "test", html=html, status=200, headers={},
                 final_url="http://127.0.0.1:9" + path, expires_at=time.time() + 3600,
+                duplicate_of=duplicate_of, shared=duplicate_of is not None,
             )
         finally:
             await store.close()
@@ -78,3 +79,18 @@ def test_crawlbots_download_path_gives_the_jobs_data_and_urls(base: str, tmp_pat
         assert client.get(f"{V3}/download/wrong-my-job_data.json").status_code == 401
         assert client.get(f"{V3}/download/{TOKEN}-none_data.json").status_code == 404
         assert client.get(f"{V3}/download/{TOKEN}-my-job_data.xml").status_code == 404
+
+
+def test_a_copy_of_another_page_is_no_object_of_the_data(base: str, tmp_path) -> None:
+    with httpx.Client(base_url=base, trust_env=False) as client:
+        client.post(V3, data={"token": TOKEN, "name": "job", "seeds": "http://127.0.0.1:9/"})
+        _store_page(str(tmp_path / "c.db"), "job", "/a")
+        _store_page(str(tmp_path / "c.db"), "job", "/a?ref=1", duplicate_of="/a")
+        job = client.get(V3, params={"token": TOKEN, "name": "job"}).json()["jobs"][0]
+        assert job["objectsFound"] == 1
+        data = client.get(f"{V3}/data", params={"token": TOKEN, "name": "job"}).json()
+        assert [row["path"] for row in data] == ["/a"]
+        # The URL report has every path, the copy with what it copies.
+        report = client.get(f"{V3}/data", params={
+            "token": TOKEN, "name": "job", "type": "urls", "format": "json"}).json()
+        assert {r["path"]: r["duplicate_of"] for r in report} == {"/a": None, "/a?ref=1": "/a"}

@@ -301,7 +301,8 @@ async def _data(ctx: Any, args: dict[str, Any]) -> Response:
         raise ApiError(400, "num must be a whole number", "num")
     records = [r async for r in ctx.store.iter_paths(site.name)]
     if args.get("type") != "urls":
-        records = [r for r in records if r.state == "processed"]
+        # Crawlbot's objects: a copy of another page is not listed (the URL report has it).
+        records = [r for r in records if r.state == "processed" and not r.duplicate_of]
     if num is not None:
         records = sorted(records, key=lambda r: r.captured_at or 0, reverse=True)[: int(num)]
     if args.get("type") == "urls":
