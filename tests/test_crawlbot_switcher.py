@@ -94,3 +94,22 @@ def test_a_copy_of_another_page_is_no_object_of_the_data(base: str, tmp_path) ->
         report = client.get(f"{V3}/data", params={
             "token": TOKEN, "name": "job", "type": "urls", "format": "json"}).json()
         assert {r["path"]: r["duplicate_of"] for r in report} == {"/a": None, "/a?ref=1": "/a"}
+
+
+def test_past_the_jobs_bound_a_new_job_gets_crawlbots_error(base: str, monkeypatch) -> None:
+    monkeypatch.setattr("snapshotd.api.crawlbot.MAX_JOBS", 2)
+    with httpx.Client(base_url=base, trust_env=False) as client:
+        for name in ("one", "two"):
+            made = client.post(V3, data={"token": TOKEN, "name": name,
+                                         "seeds": "http://127.0.0.1:9/"})
+            assert made.status_code == 200, made.text
+        third = client.post(V3, data={"token": TOKEN, "name": "three",
+                                      "seeds": "http://127.0.0.1:9/"})
+        assert third.status_code == 400
+        assert third.json()["errorCode"] == 505
+        assert third.json()["error"] == "Too many collections for token"
+        # A job that exists still changes.
+        again = client.post(V3, data={"token": TOKEN, "name": "two", "maxHops": "3"})
+        assert again.status_code == 200 and again.json()["jobs"][0]["maxHops"] == 3
+        names = [j["name"] for j in client.get(V3, params={"token": TOKEN}).json()["jobs"]]
+        assert sorted(names) == ["one", "two"]

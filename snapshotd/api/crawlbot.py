@@ -75,6 +75,10 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "notifyWebhook": ("notify_webhook", str),
     "notifyEmail": ("notify_email", str),
 }
+# Crawlbot's bound on the jobs of one token, and its answer past it: a new job is refused while
+# this many exist (snapshotd's sites, every one a job).
+MAX_JOBS = 1000
+TOO_MANY_JOBS = {"errorCode": 505, "error": "Too many collections for token"}
 # Crawlbot's own default of a new job's maxToProcess (a site's setting is -1: no limit).
 MAX_TO_PROCESS = 100_000
 # A job is one host: a per-subdomain maximum is a maximum of the job (the lower one wins).
@@ -217,6 +221,8 @@ async def crawl(request: Request) -> Response:
         return JSONResponse({"jobs": [await job_json(request, s) for s in ctx.sites.sites]})
     name = str(args["name"])
     site = _site_for(ctx, name, args)
+    if site is not None and ctx.sites.site(name) is None and len(ctx.sites.sites) >= MAX_JOBS:
+        return JSONResponse({**TOO_MANY_JOBS, "field": "name"}, status_code=400)
     response = "Successfully added urls for spidering." if site else ""
     if site is not None:
         try:
