@@ -31,7 +31,10 @@ def base(tmp_path) -> Iterator[str]:
         yield url
 
 
-def _store_page(db: str, site: str, path: str, duplicate_of: str | None = None) -> None:
+def _store_page(
+    db: str, site: str, path: str, duplicate_of: str | None = None,
+    html: str = "<html><head><title>A page</title></head><body>a page</body></html>",
+) -> None:
     async def run() -> None:
         store = open_store(db)
         await store.open()
@@ -39,7 +42,6 @@ def _store_page(db: str, site: str, path: str, duplicate_of: str | None = None) 
             await store.enqueue_many(site, [(path, 0)], 1, force=True)
             claimed = await store.claim_path(site, path, "test", 60.0)
             assert claimed is not None
-            html = "<html><head><title>A page</title></head><body>a page</body></html>"
             assert await store.complete(
                 site, path, "test", html=html, status=200, headers={},
                 final_url="http://127.0.0.1:9" + path, expires_at=time.time() + 3600,
@@ -113,3 +115,17 @@ def test_past_the_jobs_bound_a_new_job_gets_crawlbots_error(base: str, monkeypat
         assert again.status_code == 200 and again.json()["jobs"][0]["maxHops"] == 3
         names = [j["name"] for j in client.get(V3, params={"token": TOKEN}).json()["jobs"]]
         assert sorted(names) == ["one", "two"]
+
+
+def test_each_object_has_an_id_that_is_the_same_for_the_same_content(
+    base: str, tmp_path
+) -> None:
+    with httpx.Client(base_url=base, trust_env=False) as client:
+        client.post(V3, data={"token": TOKEN, "name": "job", "seeds": "http://127.0.0.1:9/"})
+        for path in ("/a", "/b"):  # the same HTML at two URLs, neither marked a copy
+            _store_page(str(tmp_path / "c.db"), "job", path)
+        _store_page(str(tmp_path / "c.db"), "job", "/c", html="<html><body>other</body></html>")
+        rows = client.get(f"{V3}/data", params={"token": TOKEN, "name": "job"}).json()
+    ids = {row["path"]: row["diffbotUri"] for row in rows}
+    assert ids["/a"] == ids["/b"] != ids["/c"]
+    assert all(uri.startswith("page|") for uri in ids.values())

@@ -11,6 +11,7 @@ rule (:mod:`snapshotd.api.crawlbot_args`): carried out, done otherwise and said 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import time
@@ -340,6 +341,8 @@ async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[s
     title = tree.css_first("title")
     canonical = tree.css_first('link[rel="canonical"]')
     row = {
+        # Crawlbot's id of an object: the same for the same content, whatever its URL.
+        "diffbotUri": "page|1|" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32],
         "pageUrl": site.url_for(record.path),
         "path": record.path,
         "status": record.status,
