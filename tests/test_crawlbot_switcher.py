@@ -129,3 +129,13 @@ def test_each_object_has_an_id_that_is_the_same_for_the_same_content(
     ids = {row["path"]: row["diffbotUri"] for row in rows}
     assert ids["/a"] == ids["/b"] != ids["/c"]
     assert all(uri.startswith("page|") for uri in ids.values())
+
+
+def test_the_job_echoes_its_api_url(base: str) -> None:
+    with httpx.Client(base_url=base, trust_env=False) as client:
+        made = client.post(V3, data={"token": TOKEN, "name": "job", "seeds": "http://127.0.0.1:9/",
+                                     "apiUrl": "https://api.diffbot.com/v3/product"})
+        assert made.status_code == 200, made.text
+        assert made.json()["warnings"][0].startswith("apiUrl:")
+        job = client.get(V3, params={"token": TOKEN, "name": "job"}).json()["jobs"][0]
+        assert job["apiUrl"] == "https://api.diffbot.com/v3/product"

@@ -75,6 +75,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxRounds": ("max_rounds", lambda v: max(int(v), 0)),
     "notifyWebhook": ("notify_webhook", str),
     "notifyEmail": ("notify_email", str),
+    "apiUrl": ("api_url", str),
 }
 # Crawlbot's bound on the jobs of one token, and its answer past it: a new job is refused while
 # this many exist (snapshotd's sites, every one a job).

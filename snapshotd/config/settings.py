@@ -153,6 +153,8 @@ class SiteSettings:
     # The user agent the page and its origin see for each profile ("": the crawler's own).
     user_agent_mobile: str = ""
     user_agent_desktop: str = ""
+    # Crawlbot's apiUrl as a job was given it, answered back; nothing is extracted with it.
+    api_url: str = ""
     # The User-Agent header of a capture's requests, where no user_agent_* is set: the
     # device's browser ("browser") or the crawler's, as the page sees it ("crawler").
     origin_user_agent: str = "browser"

@@ -124,6 +124,7 @@ async def describe_job(
         "maxRounds": site.max_rounds,
         "notifyWebhook": site.notify_webhook,
         "notifyEmail": site.notify_email,
+        "apiUrl": site.api_url,
         "downloadJson": base + "&format=json",
         "downloadUrls": base + "&type=urls&format=csv",
     }
