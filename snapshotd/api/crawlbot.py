@@ -276,10 +276,10 @@ DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "fo
     responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
 )
 async def crawl_download(request: Request) -> Response:
-    file = str(request.path_params["file"])
+    file = str(request.path_params["download"])
     kind = next((k for k in DOWNLOADS if file.endswith(k)), None)
     if kind is None:
-        raise ApiError(404, "a download is <token>-<name>_data.json or _urls.csv", "file")
+        raise ApiError(404, "a download is <token>-<name>_data.json or _urls.csv", "download")
     stem = file.removesuffix(kind)
     tokens = api_tokens(context(request))
     # A token and a job name may both hold "-": the token is the prefix that is one.
