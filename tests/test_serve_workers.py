@@ -196,6 +196,11 @@ def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp
             for bodies in after.values():
                 assert len(bodies) == 1 and "second" in next(iter(bodies)), after
             assert hits(base) == asked + more
+            # Read when scraped, beside the shared counts: the answering worker's process_*.
+            text = httpx.get(f"{base}/_snapshotd/metrics", headers=AUTH, trust_env=False).text
+            for name in ("process_resident_memory_bytes", "process_open_fds",
+                         "snapshotd_browser_processes", "snapshotd_browser_memory_bytes"):
+                assert re.search(rf"^{name} ", text, re.MULTILINE), name
             assert serve.stop() == 0
         err = serve.stderr
     assert "Traceback" not in err, err

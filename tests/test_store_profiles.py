@@ -123,3 +123,14 @@ async def test_a_snapshot_says_which_profile_the_path_s_own_was_rendered_as(stor
     assert (wide.profile, wide.own_profile) == ("desktop", "mobile")
     own = await store.get_snapshot("site", "/e")
     assert (own.profile, own.own_profile) == ("mobile", "mobile")
+
+
+async def test_the_copies_of_a_site_are_counted(store):
+    assert await store.count_copies("site") == 0
+    assert await _capture(store, "/one", "<p>one</p>", profile="mobile")
+    assert await _capture(store, "/two", "<p>one</p>", profile="mobile", duplicate_of="/one",
+                          shared=True)
+    assert await _capture(store, "/three", "<p>one</p>", profile="mobile",
+                          duplicate_of="/one", shared=True)
+    assert await store.count_copies("site") == 2
+    assert await store.count_copies("other") == 0

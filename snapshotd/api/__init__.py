@@ -102,6 +102,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{PREFIX}/recache", recache.recache, methods=["POST"]),
     Route(f"{crawlbot.V3}/crawl", crawlbot.crawl, methods=["GET", "POST"]),
     Route(f"{crawlbot.V3}/crawl/data", crawlbot.crawl_data, methods=["GET"]),
+    Route(f"{crawlbot.V3}/crawl/download/{{download}}", crawlbot.crawl_download, methods=["GET"]),
     Route(f"{PREFIX}/console", console.console_page),
     Route(f"{PREFIX}/console/{{file}}", console.console_file),
 )

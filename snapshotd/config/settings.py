@@ -18,7 +18,7 @@ from snapshotd.config.values import (
     parse_header,
 )
 from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
-from snapshotd.web.devices import DEVICES_CHOICES
+from snapshotd.web.devices import DEVICES_CHOICES, ORIGIN_AGENT_CHOICES
 from snapshotd.web.links import normalize_url
 from snapshotd.web.patterns import UrlRegex, url_matches
 from snapshotd.web.urls import (
@@ -45,6 +45,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "unverifiable_bots": ("unverified", "verified"),
     "miss_answer": ("503", "origin"),
     "devices": DEVICES_CHOICES,
+    "origin_user_agent": ORIGIN_AGENT_CHOICES,
 }
 SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
 
@@ -158,6 +159,11 @@ class SiteSettings:
     # The user agent the page and its origin see for each profile ("": the crawler's own).
     user_agent_mobile: str = ""
     user_agent_desktop: str = ""
+    # Crawlbot's apiUrl as a job was given it, answered back; nothing is extracted with it.
+    api_url: str = ""
+    # The User-Agent header of a capture's requests, where no user_agent_* is set: the
+    # device's browser ("browser") or the crawler's, as the page sees it ("crawler").
+    origin_user_agent: str = "browser"
     # Scroll the page to its end in the tall viewport (the crawler never scrolls: opt-in).
     scroll: bool = False
     # Render a page in one profile when it read nothing of its device (capture.profiles);

@@ -295,7 +295,7 @@ class Proxy:
         if route.kind != "bot":
             return None
         assert site is not None
-        who = self.claims.who(site.name, headers, scope)
+        who = self.claims.who(site.name, headers, scope, site.verify_bots)
         profile = self.profile_for(site, headers)
         decision = decide_now(
             self._decide(site, route.path, headers),
@@ -352,7 +352,7 @@ class Proxy:
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
-        who = self.claims.who(site.name, headers, scope)
+        who = self.claims.who(site.name, headers, scope, site.verify_bots)
         claim = ""  # the claim admission asked, else as known now
         profile = profile or self.profile_for(site, headers)
         try:

@@ -162,7 +162,7 @@ _SAME_FOR_EVERY_DEVICE = frozenset({
     "authorization", "referer", "range", "if-none-match", "if-modified-since",
     "access-control-request-method", "access-control-request-headers", "x-requested-with",
     "content-type", "rsc", "next-router-state-tree", "next-router-prefetch", "next-url",
-    "x-snapshotd",
+    "x-snapshotd", "x-prerender",
 })
 
 

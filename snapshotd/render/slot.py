@@ -33,14 +33,16 @@ Invariants:
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
   (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
-- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, both set
-  on its context: the page's ``navigator.userAgent`` and every request's ``User-Agent`` are
-  the crawler's, and every request carries ``X-Snapshotd: 1``. What the page reads, or its
-  answers say, that differs between profiles is reported with the capture
-  (:mod:`.device_probe`). The page is put in the
-  crawler's tall viewport (:mod:`.viewport`) before any readiness rule can end the wait, so
-  what the taller view brings in (IntersectionObserver, ``loading="lazy"``) is waited for
-  like the rest; it is back at the normal height before the slot's next capture.
+- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, set
+  on its context: the page's ``navigator.userAgent`` is the crawler's, every request's
+  ``User-Agent`` the one :meth:`~snapshotd.web.devices.Profile.header_agent` gives for the
+  site (set on the context's extra headers and, where Chromium ignores those, at a pause:
+  :mod:`.pauses`), and every request carries ``X-Snapshotd: 1`` and ``X-Prerender: 1``.
+  What the page reads, or its answers say, that differs between profiles is reported with the
+  capture (:mod:`.device_probe`). The page is put in the crawler's tall viewport
+  (:mod:`.viewport`) before any readiness rule can end the wait, so what the taller view
+  brings in (IntersectionObserver, ``loading="lazy"``) is waited for like the rest; it is
+  back at the normal height before the slot's next capture.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
@@ -140,6 +142,12 @@ def _consume(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
+def _marked(agent: str) -> dict[str, str]:
+    """A capture's extra request headers: its ``User-Agent``, and the marks that tell
+    snapshotd's renderer (``X-Snapshotd``) and any Prerender-style middleware
+    (``X-Prerender``) that it is not a crawler to render for."""
+    return {"User-Agent": agent, "X-Snapshotd": "1", "X-Prerender": "1"}
+
 class Slot:
     """One context and page of a browser, capturing one URL at a time."""
 
@@ -170,8 +178,12 @@ class Slot:
         self._signals = Signals()
         self._channel = Channel()
         self._pauses = Pauses(settings.block_resources)
+        self._header_agent = self._agent_for(crawler=False)  # what requests carry
         self._patterns: list[dict[str, str]] = []  # what Fetch was last told to pause
         self._tasks: set[asyncio.Future[None]] = set()
+
+    def _agent_for(self, *, crawler: bool) -> str:
+        return self.profile.header_agent(self.browser.version, self.agent, crawler=crawler)
 
     async def open(self) -> None:
         """Open the slot's context and page; raises ``TimeoutError`` past
@@ -187,7 +199,7 @@ class Slot:
         context = self._context = await self.browser.new_context(
             proxy={"server": self._guard.proxy_server},
             service_workers="block",
-            extra_http_headers={"X-Snapshotd": "1"},
+            extra_http_headers=_marked(self._header_agent),
             accept_downloads=False,
             **self.profile.context_options(self.browser.version, self.agent),
         )
@@ -357,8 +369,14 @@ class Slot:
         clean = False
         try:
             async with asyncio.timeout(self.settings.timeouts(site)[1]):
-                if site.headers != self._pauses.headers:
-                    self._pauses.headers = site.headers
+                agent = self._agent_for(crawler=site.origin_user_agent == "crawler")
+                if agent != self._header_agent and self._context is not None:
+                    await self._context.set_extra_http_headers(_marked(agent))
+                    self._header_agent = agent
+                page_agent = self.profile.agent(self.browser.version, self.agent)
+                paused_agent = "" if agent == page_agent else agent
+                if (site.headers, paused_agent) != (self._pauses.headers, self._pauses.agent):
+                    self._pauses.headers, self._pauses.agent = site.headers, paused_agent
                     await self._pause()
                 if shot is not None:
                     await self._viewport.screen(self._page, shot.width, shot.height)

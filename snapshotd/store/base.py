@@ -402,6 +402,10 @@ class Store(Protocol):
 
     async def mark_found(self, site: str, path: str) -> None: ...
 
+    async def count_copies(self, site: str) -> int:
+        """How many of the site's processed paths are copies of another (``duplicate_of``)."""
+        ...
+
     async def requeue_expired(
         self, site: str, *, limit: int = 1000, states: Sequence[str] = EXPIRING
     ) -> int: ...
