@@ -51,13 +51,9 @@ class SQLiteLastmod:
             row = await cursor.fetchone()
         return int(row[0])
 
-    async def sitemap_pages(
-        self, site: str, offset: int, limit: int
-    ) -> list[tuple[str, float]]:
+    async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:
         """(path, when its main text last changed) of the listed pages, ``offset`` on."""
-        async with self._reader.execute(
-            _PAGE.format("?"), (site, limit, offset)
-        ) as cursor:
+        async with self._reader.execute(_PAGE.format("?"), (site, limit, offset)) as cursor:
             return [(row[0], float(row[1])) for row in await cursor.fetchall()]
 
 
@@ -69,8 +65,6 @@ class PostgresLastmod:
     async def sitemap_count(self, site: str) -> int:
         return int(await self._db.fetchval(_COUNT.format("$"), site))
 
-    async def sitemap_pages(
-        self, site: str, offset: int, limit: int
-    ) -> list[tuple[str, float]]:
+    async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:
         rows = await self._db.fetch(_PAGE.format("$"), site, limit, offset)
         return [(row[0], float(row[1])) for row in rows]
