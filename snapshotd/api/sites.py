@@ -125,6 +125,8 @@ async def site_answer(request: Request) -> dict[str, Any]:
         # What SEO4Ajax's integrations put before a path (docs/SEO4AJAX.md): not the API token.
         "site_token": ctx.sites.token_of(site.name),
         "job": {key: job[key] for key in PROGRESS},
+        # What this process told IndexNow of the site (SPEC 5.5).
+        "indexnow": ctx.capture.indexnow.report(site.name),
         "settings": site_to_mapping(site),
     }
 

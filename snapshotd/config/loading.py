@@ -79,6 +79,7 @@ _SERVER_KINDS = {
     "maintenance_every": "float",
     "workers": "int",
     "notify_private": "bool",
+    "indexnow_private": "bool",
     "smtp": "str",
     "smtp_from": "str",
     "rules_dir": "str",

@@ -299,6 +299,8 @@ class Settings:
     maintenance_every: float = MAINTENANCE_EVERY
     # Lets webhooks reach private and loopback addresses (the operator's own network).
     notify_private: bool = False
+    # Lets IndexNow endpoints be private and loopback addresses (the operator's own network).
+    indexnow_private: bool = False
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"

@@ -16,6 +16,7 @@ from starlette.types import Send
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.proxy.passthrough import send_text
+from snapshotd.search.indexnow import key_location
 from snapshotd.search.sitemap import build_sitemap, part_of, wants_gzip
 from snapshotd.store import unavailable
 from snapshotd.store.base import Store
@@ -23,11 +24,6 @@ from snapshotd.store.base import Store
 __all__ = ["answer_search_file", "is_search_file"]
 
 log = logging.getLogger("snapshotd.proxy")
-
-
-def key_location(site: SiteSettings) -> str:
-    """The path of the site's IndexNow key file ("" when it has no key)."""
-    return f"/{site.indexnow_key}.txt" if site.indexnow_key else ""
 
 
 def is_search_file(site: SiteSettings, method: str, path: str) -> bool:
