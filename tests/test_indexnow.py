@@ -165,20 +165,20 @@ async def test_the_capture_service_tells_of_new_changed_and_gone_pages(store):
         def tell(self, site: SiteSettings, path: str) -> None:
             told.append(path)
 
-    answers = iter([
-        (200, PAGE), (200, PAGE), (200, PAGE + " more"), (404, "gone"), (404, "gone"),
-    ])
+    answers = [(200, PAGE), (200, PAGE), (200, PAGE + " more"), (404, "gone"), (404, "gone")]
+    current: list[tuple[int, str]] = []
 
     class Renderer:
         async def capture(self, url: str, site: SiteSettings, profile: str = "desktop"):
-            status, text = current
+            status, text = current[-1]
             return CaptureResult(url=url, final_url=url, status=status,
                                  html=f"<main>{text}</main>")
 
     site = site_for("https://indexnow.test/indexnow", devices="mobile")
     settings = Settings(sites=(site,))
     capture = CaptureService(settings, store, Renderer(), indexnow=Told(settings))
-    for n, current in enumerate(answers):
+    for n, answer in enumerate(answers):
+        current.append(answer)
         await store.enqueue("shop", "/p", 1, force=True)
         record = await store.claim_path("shop", "/p", capture.owner, 60)
         assert (await capture.run(site, record)).stored
