@@ -201,3 +201,22 @@ async def test_the_proxy_serves_the_key_at_its_key_location(tmp_path):
             shown = (await client.get("/_snapshotd/api/v1/sites/shop", headers=auth)).json()
             assert shown["indexnow"]["posts"] == 0
             assert shown["settings"]["indexnow_key"] == KEY
+
+
+async def test_the_api_refuses_an_endpoint_the_policy_will_never_let_be_called(tmp_path):
+    from tests.test_api import AUTH, make_settings, running
+
+    body = {"origin": "http://127.0.0.1:9", "indexnow_key": KEY,
+            "indexnow_endpoint": "http://127.0.0.1:9/indexnow"}
+    async with running(make_settings(tmp_path)) as env:
+        r = await env.client.put("/_snapshotd/api/v1/sites/new", json=body, headers=AUTH)
+        assert r.status_code == 400 and r.json()["field"] == "indexnow_endpoint"
+        assert "indexnow_private" in r.json()["error"]
+        # Without a key nothing is called, and the endpoint is only a setting.
+        r = await env.client.put(
+            "/_snapshotd/api/v1/sites/new", json={**body, "indexnow_key": ""}, headers=AUTH
+        )
+        assert r.status_code == 201
+    async with running(make_settings(tmp_path, indexnow_private=True)) as env:
+        r = await env.client.put("/_snapshotd/api/v1/sites/new", json=body, headers=AUTH)
+        assert r.status_code == 200

@@ -158,3 +158,17 @@ def test_the_search_settings_are_checked():
             assert key in str(exc)
             continue
         raise AssertionError((key, value))
+
+
+async def test_no_page_no_sitemap_and_a_url_past_the_schema_s_bound_is_left_out(tmp_path):
+    async with SQLiteStore(str(tmp_path / "s.db"), clock=Clock()) as store:
+        address = "http://shop.test/sitemap.xml"
+        assert await build_sitemap(store, SITE, address, None, gzipped=False) is None
+        long = "/" + "x" * (2048 - len("http://shop.test/"))
+        await _capture(store, long, "<main>long but within</main>")
+        await _capture(store, long + "y", "<main>one past the bound</main>")
+        got = await build_sitemap(store, SITE, address, None, gzipped=False)
+        assert got is not None
+        assert [loc for loc, _ in entries(valid(got.body, "sitemap.xsd"))] == [
+            "http://shop.test" + long
+        ]

@@ -163,5 +163,6 @@ async def get_sitemap(request: Request) -> Response:
         gzipped=wants_gzip(request.headers.get("accept-encoding", "")),
     )
     if answer is None:
-        raise ApiError(404, f"the sitemap has no part {part}", "part")
+        what = "the site has no page to list yet" if part is None else f"no part {part}"
+        raise ApiError(404, f"no sitemap: {what}", "part")
     return Response(answer.body, headers=answer.headers)

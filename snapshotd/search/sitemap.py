@@ -3,6 +3,8 @@
 Invariants:
 - it lists what the store lists (:mod:`snapshotd.store.lastmod`): the site's 200 pages that
   are no copy, each at the site's public address, ``lastmod`` when its main text last changed;
+- a site with no page to list has no sitemap (``None``: the schema wants one ``<url>`` at
+  least), and a URL longer than :data:`MAX_LOC` characters (the schema's bound) is left out;
 - at most :data:`PART_URLS` URLs a file: a site with more is a sitemap index whose files are
   the same address with ``?part=1``, ``?part=2``…, each ``lastmod`` its newest page's; a part
   past the last is ``None`` (the caller's 404);
@@ -21,6 +23,7 @@ from snapshotd.web.sitemap_xml import sitemap_index, urlset
 __all__ = ["PART_URLS", "SitemapFile", "build_sitemap", "part_of", "wants_gzip"]
 
 PART_URLS = 50_000
+MAX_LOC = 2048
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,15 @@ async def build_sitemap(
     """The sitemap file served at ``address`` (absolute, no query): the whole sitemap, or its
     index when longer than ``part_urls``, without ``part``; one part (from 1) with it."""
     count = await store.sitemap_count(site.name)
-    parts = max(1, -(-count // part_urls))
+    if count == 0:
+        return None
+    parts = -(-count // part_urls)
     if part is None and parts > 1:
         newest = []
         for n in range(parts):
             pages = await store.sitemap_pages(site.name, n * part_urls, part_urls)
-            newest.append((f"{address}?part={n + 1}", max(at for _, at in pages)))
+            if pages:  # none when pages went since they were counted
+                newest.append((f"{address}?part={n + 1}", max(at for _, at in pages)))
         body = sitemap_index(newest)
     else:
         n = 1 if part is None else part
@@ -78,7 +84,7 @@ async def build_sitemap(
             return None
         pages = await store.sitemap_pages(site.name, (n - 1) * part_urls, part_urls)
         base = site.public_base
-        body = urlset((base + path, at) for path, at in pages)
+        body = urlset((base + p, at) for p, at in pages if len(base + p) <= MAX_LOC)
     headers = {"Content-Type": "application/xml; charset=utf-8", "Vary": "Accept-Encoding"}
     if gzipped:
         body = gzip.compress(body, mtime=0)
