@@ -285,7 +285,7 @@ class CaptureService:
                 if site.dedup == "content" and duplicate_of is None:
                     duplicate_of = await self._same_page(site, record.path, print_)
             # What search engines were last told of, read only for a site that tells them.
-            before = (
+            last_print = (
                 (await self.store.prints(site.name, [record.path])).get(record.path)
                 if site.indexnow_key else None
             )
@@ -324,7 +324,9 @@ class CaptureService:
             if stored and not unprocessed:
                 self._processed.add(site.name)
             listed = not unprocessed and duplicate_of is None
-            if stored and indexnow_due(record.status, before, result.status, print_, listed=listed):
+            if stored and indexnow_due(
+                record.status, last_print, result.status, print_, listed=listed
+            ):
                 self.indexnow.tell(site, record.path)
             if stored and replaces is not None:
                 log.info("master site=%s path=%s of the copies of %s",

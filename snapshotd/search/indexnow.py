@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -105,10 +106,15 @@ class IndexNow:
             return
         waiting[url] = None
         self._record(site.name)["waiting"] = len(waiting)
-        if site.name not in self._senders:
+        sender = self._senders.get(site.name)
+        if sender is None or sender.done():  # done: its loop saw nothing waiting, and ended
             task = asyncio.create_task(self._send_loop(site.name), name="indexnow")
             self._senders[site.name] = task
-            task.add_done_callback(lambda _t, n=site.name: self._senders.pop(n, None))
+            task.add_done_callback(functools.partial(self._sent, site.name))
+
+    def _sent(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._senders.get(name) is task:
+            del self._senders[name]
 
     def report(self, site: str) -> dict[str, Any]:
         """The site's record: URLs sent, failed, dropped and waiting, POSTs, the last POST's
