@@ -93,6 +93,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/paths/{{path:path}}", paths.delete_path, methods=["DELETE"]),
     Route(f"{_SITE}/snapshot/{{path:path}}", paths.get_snapshot),
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
+    Route(f"{_SITE}/sitemap", sitemap.get_sitemap, methods=["GET"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/screenshot", screenshot.screenshot_in_query, methods=["GET", "HEAD"]),

@@ -169,6 +169,11 @@ class SiteSettings:
     # Render a page in one profile when it read nothing of its device (capture.profiles);
     # False: every page in every profile the site serves.
     device_probe: bool = True
+    # The public path the proxy answers with the site's own sitemap ("": none; SPEC 5.4).
+    sitemap_path: str = ""
+    # IndexNow (SPEC 5.5): the site's key ("": off) and the endpoint told of its changes.
+    indexnow_key: str = ""
+    indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
@@ -177,6 +182,12 @@ class SiteSettings:
         """How long until what the site reads again on its own is due (its sitemaps, a path
         that failed five times): ``expire_after``, or 7 days when snapshots never expire."""
         return self.expire_after if math.isfinite(self.expire_after) else 7 * DAY
+
+    @property
+    def public_base(self) -> str:
+        """Where search engines find the site: the origin's scheme and the site's first host
+        (the origin's own without one), no trailing slash."""
+        return f"{urlsplit(self.origin).scheme}://{self.request_host}"
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -299,6 +310,8 @@ class Settings:
     maintenance_every: float = MAINTENANCE_EVERY
     # Lets webhooks reach private and loopback addresses (the operator's own network).
     notify_private: bool = False
+    # Lets IndexNow endpoints be private and loopback addresses (the operator's own network).
+    indexnow_private: bool = False
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"

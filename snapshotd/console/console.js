@@ -322,6 +322,16 @@
       ["Renders tried / done", `${job.pageCrawlAttempts} / ${job.pageCrawlSuccesses}`],
       ["Rounds completed", job.roundsCompleted],
     ];
+    // What search engines are told (SPEC 5.4, 5.5).
+    if (site.settings.sitemap_path) rows.push(["Public sitemap", site.settings.sitemap_path]);
+    const told = site.indexnow;
+    if (site.settings.indexnow_key) {
+      rows.push(["IndexNow URLs sent / failed / waiting",
+                 `${told.sent} / ${told.failed} / ${told.waiting}`]);
+      rows.push(["IndexNow last POST", told.last_post_at
+        ? `${new Date(told.last_post_at * 1000).toLocaleString()}: ${
+          told.last_error || `answered ${told.last_status}`}` : "none yet"]);
+    }
     $("job-counters").replaceChildren(...rows.flatMap(([name, value]) => {
       const dt = document.createElement("dt");
       const dd = document.createElement("dd");

@@ -96,6 +96,14 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.indexnow_urls = Counter(
+            "snapshotd_indexnow_urls",
+            "URLs told to IndexNow endpoints, by result (sent, failed, dropped)",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("sent", "failed", "dropped"):
+            self.indexnow_urls.labels(result)
         self.paths = Gauge(
             "snapshotd_paths",
             "Paths by site and state (read from the store when scraped)",

@@ -25,6 +25,7 @@ from email.utils import formatdate
 from functools import cached_property
 from typing import Any, Protocol
 
+from snapshotd.store.lastmod import TEXT_CHANGED_AT
 from snapshotd.web.fingerprints import Print
 from snapshotd.web.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
 
@@ -102,13 +103,13 @@ SNAPSHOT_OF = (
 # was rendered as (placeholders 1 to 12).
 SNAPSHOT_PUT = (
     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
-    "captured_at, text_hash, simhash, words, profile) VALUES ({0}, {1}, {2}, {3}, {4}, {5}, "
-    "{6}, {7}, {8}, {9}, {10}, {11}) ON CONFLICT (path_id) DO UPDATE SET "
+    "captured_at, text_hash, simhash, words, profile, text_changed_at) VALUES ({0}, {1}, {2}, "
+    "{3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {7}) ON CONFLICT (path_id) DO UPDATE SET "
     "body_gz = excluded.body_gz, profile = excluded.profile, "
     "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
     "content_hash = excluded.content_hash, final_url = excluded.final_url, "
     "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
-    "simhash = excluded.simhash, words = excluded.words"
+    "simhash = excluded.simhash, words = excluded.words, " + TEXT_CHANGED_AT
 )
 
 
@@ -486,6 +487,14 @@ class Store(Protocol):
         ...
 
     async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None: ...
+
+    async def sitemap_count(self, site: str) -> int:
+        """How many pages the site's own sitemap lists (store/lastmod)."""
+        ...
+
+    async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:
+        """(path, when its main text last changed) of the pages it lists, ``offset`` on."""
+        ...
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None: ...
 

@@ -41,6 +41,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PostgresCopies, take_master
 from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.path_counts import (
     COUNTS,
@@ -80,6 +81,7 @@ class PostgresStore(
     PostgresCopies,
     PostgresLeases,
     PostgresProfiles,
+    PostgresLastmod,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE
+from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS
 from snapshotd.store.profiles import POSTGRES_PROFILES
 from snapshotd.store.query_params import PRINTS_AND_PARAMS
@@ -73,4 +74,5 @@ MIGRATIONS: list[str] = [
     SITE_TOKENS["postgres"],
     EXPIRE_AFTER_FLOOR["postgres"],
     POSTGRES_PROFILES,
+    TEXT_CHANGED,
 ]

@@ -37,6 +37,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PATHS_FOUND, SQLiteCopies, take_master
 from snapshotd.store.counters import COUNTERS_TABLE, SQLITE_RECENT_TABLE, SQLiteCounters
+from snapshotd.store.lastmod import TEXT_CHANGED, SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.path_counts import (
     COUNTS,
@@ -121,6 +122,7 @@ MIGRATIONS: list[str] = [
     SITE_TOKENS["sqlite"],
     EXPIRE_AFTER_FLOOR["sqlite"],
     SQLITE_PROFILES,
+    TEXT_CHANGED,
 ]
 
 
@@ -150,7 +152,8 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 
 class SQLiteStore(
-    SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles
+    SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
+    SQLiteLastmod,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
@@ -520,7 +523,7 @@ class SQLiteStore(
                     await wr.execute("COMMIT")
                     return True
                 await wr.execute(
-                    SNAPSHOT_PUT.format(*"?" * 12),
+                    SNAPSHOT_PUT.format(*(f"?{n}" for n in range(1, 13))),
                     (row[0], body, status, json.dumps(headers), etag, digest, final_url, now,
                      *(astuple(print_) if print_ else (None, None, None)), profile),
                 )
