@@ -22,8 +22,10 @@ COPY rules ./rules
 RUN pip install --no-cache-dir --no-deps . \
  && snapshotd --version
 
+# Not root: Chromium runs pages in its sandbox (browser.sandbox auto; docs/SPEC.md 1.2).
 USER snapshotd
 ENV SNAPSHOTD_CHROMIUM=/usr/bin/chromium-headless-shell \
+    SNAPSHOTD_SANDBOX=auto \
     SNAPSHOTD_DB=/data/snapshotd.db \
     SNAPSHOTD_HOST=0.0.0.0 \
     SNAPSHOTD_PORT=8080

@@ -8,6 +8,10 @@ PORT   ?= 8080
 # Processes the suite runs in: most of its time is spent waiting on timers and browsers, so
 # more than the cores (2 here) still shortens it.
 TEST_JOBS ?= 3
+# More for pytest: PYTEST_ARGS="--seed 1234" repeats a run's random draws (its last line
+# says the seed, how long it took and how many tests each process ran; the slowest ten
+# tests are listed above it).
+PYTEST_ARGS ?=
 
 .PHONY: run test test-floors lint bench chromium clean screenshot lock
 
@@ -124,7 +128,7 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/corpus/devices/node_modules/.package-lock.json \
 		tests/corpus/webcomponents/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --durations=10 $(PYTEST_ARGS)
 
 # The console's screenshots in docs/ (README), taken by its test at 1280 and 390 px.
 screenshot: chromium

@@ -44,6 +44,7 @@ from snapshotd.proxy.handler import Proxy
 from snapshotd.proxy.passthrough import Upstream
 from snapshotd.render import BrowserPool
 from snapshotd.render.base import Renderer
+from snapshotd.render.procs import BrowserProcesses
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
@@ -180,6 +181,8 @@ def build_services(
     sites = SiteRegistry(settings, store, rules=rules)
     renderer = renderer or default_renderer(settings)
     metrics = Metrics()
+    # The pool's browsers: a worker's are below its supervisor, which forked every worker.
+    metrics.add_collector(BrowserProcesses(os.getppid() if processes > 1 else None))
     links: LinksToFollow | None = asyncio.Queue() if crawler else None
     capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
     capture.learner.on_change = sites.refresh  # what is learned is used here at once

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -95,3 +96,26 @@ def page_handler(substitutions: dict[str, str]) -> Callable[[Request], Response]
         return Response(text, content_type=kind)
 
     return handle
+
+
+def rules_met(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The readiness rules (``settled``, ``limit``, ``quiet``) met in the captures made from
+    now until the test ends, by name, in the order they were met: what ended a capture's
+    wait, whatever time it took on this machine (a rule the page's own readiness beat is
+    cancelled, never met)."""
+    from snapshotd.render import readiness
+
+    met: list[str] = []
+
+    def watched(name: str) -> Callable[..., Any]:
+        rule = getattr(readiness, name)
+
+        async def run(*args: Any) -> None:
+            await rule(*args)
+            met.append(name)
+
+        return run
+
+    for name in ("settled", "limit", "quiet"):
+        monkeypatch.setattr(readiness, name, watched(name))
+    return met

@@ -1,9 +1,14 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files, and the suite's own report: how long it took and
+how many tests ran in each process (one line at the end), and the seed of what is drawn at
+random (``--seed N`` repeats a run's draws: ``random`` is seeded from it and the test's id
+before each test, whatever process runs it and in whatever order)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -115,3 +120,58 @@ async def upgrade(engine: str, tmp_path: Any) -> AsyncIterator[Upgrade]:
         )
     finally:
         await drop_postgres_schema(schema)
+
+
+# --------------------------------------------------------------------- the suite's report
+
+_STARTED = pytest.StashKey[float]()
+# Tests run in this process; on xdist's controller, by each worker (by its id).
+_RAN: dict[str, int] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seed", type=int, default=None,
+        help="seed of what the tests draw at random (default: a new one, printed at the end)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Drawn once, by the process that starts the run: xdist hands its options to the others.
+    if config.option.seed is None:
+        config.option.seed = random.SystemRandom().randrange(10**9)
+    config.stash[_STARTED] = time.monotonic()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"random seed: {config.option.seed} (repeat with --seed {config.option.seed})"
+
+
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    """Counted where it runs (not on xdist's controller, which runs none)."""
+    _RAN["main"] = _RAN.get("main", 0) + 1
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    random.seed(f"{item.config.option.seed}:{item.nodeid}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its count goes to the controller
+        workeroutput["tests_ran"] = _RAN.get("main", 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On xdist's controller, as a worker ends: how many tests it ran."""
+    _RAN[node.gateway.id] = getattr(node, "workeroutput", {}).get("tests_ran", 0)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    seconds = time.monotonic() - config.stash[_STARTED]
+    each = ", ".join(f"{name} {n}" for name, n in sorted(_RAN.items())) or "none"
+    terminalreporter.write_line(
+        f"suite: {sum(_RAN.values())} tests in {seconds:.0f} s (by process: {each}); "
+        f"random seed {config.option.seed} (repeat with --seed {config.option.seed})"
+    )

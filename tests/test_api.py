@@ -692,6 +692,7 @@ async def test_openapi_matches_the_routes(env: Env) -> None:
         "{path}": "x",
         "{url}": "http://127.0.0.1:9/x",
         "{file}": "console.js",
+        "{download}": f"{TOKEN}-shop_data.json",
         "{name}": "id",
     }
     def removes(pm: tuple[str, str]) -> int:

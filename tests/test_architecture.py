@@ -25,6 +25,7 @@ LAYERS = (
     ("services",),
     ("proxy", "crawl"),
     ("capture",),
+    ("search",),
     ("sites",),
     ("render", "rewrite", "verify"),
     ("observe",),

@@ -33,7 +33,7 @@ BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 
 pytestmark = pytest.mark.browser
 
-BROWSER = BrowserSettings(concurrency=1, javascript_timeout=0.3, render_timeout=10)
+BROWSER = BrowserSettings(concurrency=1, javascript_timeout=0.3, render_timeout=45)
 
 
 class CountingSpa:
@@ -94,12 +94,12 @@ def _snapshotd(origin: str, db: str) -> Iterator[httpx.Client]:
     """snapshotd with its crawler, one capture slot (so every capture shares one browser
     context, and whatever it could keep), links not followed."""
     browser = BrowserSettings(
-        concurrency=1, executable=require_chromium(), javascript_timeout=0.3, render_timeout=10
+        concurrency=1, executable=require_chromium(), javascript_timeout=0.3, render_timeout=45
     )
     site = SiteSettings(
         name="shop", origin=origin, seeds=(), crawl_links=False, obey_robots=False
     )
-    settings = Settings(db=db, miss_wait=8.0, browser=browser, sites=(site,))
+    settings = Settings(db=db, miss_wait=50.0, browser=browser, sites=(site,))
     renderer = BrowserPool(browser, spares=0)
     app = create_app(settings, renderer=renderer, crawler=True)
     with serve_asgi(app) as base, httpx.Client(base_url=base, timeout=60, trust_env=False) as c:

@@ -42,11 +42,13 @@ class Env:
 
 
 @contextmanager
-def serve_console(folder: Path, *, crawler: bool = True, concurrency: int = 1) -> Iterator[Env]:
+def serve_console(
+    folder: Path, *, crawler: bool = True, concurrency: int = 1, crawl_links: bool = False
+) -> Iterator[Env]:
     """snapshotd with sites ``spa`` and ``down``, its database in ``folder``."""
     chromium = require_chromium()
     db = str(folder / "snap.db")
-    quiet = {"seeds": (), "sitemaps": (), "crawl_links": False, "obey_robots": False}
+    quiet = {"seeds": (), "sitemaps": (), "crawl_links": crawl_links, "obey_robots": False}
     with serve_asgi(create_spa()) as spa:
         sites = (
             SiteSettings(name="spa", origin=spa, **quiet),  # type: ignore[arg-type]
@@ -54,7 +56,7 @@ def serve_console(folder: Path, *, crawler: bool = True, concurrency: int = 1) -
         )
         browser = BrowserSettings(
             concurrency=concurrency, executable=chromium, javascript_timeout=0.3,
-            render_timeout=10,
+            render_timeout=60,
         )
         settings = Settings(db=db, api_tokens=(TOKEN,), browser=browser, sites=sites)
         with serve_asgi(create_app(settings, crawler=crawler)) as base:
@@ -120,7 +122,7 @@ async def test_sign_in_queue_watch_it_captured_view_and_delete(page: Page, env: 
     await expect(row).to_be_visible(timeout=WAIT_MS)
     await expect(row.locator("td.state")).to_have_text("processed")
     await expect(page.locator('#counts tr[data-site="spa"] .count-processed')).to_have_text("1")
-    await expect(page.locator("#rate")).to_contain_text("ok 1", timeout=WAIT_MS)
+    await expect(page.locator("#rate")).to_contain_text("all processes: ok 1", timeout=WAIT_MS)
 
     # One snapshot beside its details, in a sandboxed frame.
     await row.locator("button.link").click()

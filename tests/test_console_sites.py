@@ -25,7 +25,7 @@ async def test_a_site_is_created_changed_paused_restarted_and_deleted_from_the_c
 ) -> None:
     chromium = require_chromium()
     browser_settings = BrowserSettings(
-        concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=10
+        concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=60
     )
     settings = Settings(db=str(tmp_path / "c.db"), api_tokens=(TOKEN,), browser=browser_settings)
     with serve_asgi(create_spa()) as spa, serve_asgi(create_app(settings)) as base:

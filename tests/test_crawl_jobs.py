@@ -177,7 +177,7 @@ async def test_a_crawled_page_keeps_no_snapshot_and_expires_like_a_processed_one
 
 def crawlbot_app(db: str):  # type: ignore[no-untyped-def]
     browser = BrowserSettings(
-        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=10
+        concurrency=2, executable=require_chromium(), javascript_timeout=0.2, render_timeout=60
     )
     # A maintenance each second: a round's end is seen within one.
     return create_app(

@@ -35,7 +35,7 @@ def write_config(
     config.write_text(
         f'[server]\ndb = "{db}"\n'
         f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
-        "javascript_timeout = 0.2\nrender_timeout = 5.0\nblock_resources = []\n"
+        "javascript_timeout = 0.2\nrender_timeout = 60.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nrules = "{RULES}"\n'
         f'seeds = ["/"]\nsitemaps = {sitemaps}\nignore = ["/admin/"]\n'
         # One render a capture: these tests count the origin's documents.

@@ -24,7 +24,7 @@ from tests.servers import serve_asgi
 
 pytestmark = pytest.mark.browser
 
-SETTINGS = BrowserSettings(concurrency=1, javascript_timeout=0.3, render_timeout=10.0)
+SETTINGS = BrowserSettings(concurrency=1, javascript_timeout=0.3, render_timeout=60)
 
 # Scripts, each run in a page of its own, and what the capture is to name.
 READ = {

@@ -87,7 +87,7 @@ def test_device_settings_are_checked() -> None:
 # ------------------------------------------------------------------------ in Chromium
 
 SETTINGS = BrowserSettings(
-    concurrency=1, javascript_timeout=1.0, render_timeout=8.0, recycle_after=500,
+    concurrency=1, javascript_timeout=1.0, render_timeout=60.0, recycle_after=500,
     block_resources=("media", "font"),
 )
 
@@ -158,7 +158,7 @@ def _seen(html: str) -> dict[str, object]:
 @pytest.mark.browser
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("profile", ["mobile", "desktop"])
-async def test_the_page_and_its_origin_see_the_crawler_of_the_profile(
+async def test_the_page_sees_the_crawler_of_the_profile_and_its_origin_the_browser(
     pool: BrowserPool, origin: Origin, profile: str
 ) -> None:
     site = SiteSettings(origin=origin.origin)
@@ -173,10 +173,25 @@ async def test_the_page_and_its_origin_see_the_crawler_of_the_profile(
     assert seen["dpr"] == expected.device_scale_factor
     assert seen["coarse"] is expected.has_touch
     assert seen["touch"] is expected.has_touch
+    # The origin sees the device's browser, without the crawler's name, and the marks.
+    browser = expected.header_agent(pool_version(agent), crawler=False)
     document = origin.headers("/p/devices_probe")[-1]
-    assert document["User-Agent"] == agent
-    assert document["X-Snapshotd"] == "1"
-    assert all(h["User-Agent"] == agent for h in origin.headers("/data/near")[-1:])
+    assert document["User-Agent"] == browser and "bot" not in browser.lower()
+    assert document["X-Snapshotd"] == "1" and document["X-Prerender"] == "1"
+    assert origin.headers("/data/near")[-1]["User-Agent"] == browser
+    # A site that wants the crawler's user agent at its origin gets it, in the same slot.
+    crawler = replace(site, origin_user_agent="crawler")
+    result = await pool.capture(f"{origin.origin}/p/devices_probe?{profile}", crawler, profile)
+    assert result.ok, result
+    assert origin.headers("/p/devices_probe")[-1]["User-Agent"] == agent
+    assert origin.headers("/data/near")[-1]["User-Agent"] == agent
+
+
+def pool_version(agent: str) -> str:
+    """The Chromium version a profile's user agent names."""
+    found = re.search(r"Chrome/([0-9.]+)", agent)
+    assert found, agent
+    return found.group(1)
 
 
 @pytest.mark.browser
@@ -274,3 +289,18 @@ async def test_a_site_that_opts_in_is_scrolled_to_its_end(
     assert "far block loaded" in result.html and "near block loaded" in result.html
     seen = _seen(result.html)
     assert seen["scrolls"] > 0 and seen["scrollY"] > 0
+
+
+def test_the_origin_sees_the_devices_browser_unless_the_site_says_otherwise() -> None:
+    for profile in PROFILES.values():
+        page = profile.agent("120.0.1.2")
+        header = profile.header_agent("120.0.1.2", crawler=False)
+        assert "Googlebot" in page and "bot" not in header.lower()
+        assert "Chrome/120.0.1.2" in header
+        assert ("Mobile" in header) == profile.is_mobile
+        assert profile.header_agent("120.0.1.2", crawler=True) == page
+        # A site's own user agent is what the page and the origin see, either way.
+        assert profile.header_agent("1", "Mine/1", crawler=False) == "Mine/1"
+    assert site_from_mapping({"origin": "http://a.test"}).origin_user_agent == "browser"
+    with pytest.raises(ConfigError, match="origin_user_agent"):
+        site_from_mapping({"origin": "http://a.test", "origin_user_agent": "bot"})

@@ -142,8 +142,8 @@ def test_every_metric_and_label_the_dashboard_queries_is_exposed(tmp_path) -> No
     queries = dashboard_queries()
     assert len(queries) >= 10
     for expr in queries:
-        metrics = set(re.findall(r"\bsnapshotd_[a-z_]+\b", expr))
-        assert metrics, f"queries no snapshotd metric: {expr}"
+        metrics = set(re.findall(r"\b(?:snapshotd|process)_[a-z_]+\b", expr))
+        assert metrics, f"queries no snapshotd or process metric: {expr}"
         labels: set[str] = set()
         for metric in metrics:
             assert metric in series, f"{metric} is not exposed (queried by {expr})"
@@ -259,3 +259,37 @@ def test_readiness_says_whether_the_browser_pool_can_render(tmp_path) -> None:
                         trust_env=False).status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.5)
+
+
+def _sample(text: str, name: str) -> float:
+    found = re.search(rf"^{name}(?:\{{[^}}]*\}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    assert found, f"{name} is not exposed"
+    return float(found.group(1))
+
+
+def test_the_scrape_gives_the_process_and_the_browser_pools_processes_and_memory(
+    tmp_path,
+) -> None:
+    chromium = require_chromium()
+    db = str(tmp_path / "snap.db")
+    with serve_asgi(create_spa()) as spa, snapshotd(db, spa, chromium) as base:
+        r = httpx.get(f"{base}/items/4", headers={"User-Agent": BOT}, timeout=30,
+                      trust_env=False)
+        assert r.headers["x-snapshotd-cache"] == "MISS"
+        text = scrape(base, TOKEN).text
+    assert _sample(text, "process_resident_memory_bytes") > 0
+    assert _sample(text, "process_cpu_seconds_total") > 0
+    assert _sample(text, "process_open_fds") > 0
+    # The pool's Chromium: a browser process and its renderers, with their memory.
+    assert _sample(text, "snapshotd_browser_processes") >= 2
+    assert _sample(text, "snapshotd_browser_memory_bytes") > 10 * 2**20
+
+
+def test_the_dashboard_shows_crawler_claims_and_the_memory_of_snapshotd_and_its_browsers(
+) -> None:
+    queries = dashboard_queries()
+    claims = [q for q in queries if "snapshotd_bot_claims_total" in q]
+    assert claims and all("family" in q and "claim" in q for q in claims), claims
+    for metric in ("process_resident_memory_bytes", "snapshotd_browser_memory_bytes",
+                   "snapshotd_browser_processes"):
+        assert any(metric in q for q in queries), metric

@@ -174,6 +174,10 @@ LATER_STEPS = (
         SQLITE_PROFILES.split(";")[1] + ";",
         "DROP TABLE profile_snapshots",
     ),
+    (
+        "ALTER TABLE snapshots ADD COLUMN text_changed_at DOUBLE PRECISION",
+        "ALTER TABLE snapshots DROP COLUMN text_changed_at",
+    ),
 )
 
 

@@ -116,11 +116,11 @@ def env(tmp_path_factory) -> Iterator[Env]:
     db = str(tmp_path_factory.mktemp("proxy") / "snap.db")
     with serve_asgi(origin.app) as origin_url:
         browser = BrowserSettings(
-            concurrency=2, executable=chromium, javascript_timeout=0.3, render_timeout=10
+            concurrency=2, executable=chromium, javascript_timeout=0.3, render_timeout=45
         )
         site = SiteSettings(name="shop", origin=origin_url, ignore=("/cart",))
         other = SiteSettings(name="blog", origin=origin_url, hosts=("blog.test",))
-        settings = Settings(db=db, miss_wait=8.0, browser=browser, sites=(other, site))
+        settings = Settings(db=db, miss_wait=50.0, browser=browser, sites=(other, site))
         renderer = CountingRenderer(browser)
         app = create_app(settings, renderer=renderer, crawler=False)
         with serve_asgi(app) as base:
@@ -646,7 +646,7 @@ def test_a_bot_is_served_from_postgresql(tmp_path) -> None:
         with serve_asgi(origin.app) as origin_url:
             browser = BrowserSettings(
                 concurrency=1, executable=require_chromium(), javascript_timeout=0.3,
-                render_timeout=10,
+                render_timeout=60,
             )
             settings = Settings(db=db, browser=browser, sites=(SiteSettings(origin=origin_url),))
             with serve_asgi(create_app(settings, crawler=False)) as base:

@@ -16,14 +16,14 @@ from playwright.async_api import Browser, async_playwright
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render.chromium import LAUNCH_ARGS
-from tests.chromium import require_chromium
+from tests.chromium import require_chromium, rules_met
 from tests.corpus import CASES, Case, visible_text
 from tests.corpus.server import NODE_MODULES, create_app
 from tests.servers import serve_asgi
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
-SETTINGS = BrowserSettings(concurrency=2, javascript_timeout=3.0, render_timeout=20.0)
+SETTINGS = BrowserSettings(concurrency=2, javascript_timeout=3.0, render_timeout=60.0)
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +63,21 @@ def require_apps(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_adaptive_captures_what_the_page_shows_once_done_and_says_when_a_limit_ended_it(
-    pool, reader, origin, case: Case
+    pool, reader, origin, case: Case, monkeypatch
 ) -> None:
     require_apps(case)
     site = SiteSettings(origin=origin)
     assert site.readiness == "adaptive"  # the default
+    met = rules_met(monkeypatch)
     result = await pool.capture(origin + case.path, site)
     assert result.ok, result
     assert await visible_text(reader, result.html) == case.expected
     # Only a page that never stops changing is captured at a limit, and said to be.
     assert result.readiness_limit is case.endless
     if case.endless:
-        assert result.elapsed < SETTINGS.javascript_timeout + 2
-    if case.app:  # nothing late: ready soon after its last request, not a quiet period later
-        assert result.elapsed < SETTINGS.javascript_timeout / 2
+        assert met == ["limit"], met  # javascript_timeout's, not render_timeout
+    if case.app:  # nothing late: ready once settled after its last request, not at the limit
+        assert met == ["settled"], met
 
 
 FINISHING = [c for c in CASES if c.timers or c.declares]
@@ -99,8 +100,7 @@ async def test_a_late_onCaptureReady_is_not_waited_for_when_the_page_did_not_dec
 ) -> None:
     result = await pool.capture(origin + "/c/latecall", SiteSettings(origin=origin))
     assert result.ok, result
-    assert result.elapsed < 4.0
-    assert await visible_text(reader, result.html) == "Shown at first"
+    assert await visible_text(reader, result.html) == "Shown at first"  # not its late call
     declared = SiteSettings(origin=origin, wait_for_capture_ready=True)
     result = await pool.capture(origin + "/c/latecall", declared)
     assert result.ok, result

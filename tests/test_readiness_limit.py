@@ -26,7 +26,7 @@ def test_a_page_still_changing_at_the_limit_is_marked_in_the_api_the_url_report_
     tmp_path,
 ) -> None:
     browser = BrowserSettings(
-        concurrency=1, executable=require_chromium(), javascript_timeout=1.0, render_timeout=10
+        concurrency=1, executable=require_chromium(), javascript_timeout=1.0, render_timeout=60
     )
     with serve_asgi(corpus_app()) as origin:
         site = SiteSettings(name="corpus", origin=origin, hosts=("corpus.test",))

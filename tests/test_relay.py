@@ -233,15 +233,13 @@ def test_a_silent_origin_is_a_bounded_failure(tmp_path, monkeypatch) -> None:
     async def script(conn: int, index: int, request: bytes) -> bytes | None:
         if b"/mid" in request:
             return b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"
-        await asyncio.sleep(5)
+        await asyncio.sleep(3600)  # silent until the test ends: only a time-out answers
         return None
 
     with raw_origin(script) as (url, _), servers(tmp_path, url) as (fast, _, counts):
-        started = time.monotonic()
-        silent, kept = raw_exchange(fast, request(b"/silent"))
-        took = time.monotonic() - started
-        mid, closed = raw_exchange(fast, request(b"/mid"), quiet=1.5)
-    assert silent.startswith(b"HTTP/1.1 502 ") and not kept and took < 2.5
+        silent, kept = raw_exchange(fast, request(b"/silent"), timeout=60)
+        mid, closed = raw_exchange(fast, request(b"/mid"), timeout=60, quiet=1.5)
+    assert silent.startswith(b"HTTP/1.1 502 ") and not kept
     assert mid.endswith(b"only part") and closed
 
 
@@ -320,7 +318,7 @@ def test_a_client_that_does_not_read_holds_the_origin_back(tmp_path) -> None:
 
 
 def test_a_paused_client_with_a_request_pipelined_behind_a_relay_gets_both_at_once(
-    tmp_path,
+    tmp_path, monkeypatch
 ) -> None:
     """A 4 MiB answer relayed to a client that reads nothing for a second, with a second
     request pipelined behind it (which takes the protocol's cycle): once the client reads,
@@ -330,6 +328,8 @@ def test_a_paused_client_with_a_request_pipelined_behind_a_relay_gets_both_at_on
     async def script(conn: int, index: int, request: bytes) -> bytes:
         return ok(big if b"/big" in request else b"small")
 
+    # The origin's read timeout far beyond the socket's: the relay must go on by itself.
+    monkeypatch.setattr(http1, "READ_TIMEOUT", 3600.0)
     with raw_origin(script) as (url, _), servers(tmp_path, url) as (fast, _, counts):
         host, port = fast.removeprefix("http://").split(":")
         with socket.socket() as sock:
@@ -337,14 +337,12 @@ def test_a_paused_client_with_a_request_pipelined_behind_a_relay_gets_both_at_on
             sock.connect((host, int(port)))
             sock.sendall(request(b"/big") + request(b"/small"))
             time.sleep(1.0)
-            started, got = time.monotonic(), b""
-            sock.settimeout(10)
+            got = b""
+            sock.settimeout(60)  # only stops a hang
             while not got.endswith(b"\r\n\r\nsmall"):
                 data = sock.recv(1 << 20)
                 assert data
                 got += data
-            took = time.monotonic() - started
-    assert took < 3, took  # not after the origin's read timeout
     assert got.count(b"HTTP/1.1 200 OK") == 2 and big in got and counts.answered == 1
 
 

@@ -236,3 +236,23 @@ def test_pauses_answer_marks_documents_and_data_and_adds_custom_headers_on_the_o
     _, params = pauses.answer(_paused("Script", "http://other.test/lib.js"))
     assert params["headers"] == [{"name": "Accept", "value": "*/*"}]
     assert pauses.patterns()[-1] == {"urlPattern": "http://a.test/*", "requestStage": "Request"}
+
+
+def test_pauses_put_the_header_agent_on_what_chromium_sends_with_the_pages() -> None:
+    pauses = Pauses(())
+    assert pauses.patterns() == []
+    pauses.origin, pauses.agent = "http://a.test", "Browser/1"
+    assert pauses.patterns() == [
+        {"urlPattern": "*", "resourceType": k, "requestStage": "Request"}
+        for k in ("Document", "Other")
+    ]
+    for url in ("http://a.test/", "http://other.test/frame"):
+        _, params = pauses.answer(_paused("Document", url, {"User-Agent": "Googlebot/2.1"}))
+        agents = [h["value"] for h in params["headers"] if h["name"].lower() == "user-agent"]
+        assert agents == ["Browser/1"]
+    # A site's own custom header wins on its origin.
+    pauses.headers = {"user-agent": "Mine/1"}
+    _, params = pauses.answer(_paused("Other", "http://a.test/w.js", {"User-Agent": "G"}))
+    assert [h["value"] for h in params["headers"] if h["name"].lower() == "user-agent"] == [
+        "Mine/1"
+    ]

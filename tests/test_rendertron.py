@@ -242,7 +242,7 @@ def test_recache_queues_url_or_urls_with_the_token_in_the_body(stack: Stack) -> 
          {}, 400, "urls[1]"),
         ({"prerenderToken": TOKEN, "urls": [f"http://{HOST}/items/22", 7]}, {}, 400, "urls[1]"),
         ({"prerenderToken": TOKEN}, {}, 400, "url"),
-        ({"prerenderToken": TOKEN, "url": f"http://{HOST}/items/22", "adaptiveType": "mobile"},
+        ({"prerenderToken": TOKEN, "url": f"http://{HOST}/items/22", "adaptiveType": "tablet"},
          {}, 400, "adaptiveType"),
         ({"prerenderToken": TOKEN, "url": f"http://{HOST}/items/22", "extra": 1}, {}, 400,
          "extra"),
@@ -255,6 +255,21 @@ def test_recache_refuses_a_bad_call_whole(
                    trust_env=False)
     assert r.status_code == status and r.json()["field"] == field, r.text
     assert stack.record("items/22").status_code == 404  # nothing was queued
+
+
+@pytest.mark.parametrize(("device", "number"), [("mobile", 24), ("desktop", 25)])
+def test_recache_takes_either_adaptive_type_and_recaptures_the_path(
+    stack: Stack, device: str, number: int
+) -> None:
+    """prerender.io's way to recache the phones' page ("mobile") or the desktop one
+    ("desktop", its default): the path is recaptured, which renders again every profile the
+    site serves that page in."""
+    r = httpx.post(f"{stack.snapshotd}/_snapshotd/recache", json={
+        "prerenderToken": TOKEN, "url": f"http://{HOST}/items/{number}", "adaptiveType": device,
+    }, trust_env=False)
+    assert r.status_code == 200, r.text
+    record = stack.record(f"items/{number}").json()
+    assert record["state"] == "pending" and record["priority"] == 2
 
 
 def test_recache_takes_the_token_in_a_header_too(stack: Stack) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from snapshotd.rewrite import Decision, parse_rules
 from tests.apache.harness import HOST, ApacheServer, Outcome, apache_available
+from tests.test_rewrite import budget_clock_stopped  # noqa: F401  (autouse here too)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -105,7 +105,7 @@ hosts = ["quiet.test"]
 """)
         settings = load_settings(str(config), env={})
         browser = BrowserSettings(
-            concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=15
+            concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=45
         )
         sites = tuple(replace(s, devices="desktop") for s in settings.sites)
         settings = replace(settings, browser=browser, sites=sites)

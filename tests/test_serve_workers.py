@@ -37,7 +37,7 @@ def write_config(tmp_path: Path, origin: str, db: Path, *, seeds: str = "[]") ->
     config.write_text(
         f'[server]\ndb = "{db}"\napi_tokens = ["{TOKEN}"]\nworker_header = true\n'
         f'[browser]\nconcurrency = 2\nexecutable = "{require_chromium()}"\n'
-        "javascript_timeout = 0.2\nrender_timeout = 10.0\nblock_resources = []\n"
+        "javascript_timeout = 0.2\nrender_timeout = 60.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nseeds = {seeds}\nsitemaps = []\n'
         "capture_new = false\n"
     )
@@ -197,6 +197,11 @@ def test_metrics_add_up_and_a_recapture_reaches_every_worker_within_a_second(tmp
             for bodies in after.values():
                 assert len(bodies) == 1 and "second" in next(iter(bodies)), after
             assert hits(base) == asked + more
+            # Read when scraped, beside the shared counts: the answering worker's process_*.
+            text = httpx.get(f"{base}/_snapshotd/metrics", headers=AUTH, trust_env=False).text
+            for name in ("process_resident_memory_bytes", "process_open_fds",
+                         "snapshotd_browser_processes", "snapshotd_browser_memory_bytes"):
+                assert re.search(rf"^{name} ", text, re.MULTILINE), name
             assert serve.stop() == 0
         err = serve.stderr
     assert "Traceback" not in err, err

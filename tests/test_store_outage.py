@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections import Counter
@@ -14,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from snapshotd.observe.logs import Throttle
+from snapshotd.observe.logs import THROTTLE_EVERY, Throttle
 from tests.conftest import POSTGRES, drop_postgres_schema, postgres_schema
 from tests.gate import Gate
 from tests.servers import serve_asgi
@@ -95,6 +96,9 @@ def test_a_store_gone_away_is_a_503_for_the_api_a_bypass_for_bots_and_a_few_log_
                     assert page.headers["x-snapshotd-cache"] == "BYPASS"
                 time.sleep(max(0.0, 5 - (time.monotonic() - started)))
                 during = new_lines(serve, since)
+                # Each kind of failure may be said once in each THROTTLE_EVERY seconds
+                # begun; on a busy machine these requests may take more than one.
+                windows = math.ceil((time.monotonic() - started) / THROTTLE_EVERY)
 
                 gate.open()
                 # Back as soon as the store answers again.
@@ -110,9 +114,9 @@ def test_a_store_gone_away_is_a_503_for_the_api_a_bypass_for_bots_and_a_few_log_
         gate.shut()
         asyncio.run(drop_postgres_schema(schema))
     assert "Traceback" not in err, err
-    # 60 API calls, 20 bot requests and every background loop in 5 s: each kind of failure
-    # said at most once by each process.
+    # 60 API calls, 20 bot requests and every background loop in 5 s or more: each kind of
+    # failure said at most once by each process in each throttle window.
     kinds = Counter(line.split(" ", 1)[1].split(":")[0] for line in during)
-    assert max(kinds.values()) <= int(workers), "".join(during)
-    assert len(during) < 20, "".join(during)
+    assert max(kinds.values()) <= int(workers) * windows, (windows, "".join(during))
+    assert len(during) < 20 * windows, (windows, "".join(during))
     assert any("store unavailable" in line for line in during), "".join(during)

@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from snapshotd.store.outcome import CaptureOutcome, Variant
+from snapshotd.store.profiles import SQLITE_PROFILES
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
@@ -80,11 +81,14 @@ async def test_snapshots_stored_before_profiles_become_desktop_and_serve_every_p
     db = str(tmp_path / "v11.db")
     async with SQLiteStore(db) as s:
         assert await s.schema_version() == len(MIGRATIONS)
-    # Back to the schema before profiles (the last step), with a snapshot stored then.
+    # Back to the schema before profiles (and the steps after it), with a snapshot stored then.
     conn = sqlite3.connect(db)
     conn.execute("DROP TABLE profile_snapshots")
     conn.execute("ALTER TABLE snapshots DROP COLUMN profile")
-    conn.execute("DELETE FROM schema_migrations WHERE version = ?", (len(MIGRATIONS),))
+    conn.execute("ALTER TABLE snapshots DROP COLUMN text_changed_at")
+    conn.execute(
+        "DELETE FROM schema_migrations WHERE version > ?", (MIGRATIONS.index(SQLITE_PROFILES),)
+    )
     conn.execute(
         "INSERT INTO paths (site, path, state, priority, created_at, queued_at, expires_at) "
         "VALUES ('site', '/old', 'processed', 1, 0, 0, 9e9)"
@@ -101,6 +105,8 @@ async def test_snapshots_stored_before_profiles_become_desktop_and_serve_every_p
         for profile in (None, "mobile", "desktop"):
             old = await s.get_snapshot("site", "/old", profile)
             assert (old.html, old.profile) == ("<p>old</p>", "desktop")
+        # Its main text is taken to have changed when it was captured.
+        assert await s.sitemap_pages("site", 0, 10) == [("/old", 1.0)]
 
 
 async def test_own_profiles_name_the_profiles_each_path_holds_a_snapshot_for(store):
@@ -123,3 +129,14 @@ async def test_a_snapshot_says_which_profile_the_path_s_own_was_rendered_as(stor
     assert (wide.profile, wide.own_profile) == ("desktop", "mobile")
     own = await store.get_snapshot("site", "/e")
     assert (own.profile, own.own_profile) == ("mobile", "mobile")
+
+
+async def test_the_copies_of_a_site_are_counted(store):
+    assert await store.count_copies("site") == 0
+    assert await _capture(store, "/one", "<p>one</p>", profile="mobile")
+    assert await _capture(store, "/two", "<p>one</p>", profile="mobile", duplicate_of="/one",
+                          shared=True)
+    assert await _capture(store, "/three", "<p>one</p>", profile="mobile",
+                          duplicate_of="/one", shared=True)
+    assert await store.count_copies("site") == 2
+    assert await store.count_copies("other") == 0

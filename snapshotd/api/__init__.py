@@ -93,6 +93,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/paths/{{path:path}}", paths.delete_path, methods=["DELETE"]),
     Route(f"{_SITE}/snapshot/{{path:path}}", paths.get_snapshot),
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
+    Route(f"{_SITE}/sitemap", sitemap.get_sitemap, methods=["GET"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/screenshot", screenshot.screenshot_in_query, methods=["GET", "HEAD"]),
@@ -102,6 +103,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{PREFIX}/recache", recache.recache, methods=["POST"]),
     Route(f"{crawlbot.V3}/crawl", crawlbot.crawl, methods=["GET", "POST"]),
     Route(f"{crawlbot.V3}/crawl/data", crawlbot.crawl_data, methods=["GET"]),
+    Route(f"{crawlbot.V3}/crawl/download/{{download}}", crawlbot.crawl_download, methods=["GET"]),
     Route(f"{PREFIX}/console", console.console_page),
     Route(f"{PREFIX}/console/{{file}}", console.console_file),
 )

@@ -11,6 +11,7 @@ rule (:mod:`snapshotd.api.crawlbot_args`): carried out, done otherwise and said 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from snapshotd.sites.param_learner import without_each_param
 from snapshotd.web.shadow import composed
 from snapshotd.web.urls import split_site_path
 
-__all__ = ["V3", "crawl", "crawl_data"]
+__all__ = ["V3", "crawl", "crawl_data", "crawl_download"]
 
 
 def _yes(value: Any) -> bool:
@@ -73,7 +74,14 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxRounds": ("max_rounds", lambda v: max(int(v), 0)),
     "notifyWebhook": ("notify_webhook", str),
     "notifyEmail": ("notify_email", str),
+    "apiUrl": ("api_url", str),
 }
+# Crawlbot's bound on the jobs of one token, and its answer past it: a new job is refused while
+# this many exist (snapshotd's sites, every one a job).
+MAX_JOBS = 1000
+TOO_MANY_JOBS = {"errorCode": 505, "error": "Too many collections for token"}
+# Crawlbot's own default of a new job's maxToProcess (a site's setting is -1: no limit).
+MAX_TO_PROCESS = 100_000
 # A job is one host: a per-subdomain maximum is a maximum of the job (the lower one wins).
 PER_SUBDOMAIN = {
     "maxToCrawlPerSubdomain": "max_pages",
@@ -174,6 +182,8 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
         return None
     if site is None and "origin" not in changes:
         raise ApiError(400, "seeds: a new job needs its seeds", "seeds")
+    if site is None:
+        changes.setdefault("max_to_process", MAX_TO_PROCESS)
     base = site_to_mapping(site) if site else {}
     try:
         return site_from_body(name, {**base, **changes}, ctx)
@@ -212,6 +222,8 @@ async def crawl(request: Request) -> Response:
         return JSONResponse({"jobs": [await job_json(request, s) for s in ctx.sites.sites]})
     name = str(args["name"])
     site = _site_for(ctx, name, args)
+    if site is not None and ctx.sites.site(name) is None and len(ctx.sites.sites) >= MAX_JOBS:
+        return JSONResponse({**TOO_MANY_JOBS, "field": "name"}, status_code=400)
     response = "Successfully added urls for spidering." if site else ""
     if site is not None:
         try:
@@ -250,7 +262,38 @@ async def crawl_data(request: Request) -> Response:
     args = await _arguments(request)
     _authorize(request, args, download=True)
     check_arguments(args, DATA_ARGUMENTS | {DOWNLOAD_TOKEN})
-    ctx = context(request)
+    return await _data(context(request), args)
+
+
+# Crawlbot's download files: ``<token>-<job name>_data.json`` and ``_urls.csv``.
+DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "format": "csv"}}
+
+
+@operation(
+    "Crawlbot's download path: /v3/crawl/download/<token>-<name>_data.json (the job's pages, "
+    "as crawl/data with format=json) or <token>-<name>_urls.csv (its URL report)",
+    responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
+)
+async def crawl_download(request: Request) -> Response:
+    file = str(request.path_params["download"])
+    kind = next((k for k in DOWNLOADS if file.endswith(k)), None)
+    if kind is None:
+        raise ApiError(404, "a download is <token>-<name>_data.json or _urls.csv", "download")
+    stem = file.removesuffix(kind)
+    tokens = api_tokens(context(request))
+    # A token and a job name may both hold "-": the token is the prefix that is one.
+    found = False
+    name = ""
+    for at in [i for i, c in enumerate(stem) if c == "-"]:
+        if token_matches(stem[:at], tokens) and not found:
+            found, name = True, stem[at + 1 :]
+    if not found or not name:
+        raise ApiError(401, "the file's name must start with a valid token", "token")
+    return await _data(context(request), {"name": name, **DOWNLOADS[kind]})
+
+
+async def _data(ctx: Any, args: dict[str, Any]) -> Response:
+    """A job's data as ``args`` ask for it (the caller authorized it)."""
     if not args.get("name"):
         raise ApiError(400, "name: give the job's name", "name")
     site = ctx.sites.site(str(args["name"]))
@@ -265,7 +308,8 @@ async def crawl_data(request: Request) -> Response:
         raise ApiError(400, "num must be a whole number", "num")
     records = [r async for r in ctx.store.iter_paths(site.name)]
     if args.get("type") != "urls":
-        records = [r for r in records if r.state == "processed"]
+        # Crawlbot's objects: a copy of another page is not listed (the URL report has it).
+        records = [r for r in records if r.state == "processed" and not r.duplicate_of]
     if num is not None:
         records = sorted(records, key=lambda r: r.captured_at or 0, reverse=True)[: int(num)]
     if args.get("type") == "urls":
@@ -297,6 +341,8 @@ async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[s
     title = tree.css_first("title")
     canonical = tree.css_first('link[rel="canonical"]')
     row = {
+        # Crawlbot's id of an object: the same for the same content, whatever its URL.
+        "diffbotUri": "page|1|" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32],
         "pageUrl": site.url_for(record.path),
         "path": record.path,
         "status": record.status,

@@ -8,7 +8,10 @@ Invariants:
   check in front of the API lets this path through);
 - every URL must name a configured site's page (400 naming ``url`` or ``urls[i]``); the
   whole body is checked before anything is queued, and each site's paths are queued as
-  the recapture API queues them (priority 2, ``force``).
+  the recapture API queues them (priority 2, ``force``);
+- ``adaptiveType`` (prerender.io's ``mobile`` or ``desktop``, its default) recaptures the
+  path either way: a recapture renders again every device profile the site serves that page
+  in (:mod:`snapshotd.capture.profiles`), the phones' snapshot with the desktop one.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from snapshotd.store.base import PRIORITY_API
 log = logging.getLogger("snapshotd.api")
 
 FIELDS = {"prerenderToken", "url", "urls", "adaptiveType"}
+# prerender.io's device of a recache; a recapture renders every profile the site serves.
+ADAPTIVE_TYPES = ("mobile", "desktop")
 
 
 def _authorize(request: Request, data: dict[str, Any]) -> None:
@@ -57,7 +62,7 @@ def _authorize(request: Request, data: dict[str, Any]) -> None:
                         "url": {"type": "string"},
                         "urls": {"type": "array", "items": {"type": "string"},
                                  "maxItems": MAX_PATHS_PER_CALL},
-                        "adaptiveType": {"type": "string", "enum": ["desktop"]},
+                        "adaptiveType": {"type": "string", "enum": list(ADAPTIVE_TYPES)},
                     },
                 }
             }
@@ -78,8 +83,8 @@ async def recache(request: Request) -> Response:
     if unknown:
         name = sorted(unknown)[0]
         raise ApiError(400, f"unknown field {name!r}: expected url or urls", name)
-    if data.get("adaptiveType", "desktop") != "desktop":
-        raise ApiError(400, "adaptiveType: snapshotd captures the desktop page", "adaptiveType")
+    if data.get("adaptiveType", "desktop") not in ADAPTIVE_TYPES:
+        raise ApiError(400, "adaptiveType: expected mobile or desktop", "adaptiveType")
     if ("url" in data) == ("urls" in data):
         raise ApiError(400, "give url (one URL) or urls (a list of URLs)", "url")
     if "url" in data:

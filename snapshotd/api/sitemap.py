@@ -1,4 +1,5 @@
-"""A sitemap uploaded to queue its URLs.
+"""A sitemap uploaded to queue its URLs, and the site's own sitemap read back
+(:mod:`snapshotd.search.sitemap`).
 
 Invariants:
 - the body is bounded while it is read; a file past :data:`MAX_SITEMAP_URLS` URLs is refused
@@ -28,6 +29,7 @@ from snapshotd.api.inputs import (
 from snapshotd.api.openapi import SITE, WRITE_ERRORS, operation, param
 from snapshotd.api.paths import queue, site_or_404
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
+from snapshotd.search.sitemap import build_sitemap, part_of, wants_gzip
 from snapshotd.store.base import PRIORITY_API
 from snapshotd.web.urls import BadRequest, site_path_from_url
 
@@ -137,3 +139,30 @@ async def post_sitemap(request: Request) -> Response:
             "results": results[:1000],
         }
     )
+
+
+@operation(
+    "the site's own sitemap, built from its snapshots: its 200 pages that are no copy, "
+    "lastmod when each page's main text last changed; past 50,000 pages a sitemap index "
+    "of ?part=N files; gzip when Accept-Encoding takes it",
+    params=[SITE, param("part", "query", "a part of a sitemap index, from 1", {"type": "integer"})],
+    responses={"200": "sitemaps.org XML", "400": "a query other than ?part=N",
+               "404": "no such site or part"},
+    content="application/xml",
+)
+async def get_sitemap(request: Request) -> Response:
+    ctx = context(request)
+    site = site_or_404(request)
+    try:
+        part = part_of(request.url.query)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "part") from None
+    address = str(request.url.replace(query=""))
+    answer = await build_sitemap(
+        ctx.store, site, address, part,
+        gzipped=wants_gzip(request.headers.get("accept-encoding", "")),
+    )
+    if answer is None:
+        what = "the site has no page to list yet" if part is None else f"no part {part}"
+        raise ApiError(404, f"no sitemap: {what}", "part")
+    return Response(answer.body, headers=answer.headers)

@@ -23,7 +23,7 @@ from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
-from snapshotd.config.settings import SITE_NAME, SiteSettings
+from snapshotd.config.settings import SITE_NAME, Settings, SiteSettings
 from snapshotd.config.values import ConfigError, check_type
 from snapshotd.crawl.job_json import PROGRESS, describe_job
 from snapshotd.crawl.rounds import start_round
@@ -64,18 +64,31 @@ def site_from_body(name: str, raw: dict[str, Any], ctx: Any) -> SiteSettings:
     except ConfigError as exc:
         field = _FIELD.match(str(exc))
         raise ApiError(400, str(exc), field.group(1) if field else "body") from None
-    if site.notify_webhook and site.notify_webhook != (current.notify_webhook if current else ""):
-        # Refused now rather than at the round's end, when nothing could be told any more.
-        parts = urlsplit(site.notify_webhook)
-        own = f"{parts.scheme}://{parts.netloc}" if ctx.settings.notify_private else ""
-        if reason := check_hop(site.notify_webhook, own):
-            raise ApiError(
-                400, f"notify_webhook: the address policy will never let it be called: {reason}"
-                + ("" if ctx.settings.notify_private else
-                   " ([server] notify_private = true lets private and loopback addresses in)"),
-                "notify_webhook",
-            )
+    # Refused now rather than when it is called, when nothing could be told any more.
+    if site.notify_webhook:
+        _check_callable(site, current, "notify_webhook", "notify_private", ctx.settings)
+    if site.indexnow_key:
+        _check_callable(site, current, "indexnow_endpoint", "indexnow_private", ctx.settings)
     return site
+
+
+def _check_callable(
+    site: SiteSettings, current: SiteSettings | None, key: str, private: str, settings: Settings
+) -> None:
+    """400 for a new URL at ``key`` the address policy will never let be called (``private``:
+    the server setting that lets the operator's own addresses in)."""
+    url = getattr(site, key)
+    if current is not None and url == getattr(current, key):
+        return
+    parts = urlsplit(url)
+    allowed = getattr(settings, private)
+    if reason := check_hop(url, f"{parts.scheme}://{parts.netloc}" if allowed else ""):
+        raise ApiError(
+            400, f"{key}: the address policy will never let it be called: {reason}"
+            + ("" if allowed else
+               f" ([server] {private} = true lets private and loopback addresses in)"),
+            key,
+        )
 
 
 def _rules_file(name: str, rules_dir: str) -> str:
@@ -125,6 +138,8 @@ async def site_answer(request: Request) -> dict[str, Any]:
         # What SEO4Ajax's integrations put before a path (docs/SEO4AJAX.md): not the API token.
         "site_token": ctx.sites.token_of(site.name),
         "job": {key: job[key] for key in PROGRESS},
+        # What this process told IndexNow of the site (SPEC 5.5).
+        "indexnow": ctx.capture.indexnow.report(site.name),
         "settings": site_to_mapping(site),
     }
 

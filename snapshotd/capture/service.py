@@ -57,6 +57,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
 from snapshotd.store.base import PathRecord, Store
@@ -134,6 +135,7 @@ class CaptureService:
         clock: Callable[[], float] = time.time,
         reclaim_every: float = RECLAIM_SECONDS,
         links: LinksToFollow | None = None,
+        indexnow: IndexNow | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -143,6 +145,8 @@ class CaptureService:
         self.clock = clock
         self.links = links
         self.learner = ParamLearner(store)
+        # Told of each stored capture that is news to search engines (search.indexnow).
+        self.indexnow = indexnow or IndexNow(settings, metrics=self.metrics)
         self.profiles = ProfileRenders(renderer, store)
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
@@ -206,6 +210,7 @@ class CaptureService:
             self._reclaimer.cancel()
             await asyncio.gather(self._reclaimer, return_exceptions=True)
             self._reclaimer = None
+        await self.indexnow.aclose()
 
     # ------------------------------------------------------------------ captures
 
@@ -281,6 +286,11 @@ class CaptureService:
                 )
                 if site.dedup == "content" and duplicate_of is None:
                     duplicate_of = await self._same_page(site, record.path, print_)
+            # What search engines were last told of, read only for a site that tells them.
+            last_print = (
+                (await self.store.prints(site.name, [record.path])).get(record.path)
+                if site.indexnow_key else None
+            )
             replaces = None
             if duplicate_of is not None:
                 master = await self.store.get_path(site.name, duplicate_of)
@@ -313,6 +323,11 @@ class CaptureService:
                 raise
             if stored and not unprocessed:
                 self._processed.add(site.name)
+            listed = not unprocessed and duplicate_of is None
+            if stored and indexnow_due(
+                record.status, last_print, result.status, print_, listed=listed
+            ):
+                self.indexnow.tell(site, record.path)
             if stored and replaces is not None:
                 log.info("master site=%s path=%s of the copies of %s",
                          site.name, record.path, replaces)

@@ -23,6 +23,7 @@ from snapshotd.config.settings import (
     CHOICES,
     MAINTENANCE_EVERY,
     NEVER,
+    SANDBOX_SETTINGS,
     SITE_NAME,
     SITE_RANGES,
     BrowserSettings,
@@ -79,6 +80,7 @@ _SERVER_KINDS = {
     "maintenance_every": "float",
     "workers": "int",
     "notify_private": "bool",
+    "indexnow_private": "bool",
     "smtp": "str",
     "smtp_from": "str",
     "rules_dir": "str",
@@ -193,6 +195,30 @@ def _http_url(text: str) -> bool:
         return False
 
 
+_INDEXNOW_KEY = re.compile(r"[A-Za-z0-9-]{8,128}")
+_PUBLIC_PATH = re.compile(r"/[A-Za-z0-9._~/-]{1,200}")
+
+
+def check_search_settings(values: Mapping[str, Any], where: str) -> None:
+    """``sitemap_path``, ``indexnow_key`` and ``indexnow_endpoint`` (SPEC 5.4, 5.5)."""
+    path = values.get("sitemap_path")
+    if path and (not _PUBLIC_PATH.fullmatch(path) or path.startswith("/_snapshotd/")):
+        raise ConfigError(
+            f"{where}.sitemap_path: expected a path such as /sitemap.xml (letters, digits, "
+            f"'._~-/', outside /_snapshotd/), got {redact(path)!r:.80}"
+        )
+    key = values.get("indexnow_key")
+    if key and not _INDEXNOW_KEY.fullmatch(key):
+        raise ConfigError(
+            f"{where}.indexnow_key: expected 8 to 128 of a-z A-Z 0-9 -, got {redact(key)!r:.80}"
+        )
+    endpoint = values.get("indexnow_endpoint")
+    if endpoint is not None and not _http_url(endpoint):
+        raise ConfigError(
+            f"{where}.indexnow_endpoint: expected an http(s) URL, got {redact(endpoint)!r:.80}"
+        )
+
+
 def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
     unknown = set(raw) - _SITE_KEYS
     if unknown:
@@ -254,6 +280,7 @@ def _site(where: str, raw: Mapping[str, Any], base_dir: Path) -> SiteSettings:
         raise ConfigError(
             f"{where}.notify_webhook: expected an http(s) URL, got {redact(hook)!r}"
         )
+    check_search_settings(values, where)
     mail = values.get("notify_email")
     if mail and not re.fullmatch(r"[^@\s,]+@[^@\s,]+", mail):
         raise ConfigError(f"{where}.notify_email: expected one e-mail address, got {mail!r}")
@@ -405,6 +432,11 @@ def load_settings(
         raise ConfigError(f"{where}: browser.miss_queue must not be negative")
     if browser_values.get("render_timeout", 1.0) <= 0:
         raise ConfigError(f"{where}: browser.render_timeout must be positive")
+    if browser_values.get("sandbox", "auto") not in SANDBOX_SETTINGS:
+        raise ConfigError(
+            f"{where}: browser.sandbox: expected one of {', '.join(SANDBOX_SETTINGS)}, "
+            f"got {browser_values['sandbox']!r:.60}"
+        )
 
     site_list: list[SiteSettings] = []
     origin = overrides.get("origin") or env.get("SNAPSHOTD_ORIGIN")

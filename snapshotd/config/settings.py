@@ -19,7 +19,7 @@ from snapshotd.config.values import (
     parse_header,
 )
 from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
-from snapshotd.web.devices import DEVICES_CHOICES
+from snapshotd.web.devices import DEVICES_CHOICES, ORIGIN_AGENT_CHOICES
 from snapshotd.web.patterns import UrlRegex
 from snapshotd.web.urls import (
     TRACKING_WORD,
@@ -43,8 +43,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "unverifiable_bots": ("unverified", "verified"),
     "miss_answer": ("503", "origin"),
     "devices": DEVICES_CHOICES,
+    "origin_user_agent": ORIGIN_AGENT_CHOICES,
 }
 SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
+
+
+# Chromium's sandbox: on unless running as root (auto), always, never.
+SANDBOX_SETTINGS = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class BrowserSettings:
     recycle_after: int = 500
     # Proxy misses that may wait for a render slot; -1 (unset) is 4 x concurrency.
     miss_queue: int = -1
+    sandbox: str = "auto"  # Chromium's sandbox: one of SANDBOX_SETTINGS
 
     def __post_init__(self) -> None:
         if self.miss_queue < 0:
@@ -151,11 +157,21 @@ class SiteSettings:
     # The user agent the page and its origin see for each profile ("": the crawler's own).
     user_agent_mobile: str = ""
     user_agent_desktop: str = ""
+    # Crawlbot's apiUrl as a job was given it, answered back; nothing is extracted with it.
+    api_url: str = ""
+    # The User-Agent header of a capture's requests, where no user_agent_* is set: the
+    # device's browser ("browser") or the crawler's, as the page sees it ("crawler").
+    origin_user_agent: str = "browser"
     # Scroll the page to its end in the tall viewport (the crawler never scrolls: opt-in).
     scroll: bool = False
     # Render a page in one profile when it read nothing of its device (capture.profiles);
     # False: every page in every profile the site serves.
     device_probe: bool = True
+    # The public path the proxy answers with the site's own sitemap ("": none; SPEC 5.4).
+    sitemap_path: str = ""
+    # IndexNow (SPEC 5.5): the site's key ("": off) and the endpoint told of its changes.
+    indexnow_key: str = ""
+    indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 
@@ -164,6 +180,12 @@ class SiteSettings:
         """How long until what the site reads again on its own is due (its sitemaps, a path
         that failed five times): ``expire_after``, or 7 days when snapshots never expire."""
         return self.expire_after if math.isfinite(self.expire_after) else 7 * DAY
+
+    @property
+    def public_base(self) -> str:
+        """Where search engines find the site: the origin's scheme and the site's first host
+        (the origin's own without one), no trailing slash."""
+        return f"{urlsplit(self.origin).scheme}://{self.request_host}"
 
     def url_for(self, path: str) -> str:
         """The absolute origin URL of a site path (``/a?b#!c``)."""
@@ -238,6 +260,8 @@ class Settings:
     maintenance_every: float = MAINTENANCE_EVERY
     # Lets webhooks reach private and loopback addresses (the operator's own network).
     notify_private: bool = False
+    # Lets IndexNow endpoints be private and loopback addresses (the operator's own network).
+    indexnow_private: bool = False
     # Where notifyEmail goes out: smtp://[user:password@]host[:port], and its From address.
     smtp: str = ""
     smtp_from: str = "snapshotd@localhost"

@@ -23,6 +23,8 @@
     cursors: [], // the cursors of the pages before this one
     chartMinutes: 60,
     capturesPerMinute: null,
+    allCaptures: null, // every process's and site's captures: {totals, perMinute}
+    queueDepth: "",
     detail: null,
     timer: null,
     actions: 0, // site actions started: a refresh begun before one may find its site gone
@@ -208,16 +210,23 @@
     }
     drawStatus();
     await drawSite();
-    const outcomes = Object.entries(data.captures || {})
-      .map(([k, v]) => `${k} ${v}`)
-      .join(", ");
-    const depth = Object.entries(data.queue_depth || {})
+    ui.queueDepth = Object.entries(data.queue_depth || {})
       .map(([k, v]) => `p${k}: ${v}`)
       .join(", ");
-    const rate = data.capture_rate === null ? "…" : `${data.capture_rate} per minute`;
+    drawRate();
+  }
+
+  // Captures of every process and every site, from the per-minute counters the charts read
+  // (never one process's own counts: with several workers, those are a part).
+  function drawRate() {
+    const all = ui.allCaptures;
+    const outcomes = all ? Object.entries(all.totals).map(([k, v]) => `${k} ${number(v)}`) : [];
+    const rate = !all ? "…" : all.perMinute === null ? "none in the last 5 minutes"
+      : `${all.perMinute.toFixed(1)} a minute over the last 5 minutes`;
     $("rate").textContent =
-      `Capture rate: ${rate} (this process). Captures: ${outcomes || "none yet"}. ` +
-      `Queue: ${depth}.`;
+      `Captures in the last ${duration(ui.chartMinutes * 60)}, all processes: ` +
+      `${outcomes.join(", ") || "none"}. Capture rate: ${rate}. ` +
+      `Queue: ${ui.queueDepth || "empty"}.`;
   }
 
 
@@ -288,14 +297,19 @@
     $("job-code").textContent = code;
     $("job-code").className = `badge ${code === 7 || code === 0 ? "s3xx"
       : code === 9 || code === 4 ? "s2xx" : code === 6 ? "snone" : "s4xx"}`;
-    $("job-message").textContent = job.jobStatus.message;
+    const counts = site.counts;
+    const left = counts.pending + counts.processing;
+    // In progress with no page left to capture: what is left is following the links of the
+    // last pages captured, which the crawler does.
+    $("job-message").textContent = code === 7 && left === 0
+      ? `${job.jobStatus.message}: every page found is captured; the crawler is still to ` +
+        "follow the links of the last ones"
+      : job.jobStatus.message;
     // Why this round's end could not be told (a refused webhook, a mail given up).
     $("job-notify-error").textContent = job.notificationError
       ? `Not notified: ${job.notificationError}` : "";
     $("job-notify-error").hidden = !job.notificationError;
-    const counts = site.counts;
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
-    const left = counts.pending + counts.processing;
     $("job-round").textContent = `${job.roundsCompleted + 1}, started ${
       new Date(job.roundStartTime * 1000).toLocaleString()}`;
     $("job-progress").value = total ? (total - left) / total : 0;
@@ -308,6 +322,16 @@
       ["Renders tried / done", `${job.pageCrawlAttempts} / ${job.pageCrawlSuccesses}`],
       ["Rounds completed", job.roundsCompleted],
     ];
+    // What search engines are told (SPEC 5.4, 5.5).
+    if (site.settings.sitemap_path) rows.push(["Public sitemap", site.settings.sitemap_path]);
+    const told = site.indexnow;
+    if (site.settings.indexnow_key) {
+      rows.push(["IndexNow URLs sent / failed / waiting",
+                 `${told.sent} / ${told.failed} / ${told.waiting}`]);
+      rows.push(["IndexNow last POST", told.last_post_at
+        ? `${new Date(told.last_post_at * 1000).toLocaleString()}: ${
+          told.last_error || `answered ${told.last_status}`}` : "none yet"]);
+    }
     $("job-counters").replaceChildren(...rows.flatMap(([name, value]) => {
       const dt = document.createElement("dt");
       const dd = document.createElement("dd");
@@ -715,7 +739,16 @@
     // claim:FAMILY/CLAIM counters: requests claiming a crawler, by family and claim.
     const claims = {};
     const recent = { captures: 0, since: data.to - 4 * 60, first: data.to };
+    const all = { totals: {}, captures: 0, first: data.to };
     for (const [t, site, name, value] of data.rows) {
+      if (name.startsWith("capture:")) {
+        const outcome = name.slice("capture:".length);
+        all.totals[outcome] = (all.totals[outcome] || 0) + value;
+        if (t >= recent.since) {
+          all.captures += value;
+          all.first = Math.min(all.first, t);
+        }
+      }
       if (site !== ui.site) continue;
       const [kind, key] = [name.slice(0, name.indexOf(":")), name.slice(name.indexOf(":") + 1)];
       const i = Math.min(count - 1, Math.floor((t - data.from) / 60 / span));
@@ -740,6 +773,11 @@
     // minute in them that had one: the ETA's rate.
     const minutes = (data.to - recent.first) / 60 + 1;
     ui.capturesPerMinute = recent.captures ? recent.captures / minutes : null;
+    ui.allCaptures = {
+      totals: all.totals,
+      perMinute: all.captures ? all.captures / ((data.to - all.first) / 60 + 1) : null,
+    };
+    drawRate();
     drawStatus();
     const labels = slots.results.map((_, i) => clock(data.from + i * span * 60));
     const results = ["HIT", "STALE", "MISS", "RETRY", "BYPASS", "RULE", "PASS"];

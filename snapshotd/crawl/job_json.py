@@ -88,7 +88,8 @@ async def describe_job(
         "sentJobDoneNotification": int(await is_notified(store, site.name, state) and not failed),
         # Why this round's end could not be told ("" when it was, or is not over yet).
         "notificationError": failed,
-        "objectsFound": counts.get("processed", 0),
+        # Crawlbot's objects: a copy of another page (duplicate_of) is none of its own.
+        "objectsFound": counts.get("processed", 0) - await store.count_copies(site.name),
         "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
         "pageCrawlAttempts": attempts,
         "pageCrawlSuccesses": crawled(total),
@@ -123,6 +124,7 @@ async def describe_job(
         "maxRounds": site.max_rounds,
         "notifyWebhook": site.notify_webhook,
         "notifyEmail": site.notify_email,
+        "apiUrl": site.api_url,
         "downloadJson": base + "&format=json",
         "downloadUrls": base + "&type=urls&format=csv",
     }

@@ -3,15 +3,27 @@ beside them, the per-minute counters kept in the store (:mod:`snapshotd.observe.
 
 The worker processes of one ``serve`` count in one directory (prometheus-client's
 multiprocess mode, :func:`share_between_processes`), so each of them reports the sums of
-all; the gauges, read from the store, report the latest value set by any of them.
+all; the gauges, read from the store, report the latest value set by any of them. Beside
+them, what is read when scraped: ``process_*`` (memory, CPU, open files, prometheus-client's
+``ProcessCollector``) of the process that answers the scrape, and what
+:meth:`Metrics.add_collector` was given (the browser pool's processes and memory).
 """
 
 from __future__ import annotations
 
 import os
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+    values,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 from snapshotd.observe.minute_counts import RENDER_BUCKETS, MinuteCounters
 from snapshotd.web.crawler_families import claim_family
@@ -38,6 +50,7 @@ class Metrics:
     def __init__(self) -> None:
         self.minutes = MinuteCounters()
         self.registry = CollectorRegistry(auto_describe=True)
+        self._read_when_scraped: list[Collector] = [ProcessCollector(registry=None)]
         self.requests = Counter(
             "snapshotd_requests",
             "Proxy requests by cache result (HIT, STALE, MISS, BYPASS, PASS, ERROR)",
@@ -83,6 +96,14 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.indexnow_urls = Counter(
+            "snapshotd_indexnow_urls",
+            "URLs told to IndexNow endpoints, by result (sent, failed, dropped)",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("sent", "failed", "dropped"):
+            self.indexnow_urls.labels(result)
         self.paths = Gauge(
             "snapshotd_paths",
             "Paths by site and state (read from the store when scraped)",
@@ -129,10 +150,28 @@ class Metrics:
                     out[sample.labels["outcome"]] = int(sample.value)
         return out
 
+    def add_collector(self, collector: Collector) -> None:
+        """Report what ``collector`` reads at each scrape."""
+        self._read_when_scraped.append(collector)
+
     def render(self) -> bytes:
-        """The exposition text: of every process sharing the directory, else of this one."""
+        """The exposition text: the counts of every process sharing the directory, else of
+        this one; then what is read when scraped."""
+        registry = CollectorRegistry()
         if os.environ.get(_SHARED_DIR):
-            registry = CollectorRegistry()
             MultiProcessCollector(registry)
-            return generate_latest(registry)
-        return generate_latest(self.registry)
+        else:
+            registry.register(_Counted(self.registry))
+        for collector in self._read_when_scraped:
+            registry.register(collector)
+        return generate_latest(registry)
+
+
+class _Counted(Collector):
+    """One registry's metrics, as a collector of another."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        return self.registry.collect()

@@ -42,6 +42,7 @@ from snapshotd.proxy.bounds import NewPaths, RefusalLog
 from snapshotd.proxy.passthrough import Upstream, relay_target
 from snapshotd.proxy.passthrough import send_text as _send_simple
 from snapshotd.proxy.relay import AtOnce, Relay
+from snapshotd.proxy.search_files import answer_search_file, is_search_file
 from snapshotd.proxy.seo4ajax_face import Face, origin_scope, unavailable
 from snapshotd.proxy.snapshots import SnapshotCache, rule_answer, snapshot_answer
 from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
@@ -200,6 +201,12 @@ class Proxy:
         elif route.kind == "pass":
             assert route.site is not None
             await self._pass(route.site, scope, receive, send)
+        elif route.kind == "search":
+            assert route.site is not None
+            query = scope.get("query_string", b"").decode("latin-1")
+            await answer_search_file(
+                self.store, route.site, scope["method"], route.path, query, headers, send
+            )
         elif route.kind == "options":
             headers_out = [(b"allow", ALLOW), (b"content-length", b"0")]
             await send({"type": "http.response.start", "status": 200, "headers": headers_out})
@@ -240,6 +247,8 @@ class Proxy:
         if site is None:
             text = f"No site is configured for host {host!r}\n"
             return Destination("error", status=421, text=text)
+        if is_search_file(site, method, raw_path):
+            return Destination("search", site, raw_path)
         if (
             method not in ("GET", "HEAD")
             or "x-snapshotd" in headers
@@ -295,7 +304,7 @@ class Proxy:
         if route.kind != "bot":
             return None
         assert site is not None
-        who = self.claims.who(site.name, headers, scope)
+        who = self.claims.who(site.name, headers, scope, site.verify_bots)
         profile = self.profile_for(site, headers)
         decision = decide_now(
             self._decide(site, route.path, headers),
@@ -352,7 +361,7 @@ class Proxy:
         ``scope`` must name the same path, as pass-through forwards it."""
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
-        who = self.claims.who(site.name, headers, scope)
+        who = self.claims.who(site.name, headers, scope, site.verify_bots)
         claim = ""  # the claim admission asked, else as known now
         profile = profile or self.profile_for(site, headers)
         try:
@@ -580,7 +589,8 @@ class Proxy:
 
 class Destination(NamedTuple):
     """Where a request goes (:meth:`Proxy.destination`): ``bot`` (``site``, its ``path``),
-    ``face`` (the same, on the SEO4Ajax face), ``pass`` (``site``), ``options``
+    ``face`` (the same, on the SEO4Ajax face), ``pass`` (``site``), ``search`` (a file of the
+    site's for search engines, its ``path``: :mod:`snapshotd.proxy.search_files`), ``options``
     (``OPTIONS *``) or ``error`` (``status``, ``text``). ``target``: the SEO4Ajax face's
     target without its token, as the origin gets it."""
 

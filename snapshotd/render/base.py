@@ -59,3 +59,9 @@ class Renderer(Protocol):
     async def capture(
         self, url: str, site: SiteSettings, profile: str = "desktop"
     ) -> CaptureResult: ...
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one short line; its type's name when it has none (a
+    ``TimeoutError()`` says nothing)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

@@ -1,5 +1,13 @@
 """Finding and launching Chromium; saying in one line why it, or Playwright's driver, cannot
-start."""
+start.
+
+Invariants:
+- pages run in Chromium's sandbox unless :func:`sandbox_choice` says otherwise: ``browser.
+  sandbox`` ``on`` always (a browser that cannot start in it does not start), ``off`` never,
+  ``auto`` (the default) unless the process runs as root, where Chromium refuses its sandbox;
+  under ``auto`` a sandboxed launch that fails is tried once without it (:mod:`.pool`).
+  Playwright adds ``--no-sandbox`` itself unless launched with ``chromium_sandbox=True``.
+"""
 
 from __future__ import annotations
 
@@ -20,12 +28,12 @@ __all__ = [
     "check_driver",
     "find_chromium",
     "launch_error",
+    "sandbox_choice",
 ]
 
 # Keep Chromium off the internet except for what pages ask (background services phone home),
-# and robust in containers (small /dev/shm, no GPU, no user namespaces).
+# and robust in containers (small /dev/shm, no GPU).
 LAUNCH_ARGS = (
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -40,6 +48,16 @@ LAUNCH_ARGS = (
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
+
+
+def sandbox_choice(setting: str, euid: int) -> tuple[bool, str]:
+    """Whether Chromium is to run pages in its sandbox for ``browser.sandbox`` = ``setting``
+    in a process of effective uid ``euid``, and why, in a few words."""
+    if setting in ("on", "off"):
+        return setting == "on", f"browser.sandbox = {setting}"
+    if euid == 0:
+        return False, "running as root, where Chromium refuses its sandbox"
+    return True, f"running as uid {euid}"
 
 
 class ChromiumNotFound(Exception):

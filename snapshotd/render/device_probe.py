@@ -10,8 +10,8 @@ not, and is rendered in each profile (:mod:`snapshotd.capture.profiles`).
 
 Invariants:
 - the probe, in every frame's init script, reports each kind of read once, by name, through
-  a native binding (DevTools' ``Runtime.addBinding``) it takes and removes from the page's
-  reach before any page script runs; the names come from :data:`READS` alone;
+  the capture's channel (:mod:`.channel`), which the page cannot reach; the names come from
+  :data:`READS` alone;
 - what it wraps keeps its behaviour: a wrapper is a Proxy of the browser's own getter,
   function or constructor and returns its answer; one whose every use counts is put back as
   it was once reported (left wrapped if the page froze its prototype);
@@ -29,11 +29,7 @@ judgement by rendering every profile of some pages it judged alike.
 
 from __future__ import annotations
 
-__all__ = [
-    "BUILDS_THE_PAGE", "DEVICE_BINDING", "PROBE_SCRIPT", "READS", "varies_by_device"
-]
-
-DEVICE_BINDING = "__snapshotdDeviceRead"
+__all__ = ["BUILDS_THE_PAGE", "PROBE_SCRIPT", "READS", "varies_by_device"]
 
 # What the page may read that differs between profiles, as the probe names it.
 READS = frozenset(
@@ -62,15 +58,12 @@ _DEVICE_MEDIA = r"width|height|aspect-ratio|orientation|resolution|pixel-ratio|p
 # ``new``, and ``this`` and ``new.target`` reach the original unchanged.
 PROBE_SCRIPT = r"""
 (() => {
-  const report = window["__BINDING__"];
-  if (typeof report !== "function") return;
-  // The page never sees the binding: it can neither unhook it nor speak through it.
-  try { delete window["__BINDING__"]; } catch (e) {}
+  if (!heard) return;  // a frame the capture does not hear (another process's)
   const seen = new Set();
   const said = (name) => {
     if (seen.has(name)) return false;
     seen.add(name);
-    try { report(name); } catch (e) {}
+    say("device", name);
     return true;
   };
   const restore = (target, prop, own) => {
@@ -156,7 +149,7 @@ PROBE_SCRIPT = r"""
   constructor("IntersectionObserver");
   constructor("ResizeObserver");
 })();
-""".replace("__BINDING__", DEVICE_BINDING).replace("__MEDIA__", _DEVICE_MEDIA)
+""".replace("__MEDIA__", _DEVICE_MEDIA)
 
 # Answers whose kind can change the DOM; an image, a style sheet or a font cannot.
 BUILDS_THE_PAGE = frozenset({"document", "script", "xhr", "fetch", "eventsource", "other"})
@@ -169,7 +162,7 @@ _SAME_FOR_EVERY_DEVICE = frozenset({
     "authorization", "referer", "range", "if-none-match", "if-modified-since",
     "access-control-request-method", "access-control-request-headers", "x-requested-with",
     "content-type", "rsc", "next-router-state-tree", "next-router-prefetch", "next-url",
-    "x-snapshotd",
+    "x-snapshotd", "x-prerender",
 })
 
 

@@ -11,6 +11,10 @@ Invariants:
   and the list (:meth:`Pauses.forget`).
 - While the site has ``custom_headers``, every request to its origin is paused and sent on
   with them.
+- While the requests' ``User-Agent`` header is to differ from the page's user agent
+  (:attr:`Pauses.agent`), every document and every request of kind ``Other`` (a worker's
+  script) is paused and sent on with it: Chromium puts the page's user agent on those, whatever
+  the context's extra headers say, and its extra headers on every other request.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ NEVER_CACHED = frozenset(
 _NEVER_CACHED_CDP = sorted(_CDP_TYPES.get(t, t.capitalize()) for t in NEVER_CACHED)
 # How many URLs a context remembers before its HTTP cache is emptied.
 REMEMBERED = 256
+# The kinds of request Chromium sends with the page's user agent, not the extra headers'.
+_PAGE_AGENT = ("Document", "Other")
 # With it, Chromium fetches a request from the origin whatever its HTTP cache holds.
 _NO_CACHE = {"Cache-Control": "no-cache", "Pragma": "no-cache"}
 
@@ -51,11 +57,15 @@ def _pattern(url: str) -> str:
     return re.sub(r"([\\*?])", r"\\\1", url)
 
 
-def _with(headers: dict[str, str], extra: dict[str, str]) -> list[dict[str, str]]:
-    """A request's headers with ``extra`` over them (whatever the case of their names)."""
+def _over(headers: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """``headers`` with ``extra`` over them (whatever the case of their names)."""
     replaced = {k.lower() for k in extra}
-    kept = [{"name": k, "value": v} for k, v in headers.items() if k.lower() not in replaced]
-    return [*kept, *({"name": k, "value": v} for k, v in extra.items())]
+    return {**{k: v for k, v in headers.items() if k.lower() not in replaced}, **extra}
+
+
+def _with(headers: dict[str, str], extra: dict[str, str]) -> list[dict[str, str]]:
+    """A request's headers with ``extra`` over them, as Fetch takes them."""
+    return [{"name": k, "value": v} for k, v in _over(headers, extra).items()]
 
 
 class Pauses:
@@ -65,6 +75,7 @@ class Pauses:
         self.blocked = frozenset(_cdp_type(t) for t in block_resources)
         self.origin = ""  # the site's
         self.headers: dict[str, str] = {}  # the site's custom_headers, on its own requests
+        self.agent = ""  # the User-Agent header every request carries; "": the page's
         # URLs (no fragment) the context asked for since its HTTP cache was last empty.
         self._data_urls: set[str] = set()
         self._asset_urls: set[str] = set()
@@ -100,6 +111,8 @@ class Pauses:
         ]
         if self.headers:
             patterns.append({"urlPattern": self.origin + "/*", **stage})
+        if self.agent:
+            patterns += [{"urlPattern": "*", "resourceType": k, **stage} for k in _PAGE_AGENT]
         return patterns
 
     def answer(self, event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -109,8 +122,10 @@ class Pauses:
         if kind in self.blocked:
             return "Fetch.failRequest", {**request, "errorReason": "BlockedByClient"}
         url = event["request"]["url"]
-        extra = self.headers if is_origin_url(url, self.origin) else {}
+        extra = {"User-Agent": self.agent} if self.agent else {}
+        if is_origin_url(url, self.origin):
+            extra = _over(extra, self.headers)
         if kind.lower() in NEVER_CACHED:
-            extra = {**extra, **_NO_CACHE}
+            extra = _over(extra, _NO_CACHE)
         headers = _with(event["request"]["headers"], extra)
         return "Fetch.continueRequest", {**request, "headers": headers}

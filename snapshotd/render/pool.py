@@ -19,7 +19,10 @@ Invariants:
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
 - A Chromium found dead is replaced by the next capture that needs one; captures that were
-  running on it are reported as ``crashed``.
+  running on it are reported as ``crashed``. One that cannot open a slot, or does not within
+  the slot's bound (:data:`~snapshotd.render.slot.OPEN_TIMEOUT`), is retired too.
+- ``probe`` opens a slot as a capture does: the pool is ready exactly when a capture could
+  get a page.
 - ``close`` closes every Chromium and the Playwright driver; nothing is left running.
 """
 
@@ -40,13 +43,14 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import check_url
-from snapshotd.render.base import CaptureResult, Shot
+from snapshotd.render.base import CaptureResult, Shot, first_line
 from snapshotd.render.chromium import (
     LAUNCH_ARGS,
     ChromiumNotFound,
     check_driver,
     find_chromium,
     launch_error,
+    sandbox_choice,
 )
 from snapshotd.render.guard import Resolver
 from snapshotd.render.slot import CaptureCrashed, Slot
@@ -131,6 +135,7 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
+        self.sandbox: bool | None = None  # whether Chromium runs in its sandbox, once launched
 
     async def start(self) -> None:
         """Find and launch Chromium; raises :class:`ChromiumNotFound`, or
@@ -184,7 +189,7 @@ class BrowserPool:
                 try:
                     chromium, slot = await self._open_slot(_slot_kind(site, profile))
                 except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
-                    error = f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+                    error = f"browser unavailable: {first_line(exc)}"
                     return self._finish(self._failed(url, error, started))
                 self.stats.active += 1
                 try:
@@ -209,28 +214,29 @@ class BrowserPool:
 
     async def probe(self, timeout: float = 15.0) -> str | None:
         """None when a page can be rendered now: on the current Chromium (launched again,
-        as a capture would, if it is gone), a context of its own renders a line of HTML and
-        runs a script; else why not, in a few words. Takes no capture's slot."""
+        as a capture would, if it is gone), a slot opened as a capture's is (within its
+        bound), and its page renders a line of HTML and runs a script; else why not, in a
+        few words. Takes no capture's slot."""
         if self._closed:
             return "renderer closed"
         chromium: _Chromium | None = None
+        slot: Slot | None = None
         try:
             async with asyncio.timeout(timeout):
                 chromium = await self._acquire()
                 chromium.started -= 1  # not a capture: it does not bring a recycle nearer
-                context = await chromium.browser.new_context()
-                try:
-                    page = await context.new_page()
-                    await page.set_content("<p id=probe>ready</p>")
-                    text = await page.evaluate("document.getElementById('probe').textContent")
-                finally:
-                    await context.close()
+                slot = Slot(chromium.browser, self.settings, resolve=self._resolve)
+                await slot.open()
+                text = await slot.shows("<p id=probe>ready</p>", "#probe")
             return None if text == "ready" else f"the page showed {str(text)[:40]!r}"
-        except TimeoutError:
-            return f"no page rendered in {timeout:g} s"
+        except TimeoutError as exc:  # the slot's own bound says which
+            why = str(exc) or f"no page rendered in {timeout:g} s"
+            return f"browser unavailable: {why}" if str(exc) else why
         except (ChromiumNotFound, PlaywrightError, OSError) as exc:
-            return f"browser unavailable: {str(exc).splitlines()[0][:200]}"
+            return f"browser unavailable: {first_line(exc)}"
         finally:
+            if slot is not None:
+                await slot.close()
             if chromium is not None:
                 self._release(chromium)
 
@@ -282,8 +288,10 @@ class BrowserPool:
             except BaseException as exc:
                 # Released whatever went wrong (a cancelled wait too), or it never drains.
                 self._release(chromium)
-                # Its death may not have been reported yet: a killed browser fails this first.
-                if not isinstance(exc, PlaywrightError) or attempt == 1 or chromium.retired:
+                # Its death may not have been reported yet: a killed browser fails this first;
+                # one that does not answer (stopped, wedged) is given up at the slot's bound.
+                failed = isinstance(exc, (PlaywrightError, TimeoutError))
+                if not failed or attempt == 1 or chromium.retired:
                     raise
                 log.warning(
                     "chromium %d cannot open a page; launching another", chromium.generation
@@ -425,11 +433,7 @@ class BrowserPool:
         if self._playwright is None:
             self._manager = self._factory()
             self._playwright = await self._manager.__aenter__()
-        assert self._playwright is not None
-        async with asyncio.timeout(_LAUNCH_TIMEOUT):
-            browser = await self._playwright.chromium.launch(
-                executable_path=self.executable, args=list(LAUNCH_ARGS), headless=True
-            )
+        browser = await self._launch()
         self._generation += 1
         self.stats.launches += 1
         chromium = _Chromium(browser, self._generation)
@@ -437,3 +441,34 @@ class BrowserPool:
         self._current = chromium
         log.info("launched chromium %d (%s)", chromium.generation, self.executable)
         return chromium
+
+    async def _launch(self) -> Browser:
+        """Launch Chromium, in its sandbox as :func:`sandbox_choice` decides. The first launch
+        decides it for the pool's life, and says so once: under ``auto``, one that cannot
+        start in the sandbox starts without it."""
+        first = self.sandbox is None
+        sandbox, why = sandbox_choice(self.settings.sandbox, os.geteuid())
+        if self.sandbox is not None:
+            sandbox = self.sandbox
+        try:
+            browser = await self._launch_one(sandbox)
+        except (PlaywrightError, TimeoutError) as exc:
+            if not (first and sandbox and self.settings.sandbox == "auto"):
+                raise
+            log.warning("chromium cannot start in its sandbox here: %s", launch_error(exc, ""))
+            sandbox, why = False, "its sandbox cannot start here; browser.sandbox = on refuses"
+            browser = await self._launch_one(sandbox)
+        if first:
+            self.sandbox = sandbox
+            log.info("chromium runs %s its sandbox (%s)", "in" if sandbox else "without", why)
+        return browser
+
+    async def _launch_one(self, sandbox: bool) -> Browser:
+        assert self._playwright is not None
+        async with asyncio.timeout(_LAUNCH_TIMEOUT):
+            return await self._playwright.chromium.launch(
+                executable_path=self.executable,
+                args=list(LAUNCH_ARGS),
+                headless=True,
+                chromium_sandbox=sandbox,
+            )

@@ -1,12 +1,17 @@
-"""Child processes as Linux's /proc shows them: who runs under us, and how much memory."""
+"""Child processes as Linux's /proc shows them: who runs under us, and how much memory; the
+browsers among them, as Prometheus metrics (:class:`BrowserProcesses`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proc", "descendants", "rss_bytes"]
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["BrowserProcesses", "Proc", "browsers", "descendants", "rss_bytes"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +74,33 @@ def rss_bytes(pids: list[int]) -> int:
         except OSError:
             continue
     return total
+
+
+def browsers(root: int | None = None) -> list[Proc]:
+    """The Chromium processes below ``root`` (its browsers, renderers, GPU and utility
+    processes): those whose program's name holds ``chrom`` or ``headless_shell``."""
+    def is_browser(proc: Proc) -> bool:
+        program = os.path.basename(proc.cmdline.split(" ", 1)[0])
+        return "chrom" in program or "headless_shell" in program
+
+    return [p for p in descendants(root) if is_browser(p)]
+
+
+class BrowserProcesses(Collector):
+    """The browser pool's processes and their memory, read from /proc at each scrape, below
+    ``root`` (the ``serve`` whose workers run them; default: this process)."""
+
+    def __init__(self, root: int | None = None) -> None:
+        self.root = root
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        found = browsers(self.root)
+        yield GaugeMetricFamily(
+            "snapshotd_browser_processes", "Chromium processes of the browser pool",
+            value=len(found),
+        )
+        yield GaugeMetricFamily(
+            "snapshotd_browser_memory_bytes",
+            "Resident memory of the browser pool's Chromium processes, summed",
+            value=rss_bytes([p.pid for p in found]),
+        )

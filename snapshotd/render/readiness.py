@@ -28,7 +28,8 @@ Invariants:
   by any rule until it sets it true (which is ``onCaptureReady()``), or calls
   ``onCaptureReady``; ``render_timeout`` bounds it. A page that declares nothing is not
   waited for past the rules.
-- The page's side is ``settle_script``, run before any page script; it wraps ``setTimeout``,
+- The page's side is ``settle_script``, run before any page script and reporting through
+  the capture's channel (:mod:`.channel`); it wraps ``setTimeout``,
   ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``,
   ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's work until it first
   posts a message or fails), each calling the browser's own, so the page sees the same ids
@@ -51,7 +52,6 @@ __all__ = [
     "LONG_REQUEST",
     "SETTLE",
     "SETTLE_KEY",
-    "BACKGROUND_BINDING",
     "limit",
     "quiet",
     "settle_script",
@@ -63,14 +63,13 @@ __all__ = [
 SETTLE = 0.2  # seconds the DOM and the network must stay still
 LONG_REQUEST = 10.0  # seconds after which a request in flight no longer holds the page
 SETTLE_KEY = "__snapshotdSettle"
-BACKGROUND_BINDING = "__snapshotdBackground"
 _STREAMING = frozenset({"eventsource", "websocket"})
 _MAX_NAP = 0.5  # the longest the page's own estimate is trusted before asking again
 _DECLARED_POLL = 0.1  # how often a page that will say when it is ready is asked again
 
 _SETTLE_SCRIPT = """
 (() => {
-  const key = "__KEY__", background = "__BACKGROUND__";
+  const key = "__KEY__";
   const quietMs = __QUIET__, settleMs = __SETTLE__;
   const W = window;
   if (Object.prototype.hasOwnProperty.call(W, key)) return;
@@ -191,7 +190,7 @@ _SETTLE_SCRIPT = """
       try {
         const u = new URL(url, document.baseURI);
         u.hash = "";
-        W[background](u.href, idle(current, now()));
+        say(idle(current, now()) ? "idle" : "task", u.href);
       } catch (e) {}
       return null;
     }
@@ -274,7 +273,6 @@ def settle_script(javascript_timeout: float) -> str:
     """The page's side of ``settled``: a task idle for ``javascript_timeout`` holds nothing."""
     return (
         _SETTLE_SCRIPT.replace("__KEY__", SETTLE_KEY)
-        .replace("__BACKGROUND__", BACKGROUND_BINDING)
         .replace("__QUIET__", str(int(javascript_timeout * 1000)))
         .replace("__SETTLE__", str(int(SETTLE * 1000)))
     )

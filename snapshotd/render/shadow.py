@@ -11,8 +11,8 @@ Invariants:
 - a page with no shadow root is serialised as it always was, in one call to the page (the
   doctype and ``outerHTML``);
 - a page has shadow roots when its main-world scripts created one (``attachShadow``,
-  ``setHTMLUnsafe``, ``parseHTMLUnsafe``, reported once through a native binding taken out of
-  the page's reach before any page script runs, as :mod:`.device_probe` does), when an open
+  ``setHTMLUnsafe``, ``parseHTMLUnsafe``, reported once through the page's channel,
+  :mod:`.channel`), when an open
   one is in its document, or when the document its server sent declares one
   (``shadowrootmode``, a closed root no script can see). Such a page's roots, closed
   ones included, are found by DevTools (``DOM.getDocument`` with ``pierce``; Chromium's own
@@ -43,23 +43,20 @@ from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.web.shadow import has_shadow_roots
 
-__all__ = ["SHADOW_BINDING", "SHADOW_SCRIPT", "serialize"]
+__all__ = ["SHADOW_SCRIPT", "serialize"]
 
-SHADOW_BINDING = "__snapshotdShadowRoot"
-
-# Reports, once, that a script made a shadow root (or parsed markup that may declare one);
-# each wrapper is a Proxy of the browser's function, put back once it has reported.
+# Run inside :func:`.channel.page_script`: reports, once, that a script made a shadow root
+# (or parsed markup that may declare one); each wrapper is a Proxy of the browser's
+# function, put back once it has reported.
 SHADOW_SCRIPT = r"""
 (() => {
-  const report = window["__BINDING__"];
-  if (typeof report !== "function") return;
-  try { delete window["__BINDING__"]; } catch (e) {}
+  if (!heard) return;  // a frame the capture does not hear (another process's)
   const wrapped = [];
   let said = false;
-  const say = () => {
+  const report = () => {
     if (said) return;
     said = true;
-    try { report("shadow"); } catch (e) {}
+    say("shadow", "");
     for (const [target, prop, own] of wrapped) {
       try { Object.defineProperty(target, prop, own); } catch (e) {}
     }
@@ -68,7 +65,7 @@ SHADOW_SCRIPT = r"""
     const own = target && Object.getOwnPropertyDescriptor(target, prop);
     if (!own || typeof own.value !== "function" || !own.configurable) return;
     const value = new Proxy(own.value, {
-      apply(original, self, args) { say(); return Reflect.apply(original, self, args); },
+      apply(original, self, args) { report(); return Reflect.apply(original, self, args); },
     });
     Object.defineProperty(target, prop, { ...own, value });
     wrapped.push([target, prop, own]);
@@ -78,7 +75,7 @@ SHADOW_SCRIPT = r"""
   method(window.ShadowRoot && ShadowRoot.prototype, "setHTMLUnsafe");
   method(Document, "parseHTMLUnsafe");
 })();
-""".replace("__BINDING__", SHADOW_BINDING)
+"""
 
 # The main world's fast way, for a page without shadow roots: null when an open one is there.
 _LIGHT = """() => {

@@ -6,7 +6,9 @@ whole answer, and what differs by device that the page read or an answer said.
 Invariants:
 - a request is in flight from its start to its end or failure, a shared worker's script
   never (its request never ends); ``idle`` is set exactly when nothing is in flight;
-- what the page's side reports is bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` URLs);
+- the page's side (:data:`PAGE_SCRIPT`) speaks only through :mod:`.channel`; what it reports
+  is kept bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` URLs of each kind), and
+  ``onCaptureReady`` counts from the main frame alone, once per document;
 - each future is settled once, by the first thing that happened.
 """
 
@@ -24,9 +26,47 @@ from playwright.async_api import Request, Response
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render.device_probe import READS
 
-__all__ = ["MAX_URL", "MAX_URLS", "UNREACHABLE", "Signals", "origin_of", "settle"]
+__all__ = [
+    "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "origin_of", "settle"
+]
 
 MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
+
+# Run before any page script, inside :func:`.channel.page_script`. ``onCaptureReady`` cannot
+# be replaced by the page (an assignment is ignored rather than thrown, so strict-mode apps
+# that assign it keep working); a frame other than the main one says nothing through it.
+PAGE_SCRIPT = """
+(() => {
+  const stringify = JSON.stringify, main = window === window.top;
+  let called = false;
+  const plain = (v) => (typeof v === "number" || typeof v === "string" ? v : null);
+  const onCaptureReady = function (status, redirectUrl) {
+    if (called || !main) return;
+    called = true;
+    const redirect = redirectUrl === undefined || redirectUrl === null ? null : redirectUrl;
+    try { say("ready", stringify([plain(status), redirect === null ? null : String(redirect)])); }
+    catch (e) {}
+  };
+  try {
+    Object.defineProperty(window, "onCaptureReady", {
+      get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
+    });
+  } catch (e) {}
+  // The request for a shared worker's script is never reported as finished: say which it is.
+  const Shared = window.SharedWorker;
+  if (typeof Shared === "function") {
+    const SharedWorker = function SharedWorker(url, options) {
+      if (!new.target) return Shared(url, options);  // throws as the browser's does
+      try { say("shared", String(new URL(url, document.baseURI))); } catch (e) {}
+      return Reflect.construct(Shared, arguments, new.target);
+    };
+    SharedWorker.prototype = Shared.prototype;
+    Object.defineProperty(window, "SharedWorker", {
+      value: SharedWorker, writable: true, configurable: true, enumerable: false,
+    });
+  }
+})();
+"""
 # Chromium's errors for a request that never got a whole answer from the server: no
 # connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
 # or the capture cancelled them, a policy refused them) are not among them.
@@ -119,7 +159,8 @@ class Signals:
 
     def shared_worker(self, url: str) -> None:
         """A shared worker started from ``url``: its script request will never end."""
-        self.shared_workers.add(url)
+        if len(url) <= MAX_URL and len(self.shared_workers) < MAX_URLS:
+            self.shared_workers.add(url)
         for request in [r for r in self.in_flight if r.url == url]:
             self.ended(request)
 

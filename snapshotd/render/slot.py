@@ -10,6 +10,12 @@ Invariants:
   the slot is closed and the next capture gets a new context. The wipe also has V8 collect
   the old documents' garbage once it passes ``_COLLECT_ABOVE``, so a renderer reused for
   hundreds of captures stays small.
+- The page speaks to its capture through :mod:`.channel` alone: no function of the capture's
+  is on the page's window, and what it can say is bounded. A page that says too much is no
+  longer heard, and its slot is replaced after the capture.
+- No wait is unbounded: opening a slot (context, page, DevTools session) by
+  :data:`OPEN_TIMEOUT`, a capture by ``render_timeout``, the wipe by ``_RESET_TIMEOUT``,
+  closing the context by ``_CLOSE_TIMEOUT``; the caller closes a slot that did not open.
 - Every TCP connection of the context goes through the slot's egress guard, which decides
   what the page may reach. Requests of ``block_resources`` types in the page's own process
   are failed before they are sent. Only the requests :mod:`.pauses` names are paused, each
@@ -27,14 +33,16 @@ Invariants:
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
   (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
-- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, both set
-  on its context: the page's ``navigator.userAgent`` and every request's ``User-Agent`` are
-  the crawler's, and every request carries ``X-Snapshotd: 1``. What the page reads, or its
-  answers say, that differs between profiles is reported with the capture
-  (:mod:`.device_probe`). The page is put in the
-  crawler's tall viewport (:mod:`.viewport`) before any readiness rule can end the wait, so
-  what the taller view brings in (IntersectionObserver, ``loading="lazy"``) is waited for
-  like the rest; it is back at the normal height before the slot's next capture.
+- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, set
+  on its context: the page's ``navigator.userAgent`` is the crawler's, every request's
+  ``User-Agent`` the one :meth:`~snapshotd.web.devices.Profile.header_agent` gives for the
+  site (set on the context's extra headers and, where Chromium ignores those, at a pause:
+  :mod:`.pauses`), and every request carries ``X-Snapshotd: 1`` and ``X-Prerender: 1``.
+  What the page reads, or its answers say, that differs between profiles is reported with the
+  capture (:mod:`.device_probe`). The page is put in the crawler's tall viewport
+  (:mod:`.viewport`) before any readiness rule can end the wait, so what the taller view
+  brings in (IntersectionObserver, ``loading="lazy"``) is waited for like the rest; it is
+  back at the normal height before the slot's next capture.
 - A request to the site's own origin that fails at the network level ends the capture as
   ``origin unreachable: …``: what the page shows was built without it. Documents and data
   requests never read the HTTP cache, so no such answer of one capture is served to the
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import time
@@ -65,64 +74,21 @@ from playwright.async_api import Error as PlaywrightError
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
-from snapshotd.render.base import CaptureResult, Shot
-from snapshotd.render.device_probe import (
-    BUILDS_THE_PAGE,
-    DEVICE_BINDING,
-    PROBE_SCRIPT,
-    varies_by_device,
-)
+from snapshotd.render.base import CaptureResult, Shot, first_line
+from snapshotd.render.channel import BINDING, Channel, page_script
+from snapshotd.render.device_probe import BUILDS_THE_PAGE, PROBE_SCRIPT, varies_by_device
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
-from snapshotd.render.shadow import SHADOW_BINDING, SHADOW_SCRIPT, serialize
-from snapshotd.render.signals import UNREACHABLE, Signals, settle
+from snapshotd.render.shadow import SHADOW_SCRIPT, serialize
+from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, settle
 from snapshotd.render.viewport import Viewport
 from snapshotd.web.devices import PROFILES, Profile
 
-__all__ = ["INIT_SCRIPT", "READY_BINDING", "SHARED_WORKER_BINDING", "CaptureCrashed", "Slot"]
+__all__ = ["OPEN_TIMEOUT", "CaptureCrashed", "Slot"]
 
 log = logging.getLogger("snapshotd.render")
 
-READY_BINDING = "__snapshotdCaptureReady"
-SHARED_WORKER_BINDING = "__snapshotdSharedWorker"
-
-# Defined before any page script. The property cannot be replaced by the page (an assignment
-# is ignored rather than thrown, so strict-mode apps that assign it keep working).
-INIT_SCRIPT = """
-(() => {
-  const name = "__BINDING__";
-  let called = false;
-  const onCaptureReady = function (status, redirectUrl) {
-    if (called) return;
-    called = true;
-    const send = window[name];
-    if (typeof send === "function") {
-      send(status === undefined ? null : status,
-           redirectUrl === undefined || redirectUrl === null ? null : String(redirectUrl));
-    }
-  };
-  try {
-    Object.defineProperty(window, "onCaptureReady", {
-      get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
-    });
-  } catch (e) {}
-  // The request for a shared worker's script is never reported as finished: say which it is.
-  const Shared = window.SharedWorker;
-  if (typeof Shared === "function") {
-    const started = window["__WORKER_BINDING__"];
-    const SharedWorker = function SharedWorker(url, options) {
-      if (!new.target) return Shared(url, options);  // throws as the browser's does
-      try { started(String(new URL(url, document.baseURI))); } catch (e) {}
-      return Reflect.construct(Shared, arguments, new.target);
-    };
-    SharedWorker.prototype = Shared.prototype;
-    Object.defineProperty(window, "SharedWorker", {
-      value: SharedWorker, writable: true, configurable: true, enumerable: false,
-    });
-  }
-})();
-""".replace("__BINDING__", READY_BINDING).replace("__WORKER_BINDING__", SHARED_WORKER_BINDING)
-
+OPEN_TIMEOUT = 20.0  # seconds a new context and page may take to be ready
 _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
 # V8 collects lazily while memory is plentiful: each capture leaves its documents' garbage in
@@ -176,6 +142,12 @@ def _consume(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
+def _marked(agent: str) -> dict[str, str]:
+    """A capture's extra request headers: its ``User-Agent``, and the marks that tell
+    snapshotd's renderer (``X-Snapshotd``) and any Prerender-style middleware
+    (``X-Prerender``) that it is not a crawler to render for."""
+    return {"User-Agent": agent, "X-Snapshotd": "1", "X-Prerender": "1"}
+
 class Slot:
     """One context and page of a browser, capturing one URL at a time."""
 
@@ -204,32 +176,40 @@ class Slot:
         self._cdp: CDPSession | None = None
         self._context_id = ""  # the DevTools id of the context, to find its workers
         self._signals = Signals()
+        self._channel = Channel()
         self._pauses = Pauses(settings.block_resources)
+        self._header_agent = self._agent_for(crawler=False)  # what requests carry
         self._patterns: list[dict[str, str]] = []  # what Fetch was last told to pause
         self._tasks: set[asyncio.Future[None]] = set()
 
+    def _agent_for(self, *, crawler: bool) -> str:
+        return self.profile.header_agent(self.browser.version, self.agent, crawler=crawler)
+
     async def open(self) -> None:
+        """Open the slot's context and page; raises ``TimeoutError`` past
+        :data:`OPEN_TIMEOUT` (the caller closes the slot)."""
+        try:
+            async with asyncio.timeout(OPEN_TIMEOUT):
+                await self._open()
+        except TimeoutError:
+            raise TimeoutError(f"no page opened in {OPEN_TIMEOUT:g} s") from None
+
+    async def _open(self) -> None:
         await self._guard.start()
         context = self._context = await self.browser.new_context(
             proxy={"server": self._guard.proxy_server},
             service_workers="block",
-            extra_http_headers={"X-Snapshotd": "1"},
+            extra_http_headers=_marked(self._header_agent),
             accept_downloads=False,
             **self.profile.context_options(self.browser.version, self.agent),
         )
-        await context.expose_binding(READY_BINDING, self._on_ready)
-        await context.expose_binding(
-            SHARED_WORKER_BINDING, lambda _source, url: self._signals.shared_worker(str(url))
-        )
-        await context.expose_binding(
-            readiness.BACKGROUND_BINDING,
-            lambda _source, url, idle=True: self._signals.in_background(str(url), idle is True),
-        )
         await context.add_init_script(
-            INIT_SCRIPT
-            + PROBE_SCRIPT
-            + SHADOW_SCRIPT
-            + readiness.settle_script(self.settings.javascript_timeout)
+            page_script(
+                PAGE_SCRIPT,
+                PROBE_SCRIPT,
+                SHADOW_SCRIPT,
+                readiness.settle_script(self.settings.javascript_timeout),
+            )
         )
         context.on("request", self._on_request)
         context.on("requestfinished", lambda r: self._signals.ended(r))
@@ -240,12 +220,11 @@ class Slot:
         page.on("crash", lambda _: self._signals.crash("page crashed"))
         page.on("close", lambda _: self._signals.crash("page closed"))
         self._cdp = await context.new_cdp_session(page)
-        # A native binding: nothing the page does to its globals unhooks it (device_probe).
-        # Runtime stays enabled on this session, or new documents do not get it.
+        # The page's channel (.channel): a native binding of this session alone. Runtime
+        # stays enabled on this session, or new documents do not get it.
         self._cdp.on("Runtime.bindingCalled", self._on_binding)
         await self._cdp.send("Runtime.enable")
-        await self._cdp.send("Runtime.addBinding", {"name": DEVICE_BINDING})
-        await self._cdp.send("Runtime.addBinding", {"name": SHADOW_BINDING})
+        await self._cdp.send("Runtime.addBinding", {"name": BINDING})
         await self._intercept(self._cdp)
         info = await self._cdp.send("Target.getTargetInfo")
         self._context_id = info["targetInfo"].get("browserContextId", "")
@@ -255,15 +234,24 @@ class Slot:
         """Close the context (unless its browser is closing anyway) and the guard."""
         self.usable = False
         self._signals.crash("slot closed")
-        if context and self._context is not None and self.browser.is_connected():
-            try:
-                async with asyncio.timeout(_CLOSE_TIMEOUT):
-                    await self._context.close()
-            except (TimeoutError, PlaywrightError) as exc:
-                if self.browser.is_connected():
-                    log.warning("closing a browser context: %s", str(exc).splitlines()[0][:200])
-        self._context = None
-        await self._guard.close()
+        try:
+            if context and self._context is not None and self.browser.is_connected():
+                try:
+                    async with asyncio.timeout(_CLOSE_TIMEOUT):
+                        await self._context.close()
+                except (TimeoutError, PlaywrightError) as exc:
+                    if self.browser.is_connected():
+                        log.warning("closing a browser context: %s", first_line(exc))
+        finally:
+            self._context = None
+            await self._guard.close()
+
+    async def shows(self, html: str, selector: str) -> str:
+        """The text of ``selector``'s element once ``html`` is the page, read by a script."""
+        assert self._page is not None
+        await self._page.set_content(html)
+        read = "s => document.querySelector(s).textContent"
+        return str(await self._page.evaluate(read, selector))
 
     # --------------------------------------------------------------- event handlers
 
@@ -306,15 +294,29 @@ class Slot:
         await self._pause()
 
     def _on_binding(self, event: dict[str, Any]) -> None:
-        if event.get("name") == DEVICE_BINDING:
-            self._signals.device_read(str(event.get("payload", "")))
-        elif event.get("name") == SHADOW_BINDING:
-            self._signals.shadow_roots = True
-
-    def _on_ready(self, source: dict[str, Any], status: Any = None, redirect: Any = None) -> None:
-        frame = source.get("frame")
-        if self._page is not None and frame is not None and frame == self._page.main_frame:
-            settle(self._signals.ready, (status, redirect))
+        channel, signals = self._channel, self._signals
+        message = channel.hear(event)
+        if channel.deaf and self.usable:
+            log.info("a page said too much through its channel; its slot will be replaced")
+            self.usable = False  # its context, and the binding with it, go after the capture
+            if self._cdp is not None:
+                stop = self._cdp.send("Runtime.removeBinding", {"name": BINDING})
+                _consume(asyncio.ensure_future(stop))
+        if message is None:
+            return
+        kind, text = message
+        if kind == "ready":
+            with contextlib.suppress(ValueError, TypeError):
+                status, redirect = json.loads(text)
+                settle(signals.ready, (status, redirect if isinstance(redirect, str) else None))
+        elif kind == "shared":
+            signals.shared_worker(text)
+        elif kind in ("idle", "task"):
+            signals.in_background(text, kind == "idle")
+        elif kind == "shadow":
+            signals.shadow_roots = True
+        else:
+            signals.device_read(text)
 
     def _on_response(self, response: Response) -> None:
         request = response.request
@@ -355,12 +357,10 @@ class Slot:
             # Kept-alive tunnels were judged for the previous site's origin.
             self._guard.drop_connections()
             self._guard.origin = self._pauses.origin = site.origin
-        if site.headers != self._pauses.headers:
-            self._pauses.headers = site.headers
-            await self._pause()
         self._guard.refused.clear()
         self._guard.unreachable.clear()
         signals = self._signals = Signals(origin=site.origin)
+        self._channel = Channel()
 
         def on_disconnect(_: Browser) -> None:
             signals.crash("browser disconnected")
@@ -369,6 +369,15 @@ class Slot:
         clean = False
         try:
             async with asyncio.timeout(self.settings.timeouts(site)[1]):
+                agent = self._agent_for(crawler=site.origin_user_agent == "crawler")
+                if agent != self._header_agent and self._context is not None:
+                    await self._context.set_extra_http_headers(_marked(agent))
+                    self._header_agent = agent
+                page_agent = self.profile.agent(self.browser.version, self.agent)
+                paused_agent = "" if agent == page_agent else agent
+                if (site.headers, paused_agent) != (self._pauses.headers, self._pauses.agent):
+                    self._pauses.headers, self._pauses.agent = site.headers, paused_agent
+                    await self._pause()
                 if shot is not None:
                     await self._viewport.screen(self._page, shot.width, shot.height)
                 result = await self._capture(self._page, url, site, signals, started, shot)
@@ -382,7 +391,7 @@ class Slot:
             if signals.crashed.done() or not self.browser.is_connected():
                 why = signals.crashed.result() if signals.crashed.done() else "browser gone"
                 raise CaptureCrashed(why) from None
-            return self._failed(url, f"browser error: {str(exc).splitlines()[0][:200]}", started)
+            return self._failed(url, f"browser error: {first_line(exc)}", started)
         finally:
             self.browser.remove_listener("disconnected", on_disconnect)
             if not clean:
@@ -441,7 +450,7 @@ class Slot:
             if signals.lost.done():
                 return result(status=0, error=self._unreachable(signals), final_url=url)
             match = _NET_ERROR.search(str(exc))
-            why = match.group(0) if match else str(exc).splitlines()[0][:200]
+            why = match.group(0) if match else first_line(exc)
             return result(status=0, error=f"navigation failed: {why}", final_url=url)
         document = signals.document
         if document is not None and document.status >= 500:
@@ -621,7 +630,7 @@ class Slot:
                 await self._collect_garbage(cdp)
             return True
         except (TimeoutError, PlaywrightError) as exc:
-            reason = (str(exc).strip().splitlines() or ["?"])[0][:200]
+            reason = first_line(exc)
             # A browser closing under the slot (shutdown, recycle) is no news for the log.
             closing = not self.browser.is_connected() or "has been closed" in reason
             log.log(

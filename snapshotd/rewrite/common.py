@@ -31,15 +31,17 @@ def split_url(url: str) -> tuple[str, str | None, str]:
 
 
 class Budget:
-    """The time left for the patterns of one evaluation."""
+    """The time left for the patterns of one evaluation, by ``clock`` (read once when the
+    evaluation begins, then once before each search)."""
 
     __slots__ = ("deadline",)
+    clock = staticmethod(time.monotonic)
 
     def __init__(self, seconds: float = TIME_BUDGET) -> None:
-        self.deadline = time.monotonic() + seconds
+        self.deadline = self.clock() + seconds
 
     def search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
-        left = self.deadline - time.monotonic()
+        left = self.deadline - self.clock()
         if left <= 0:
             raise Stop(500)
         try:

@@ -355,6 +355,10 @@ class Store(Protocol):
 
     async def mark_found(self, site: str, path: str) -> None: ...
 
+    async def count_copies(self, site: str) -> int:
+        """How many of the site's processed paths are copies of another (``duplicate_of``)."""
+        ...
+
     async def requeue_expired(
         self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None
     ) -> int:
@@ -438,6 +442,14 @@ class Store(Protocol):
         ...
 
     async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None: ...
+
+    async def sitemap_count(self, site: str) -> int:
+        """How many pages the site's own sitemap lists (store/lastmod)."""
+        ...
+
+    async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:
+        """(path, when its main text last changed) of the pages it lists, ``offset`` on."""
+        ...
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None: ...
 

@@ -21,6 +21,11 @@ from snapshotd.store.counters import sqlite_transaction
 
 __all__ = ["PATHS_FOUND", "PostgresCopies", "SQLiteCopies", "take_master"]
 
+# The processed paths of a site that are copies of another.
+_COPIES = (
+    "SELECT COUNT(*) FROM paths WHERE site = {0}1 AND state = 'processed' "
+    "AND duplicate_of IS NOT NULL"
+)
 # A schema step of both engines: the paths stored before are taken as found.
 PATHS_FOUND = "ALTER TABLE paths ADD COLUMN found INTEGER NOT NULL DEFAULT 1"
 
@@ -88,6 +93,10 @@ class SQLiteCopies:
         async with sqlite_transaction(self) as wr:
             await wr.execute(_MARK_FOUND.format("?"), (site, path))
 
+    async def count_copies(self, site: str) -> int:
+        """How many of the site's processed paths are copies of another."""
+        return int(await self._first(_COPIES, (site,)) or 0)
+
 
 
 class PostgresCopies:
@@ -110,4 +119,7 @@ class PostgresCopies:
 
     async def mark_found(self, site: str, path: str) -> None:
         await self._db.execute(_MARK_FOUND.format("$"), site, path)
+
+    async def count_copies(self, site: str) -> int:
+        return int(await self._first(_COPIES, site) or 0)
 

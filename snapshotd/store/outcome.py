@@ -23,6 +23,7 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 from snapshotd.store.copies import take_master
+from snapshotd.store.lastmod import TEXT_CHANGED_AT
 from snapshotd.store.profiles import PROFILE_DELETE, PROFILE_PUT
 from snapshotd.web.fingerprints import Print
 
@@ -116,16 +117,17 @@ _STORED = (
 )
 # Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
 # final URL, time, then its main text's hash, SimHash and words, and the device profile it
-# was rendered as (placeholders 1 to 12).
+# was rendered as (placeholders 1 to 12); when its main text last changed (store/lastmod).
 _SNAPSHOT_PUT = (
     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
-    "captured_at, text_hash, simhash, words, profile) VALUES ({0}1, {0}2, {0}3, {0}4, {0}5, "
-    "{0}6, {0}7, {0}8, {0}9, {0}10, {0}11, {0}12) ON CONFLICT (path_id) DO UPDATE SET "
+    "captured_at, text_hash, simhash, words, profile, text_changed_at) VALUES ({0}1, {0}2, "
+    "{0}3, {0}4, {0}5, {0}6, {0}7, {0}8, {0}9, {0}10, {0}11, {0}12, {0}8) "
+    "ON CONFLICT (path_id) DO UPDATE SET "
     "body_gz = excluded.body_gz, profile = excluded.profile, "
     "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
     "content_hash = excluded.content_hash, final_url = excluded.final_url, "
     "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
-    "simhash = excluded.simhash, words = excluded.words"
+    "simhash = excluded.simhash, words = excluded.words, " + TEXT_CHANGED_AT
 )
 _SNAPSHOT_DROP = "DELETE FROM snapshots WHERE path_id = {0}1"
 

@@ -36,6 +36,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
@@ -74,6 +75,7 @@ class PostgresStore(
     PostgresCopies,
     PostgresLeases,
     PostgresProfiles,
+    PostgresLastmod,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

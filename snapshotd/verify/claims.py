@@ -8,11 +8,16 @@ Invariants:
 - :meth:`Claims.now` never waits, and asks nothing for a site that verifies no bot;
   :meth:`Claims.claim` waits at most ``wait`` seconds;
 - a claim is counted under its crawler family's name, else the bot's
-  (:func:`~snapshotd.web.crawler_families.claim_family`).
+  (:func:`~snapshotd.web.crawler_families.claim_family`);
+- the first bot request of a process that carries a forwarding header (``X-Forwarded-For``,
+  ``Forwarded``) from a peer not in ``trusted_proxies``, on a site that verifies crawlers,
+  is logged once: every crawler behind that peer seems to be the peer, and none is verified.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -20,6 +25,8 @@ from snapshotd.verify import Verifier
 from snapshotd.web.client_address import TrustedProxies
 
 __all__ = ["VERIFY_WAIT", "Claims", "Who", "after_refusal"]
+
+log = logging.getLogger("snapshotd.verify")
 
 # The longest a new path's admission waits for DNS to verify its crawler (a hit never does).
 VERIFY_WAIT = 2.0
@@ -52,11 +59,36 @@ class Claims:
     ) -> None:
         self.verifier, self.trusted = verifier, trusted
         self._bot_of = bot_of  # (site, User-Agent) -> the bot-list entry matched
+        self._told_untrusted = False  # the forwarding headers of an untrusted peer, logged
 
-    def who(self, site: str, headers: Mapping[str, str], scope: Mapping[str, Any]) -> Who:
+    def who(
+        self, site: str, headers: Mapping[str, str], scope: Mapping[str, Any], verify: str = "on"
+    ) -> Who:
         peer = scope.get("client")
         client = self.trusted.client(peer[0], headers) if peer else "-"
-        return Who(self._bot_of(site, headers.get("user-agent", "")) or "", client)
+        bot = self._bot_of(site, headers.get("user-agent", "")) or ""
+        if bot and peer and verify != "off" and not self._told_untrusted:
+            self._tell_untrusted(str(peer[0]), headers)
+        return Who(bot, client)
+
+    def _tell_untrusted(self, peer: str, headers: Mapping[str, str]) -> None:
+        """Log, once, a forwarding header from ``peer`` when it is no trusted front server."""
+        if "x-forwarded-for" not in headers and "forwarded" not in headers:
+            return
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return
+        if address.version == 6 and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if self.trusted.trusts(address):
+            return
+        self._told_untrusted = True
+        log.warning(
+            "forwarded headers from %s, which is not in trusted_proxies: every crawler behind "
+            "it is judged by its address, and none is verified (set --trusted-proxies to the "
+            "front server's address)", peer,
+        )
 
     def now(self, who: Who, verify: str = "on") -> str | None:
         """The claim as known without waiting; None while DNS is being asked; ``-`` when

@@ -7,7 +7,9 @@ Invariants:
   ``desktop`` (:data:`PROFILES`), data rather than code: the width, normal height, device
   scale factor, touch and mobile flags Chromium is given, and the crawler whose renderer the
   profile stands for (its user agent, with the Chromium version filled in as Google's
-  evergreen renderer does).
+  evergreen renderer does). The page's ``navigator.userAgent`` is the crawler's; the
+  ``User-Agent`` header its requests carry is, unless the site says otherwise, the same
+  device's browser without the crawler's name (:meth:`Profile.header_agent`).
 - ``mobile`` is Googlebot Smartphone's renderer: the Nexus 5X its user agent names (412 px
   wide, device scale factor 2.625, touch, a mobile viewport). ``desktop`` is Googlebot
   desktop's: 1,024 px wide, scale factor 1, no touch.
@@ -32,6 +34,7 @@ from snapshotd.web.fingerprints import fingerprint
 
 __all__ = [
     "DEVICES_CHOICES",
+    "ORIGIN_AGENT_CHOICES",
     "PROFILES",
     "PROFILE_NAMES",
     "Profile",
@@ -56,6 +59,17 @@ _GOOGLEBOT_DESKTOP = (
     "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Googlebot/2.1; "
     "+http://www.google.com/bot.html) Chrome/{chrome} Safari/537.36"
 )
+# The same renderers' browsers, without the crawler's name: what the origin's requests carry.
+_CHROME_ANDROID = (
+    "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 "
+    "(KHTML, like Gecko) Chrome/{chrome} Mobile Safari/537.36"
+)
+_CHROME_LINUX = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/{chrome} Safari/537.36"
+)
+# A site's ``origin_user_agent``: the User-Agent header of a capture's requests.
+ORIGIN_AGENT_CHOICES = ("browser", "crawler")
 
 
 @dataclass(frozen=True)
@@ -69,12 +83,22 @@ class Profile:
     is_mobile: bool
     has_touch: bool
     user_agent: str  # a template: {chrome} is the renderer's version
+    browser_agent: str  # the same device's browser, without the crawler's name
     tall_setting: str  # the site setting holding the crawler's viewport height
     agent_setting: str  # the site setting that overrides the user agent
 
     def agent(self, chrome_version: str, override: str = "") -> str:
         """The user agent the page and its origin see."""
         return override or self.user_agent.format(chrome=chrome_version or "0.0.0.0")
+
+    def header_agent(self, chrome_version: str, override: str = "", *, crawler: bool) -> str:
+        """The ``User-Agent`` header of a capture's requests: the site's override where it
+        has one, else the crawler's when ``crawler`` (``origin_user_agent = "crawler"``), else
+        the device's browser without the crawler's name, so that no middleware in the origin
+        takes snapshotd's renderer for a bot and sends its request back to a renderer."""
+        if override or crawler:
+            return self.agent(chrome_version, override)
+        return self.browser_agent.format(chrome=chrome_version or "0.0.0.0")
 
     def context_options(self, chrome_version: str, override: str = "") -> dict[str, Any]:
         """Playwright's ``new_context`` options for this profile at its normal height."""
@@ -97,6 +121,7 @@ PROFILES: dict[str, Profile] = {
         is_mobile=True,
         has_touch=True,
         user_agent=_GOOGLEBOT_SMARTPHONE,
+        browser_agent=_CHROME_ANDROID,
         tall_setting="viewport_height_mobile",
         agent_setting="user_agent_mobile",
     ),
@@ -108,6 +133,7 @@ PROFILES: dict[str, Profile] = {
         is_mobile=False,
         has_touch=False,
         user_agent=_GOOGLEBOT_DESKTOP,
+        browser_agent=_CHROME_LINUX,
         tall_setting="viewport_height_desktop",
         agent_setting="user_agent_desktop",
     ),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -102,12 +102,14 @@ def _pattern_matches(pattern: str, url: str) -> bool:
 
 class UrlRegex:
     """A regex setting, compiled once, and the matching time it took in its current second:
-    whoever asks, it is given at most ``SHARE_SECONDS`` of each second."""
+    whoever asks, it is given at most ``SHARE_SECONDS`` of each second (of ``clock``, the
+    one that says when a second begins)."""
 
-    __slots__ = ("pattern", "said", "since", "spent")
+    __slots__ = ("clock", "pattern", "said", "since", "spent")
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.pattern = compile_regex(source)
+        self.clock = clock
         self.since = self.spent = 0.0
         self.said = False  # whether a search ran out of time this second (logged once)
 
@@ -126,7 +128,7 @@ def compile_regex(source: str) -> regex.Pattern[str]:
 def _search(rx: UrlRegex, url: str) -> bool:
     budget = _budget.get()
     started = time.perf_counter()
-    seconds = min(REGEX_SECONDS, rx.left(time.monotonic()))
+    seconds = min(REGEX_SECONDS, rx.left(rx.clock()))
     if budget is not None:
         seconds = min(seconds, budget.left)
     try:

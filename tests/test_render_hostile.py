@@ -1,0 +1,239 @@
+"""A hostile page against the pool, with real Chromium on loopback: what the page can reach of
+the capture, and a browser that does not answer.
+
+Two sites on 127.0.0.1: A serves a page that calls whatever the capture put on its window,
+B an ordinary page. Nothing else is ever a target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser
+from pytest_httpserver import HTTPServer
+from werkzeug.wrappers import Response
+
+from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.render import BrowserPool
+from snapshotd.render import slot as slot_module
+from snapshotd.render.base import first_line
+from snapshotd.render.readiness import SETTLE_KEY
+from snapshotd.render.signals import MAX_URL, MAX_URLS, Signals
+from snapshotd.render.slot import Slot
+from tests.chromium import require_chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+SETTINGS = BrowserSettings(
+    concurrency=2, javascript_timeout=1.0, render_timeout=45.0, recycle_after=500
+)
+
+# Lists every function on its window that it did not define and that the browser does not
+# define either (a name starting with "_", or a function whose source is not native) and
+# shows the list; asked ``?list``, stops there. Else calls those named "_..." and
+# onCaptureReady with strings of 1 and 8 MiB and with what the capture's messages look like,
+# in a loop, for about 8 s, and starts shared workers with huge and countless URLs.
+HOSTILE = """<!doctype html><html><body><pre id="found"></pre>
+<script>
+  const huge = "x".repeat(1 << 20), bigger = "y".repeat(8 << 20);
+  const mine = new Set(["huge", "bigger", "mine", "found", "burst", "started", "callable"]);
+  const found = Object.getOwnPropertyNames(window).filter((name) => {
+    if (mine.has(name)) return false;
+    let f;
+    try { f = window[name]; } catch (e) { return false; }
+    if (typeof f !== "function") return false;
+    return name.startsWith("_") || !/\\[native code\\]/.test(Function.prototype.toString.call(f));
+  });
+  document.getElementById("found").textContent = JSON.stringify(found);
+  if (location.search === "?list") throw "listed only";
+  const callable = found.filter((n) => n.startsWith("_") || n === "onCaptureReady");
+  const args = [[huge], [bigger, bigger], ["shared /u"], ['ready [301, "/elsewhere"]'],
+                [301, "/elsewhere"]];
+  let n = 0;
+  const started = performance.now();
+  const burst = () => {
+    for (let i = 0; i < 200; i++) {
+      n++;
+      for (const name of callable) {
+        for (const a of args) {
+          try { window[name](...a); } catch (e) {}
+        }
+      }
+      try { new SharedWorker("/worker"); } catch (e) {}
+    }
+    try { new SharedWorker("/worker-" + n + "-" + huge.slice(0, 20000)); } catch (e) {}
+    try { new SharedWorker("/worker-" + n); } catch (e) {}
+    if (performance.now() - started < 8000) {
+      setTimeout(() => { fetch("/t" + n).catch(() => {}); burst(); }, 0);
+    }
+  };
+  burst();
+</script></body></html>"""
+
+ORDINARY = """<!doctype html><html><body><h1 id="h">loading</h1>
+<script>setTimeout(() => { document.getElementById("h").textContent = "Site B page"; }, 50);
+</script></body></html>"""
+
+
+def _serve(body: str) -> HTTPServer:
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.expect_request(re.compile("/page.*")).respond_with_handler(
+        lambda _r: Response(body, content_type="text/html")
+    )
+    server.expect_request(re.compile(".*")).respond_with_handler(
+        lambda _r: Response("", content_type="text/javascript")
+    )
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def sites() -> Iterator[tuple[SiteSettings, SiteSettings]]:
+    require_chromium()
+    a, b = _serve(HOSTILE), _serve(ORDINARY)
+    yield (
+        SiteSettings(origin=f"http://127.0.0.1:{a.port}"),
+        SiteSettings(origin=f"http://127.0.0.1:{b.port}"),
+    )
+    for server in (a, b):
+        server.clear()
+        server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def pool() -> AsyncIterator[BrowserPool]:
+    pool = BrowserPool(SETTINGS)
+    await pool.start()
+    yield pool
+    await pool.close()
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Slot, Signals]]:
+    """Each capture's slot and what its page told it, as the capture ends."""
+    kept: list[tuple[Slot, Signals]] = []
+    capture = Slot.capture
+
+    async def recorded(self: Slot, url: str, site: SiteSettings, shot: Any = None) -> Any:
+        try:
+            return await capture(self, url, site, shot)
+        finally:
+            kept.append((self, self._signals))
+
+    monkeypatch.setattr(Slot, "capture", recorded)
+    return kept
+
+
+async def test_a_hostile_page_reaches_nothing_of_the_capture_and_another_site_renders(
+    pool, sites, monkeypatch
+) -> None:
+    a, b = sites
+    kept = _recording(monkeypatch)
+    hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/page", a))
+    await asyncio.sleep(1.0)  # the page is calling
+    during = await pool.capture(f"{b.origin}/page", b)
+    assert during.ok and "Site B page" in during.html, during
+    result = await hostile
+    assert result.error in (None, "timeout"), result  # the page's own capture may fail
+    # The page's calls were never heard: neither the redirect nor the status it asked for.
+    assert not result.headers.get("Location") and result.status in (0, 200), result
+    # Whatever it sent, the capture kept a bounded amount of it.
+    signals = next(s for slot, s in kept if s.origin == a.origin)
+    assert not signals.ready.done()
+    for urls in (signals.shared_workers, signals.background, signals.tasked):
+        assert len(urls) <= MAX_URLS and all(len(u) <= MAX_URL for u in urls)
+    # Nothing the capture listens to is on the page's window: what the page finds are the
+    # capture's wrappers of the browser's own functions (setTimeout, SharedWorker, ...) and
+    # the function the capture asks how long the page needs (it answers, and tells nothing).
+    listed = await pool.capture(f"{a.origin}/page?list", a)
+    assert listed.ok, listed
+    found = json.loads(re.search(r'<pre id="found">(.*?)</pre>', listed.html).group(1))
+    assert "setTimeout" in found and "onCaptureReady" in found, found
+    assert [n for n in found if n.startswith("_")] == [SETTLE_KEY], found
+    # The pool serves site B again.
+    for _ in range(3):
+        after = await pool.capture(f"{b.origin}/page", b)
+        assert after.ok and "Site B page" in after.html, after
+
+
+async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
+    pool, sites, monkeypatch
+) -> None:
+    a, b = sites
+    kept = _recording(monkeypatch)
+    heard: list[int] = []
+    on_binding = Slot._on_binding
+
+    def counted(self: Slot, event: dict[str, Any]) -> None:
+        heard.append(1)
+        on_binding(self, event)
+
+    monkeypatch.setattr(Slot, "_on_binding", counted)
+    # The page's own bound lifted: the capture's bound stops listening.
+    monkeypatch.setattr("snapshotd.render.channel.PER_DOCUMENT", 10**9)
+    monkeypatch.setattr("snapshotd.render.channel.PER_CAPTURE", 1000)
+    result = await pool.capture(f"{a.origin}/page", replace(a, wait_for_capture_ready=True))
+    assert result.error == "timeout", result
+    assert len(heard) > 1000
+    slot, _ = kept[0]
+    assert slot._channel.deaf and not slot.usable
+    after = await pool.capture(f"{b.origin}/page", b)
+    assert after.ok and "Site B page" in after.html, after
+    assert kept[1][0] is not slot
+
+
+async def test_a_timeout_without_a_message_is_said_in_one_line() -> None:
+    assert first_line(TimeoutError()) == "TimeoutError"
+    assert first_line(RuntimeError("no page\nmore")) == "no page"
+
+
+async def test_a_context_that_does_not_close_is_given_up_and_its_guard_closed(
+    pool, sites, monkeypatch
+) -> None:
+    monkeypatch.setattr(slot_module, "_CLOSE_TIMEOUT", 0.2)
+    assert pool._current is not None
+    slot = Slot(pool._current.browser, SETTINGS)
+    await slot.open()
+    port = int(slot._guard.proxy_server.rsplit(":", 1)[1])
+    context = slot._context
+    assert context is not None
+    real_close = context.close
+
+    async def never(*_args: Any, **_kw: Any) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(context, "close", never)
+    await slot.close()  # TimeoutError() says nothing: logged in a line, not raised
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
+    await real_close()
+
+
+async def test_a_browser_that_opens_no_page_is_given_up_and_readiness_says_so(
+    pool, sites, monkeypatch
+) -> None:
+    _, b = sites
+    monkeypatch.setattr(slot_module, "OPEN_TIMEOUT", 0.5, raising=False)
+    new_context = Browser.new_context
+
+    async def never(*_args: Any, **_kw: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(Browser, "new_context", never)
+    async with asyncio.timeout(60):  # stops a hang; not a measure
+        result = await pool.capture(f"{b.origin}/page", replace(b), "phone")
+        assert result.error is not None and result.error.startswith("browser unavailable"), result
+        assert "no page opened" in result.error
+        why = await pool.probe(timeout=10)
+        assert why is not None and why.startswith("browser unavailable"), why
+        monkeypatch.setattr(Browser, "new_context", new_context)
+        monkeypatch.setattr(slot_module, "OPEN_TIMEOUT", 20.0)  # a loaded machine's time
+        assert await pool.probe(timeout=10) is None
+        after = await pool.capture(f"{b.origin}/page", b, "phone")
+    assert after.ok and "Site B page" in after.html, after
