@@ -3,8 +3,9 @@ same small SPA.
 
 Every app serves an HTML shell whose script writes the page's text (so a snapshot differs
 from the shell), ``/static/app.js``, and ``/slow``, which keeps snapshotd's own browser
-(``X-Snapshotd``) waiting 3 s. Each counts the requests it answered, by path and by the
-marker headers they carried. Flask and Django's WSGI handler run on a threaded ``wsgiref``
+(``X-Snapshotd``) waiting :data:`SLOW` seconds, longer than the middleware tests'
+``miss_wait``. Each counts the requests it answered, by path and by the marker headers they
+carried. Flask and Django's WSGI handler run on a threaded ``wsgiref``
 server, FastAPI and Django's ASGI handler on uvicorn; all on 127.0.0.1.
 """
 
@@ -56,9 +57,12 @@ class Seen:
             return Counter({k[1:]: n for k, n in self.counts.items() if k[0] == path})
 
 
+SLOW = 15.0
+
+
 def _slow(browser: bool) -> None:
     if browser:
-        time.sleep(3)
+        time.sleep(SLOW)
 
 
 # --- Flask ----------------------------------------------------------------------------------

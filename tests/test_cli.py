@@ -17,7 +17,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         [sys.executable, "-m", "snapshotd", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=240,  # stops a hang; a crawl on a loaded machine takes what it takes
         env={**os.environ, **(env or {})},
     )
 

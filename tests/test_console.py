@@ -31,7 +31,7 @@ from tests.servers import serve_asgi
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 TOKEN = "console-token"
-WAIT_MS = 30_000
+WAIT_MS = 120_000  # stops a hang; a loaded machine's crawl takes what it takes
 
 
 @dataclass

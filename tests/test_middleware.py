@@ -65,7 +65,7 @@ def stack(request, tmp_path_factory) -> Iterator[Stack]:
     with serve_app(framework, seen, snapshotd_url, token=RENDER_TOKEN, timeout=20) as app:
         db = str(tmp_path_factory.mktemp(f"mw-{framework}") / "snap.db")
         settings = load_settings(
-            overrides={"origin": app, "hosts": HOST, "db": db, "miss_wait": 1.5}, env={}
+            overrides={"origin": app, "hosts": HOST, "db": db, "miss_wait": 8.0}, env={}
         )
         browser = BrowserSettings(
             concurrency=1, executable=chromium, javascript_timeout=0.3, render_timeout=15
