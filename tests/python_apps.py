@@ -180,7 +180,7 @@ def fastapi_app(seen: Seen, wrap_options: dict[str, Any]) -> Any:
     @app.get("/slow")
     async def slow(request: Request) -> HTMLResponse:
         if "x-snapshotd" in request.headers:
-            await asyncio.sleep(3)
+            await asyncio.sleep(SLOW)
         return HTMLResponse(SHELL)
 
     @app.get("/{rest:path}")
