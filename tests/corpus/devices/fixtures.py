@@ -30,7 +30,7 @@ def origin() -> Iterator[str]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool(origin: str) -> AsyncIterator[BrowserPool]:
-    pool = BrowserPool(BrowserSettings(concurrency=2, javascript_timeout=1.0, render_timeout=20))
+    pool = BrowserPool(BrowserSettings(concurrency=2, javascript_timeout=1.0, render_timeout=45))
     await pool.start()
     yield pool
     await pool.close()
