@@ -78,7 +78,7 @@ def job(client: httpx.Client, name: str) -> dict:  # type: ignore[type-arg]
 
 
 def wait_status(client: httpx.Client, name: str, status: int, seen: list[int]) -> dict:  # type: ignore[type-arg]
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240  # stops a hang: a loaded machine's crawl takes its time
     while time.monotonic() < deadline:
         current = job(client, name)
         code = current["jobStatus"]["status"]
