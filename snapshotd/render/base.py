@@ -61,7 +61,12 @@ class Renderer(Protocol):
     ) -> CaptureResult: ...
 
 
+def line_of(text: str, default: str) -> str:
+    """The first line of ``text``, short; ``default`` when it has none."""
+    return (text.strip().splitlines() or [default])[0][:200]
+
+
 def first_line(exc: BaseException) -> str:
     """An exception's message in one short line; its type's name when it has none (a
     ``TimeoutError()`` says nothing)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return line_of(str(exc), type(exc).__name__)

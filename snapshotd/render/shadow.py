@@ -41,6 +41,7 @@ from typing import Any
 from playwright.async_api import CDPSession, Page, Response
 from playwright.async_api import Error as PlaywrightError
 
+from snapshotd.render.base import line_of
 from snapshotd.web.shadow import has_shadow_roots
 
 __all__ = ["SHADOW_SCRIPT", "serialize"]
@@ -182,7 +183,7 @@ async def _with_roots(cdp: CDPSession) -> str:
         if "exceptionDetails" in answer:
             details = answer["exceptionDetails"]
             why = details.get("exception", {}).get("description") or details.get("text", "")
-            raise PlaywrightError(f"serialising shadow roots: {str(why).splitlines()[0][:200]}")
+            raise PlaywrightError(f"serialising shadow roots: {line_of(str(why), 'no reason')}")
         return str(answer["result"].get("value", ""))
     finally:
         # The DOM agent would otherwise keep reporting every change of the page.
