@@ -163,6 +163,7 @@ async def test_many_sites_are_folded_only_when_changes_pile_up(store) -> None:  
 LATER_COLUMNS = (
     "found INTEGER NOT NULL DEFAULT 1",
     "readiness_limit BOOLEAN NOT NULL DEFAULT FALSE",
+    "not_found TEXT",
 )
 # The other schema steps after the kept counts, each undone by the statement beside it.
 LATER_STEPS = (

@@ -44,6 +44,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "miss_answer": ("503", "origin"),
     "devices": DEVICES_CHOICES,
     "origin_user_agent": ORIGIN_AGENT_CHOICES,
+    "soft_404": ("answer", "report", "off"),
 }
 SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
 
@@ -172,6 +173,11 @@ class SiteSettings:
     # IndexNow (SPEC 5.5): the site's key ("": off) and the endpoint told of its changes.
     indexnow_key: str = ""
     indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
+    # The app's not-found view (SPEC 5.6): a capture that shows it is answered 404 ("answer"),
+    # only listed ("report"), or not looked for ("off"); answered 410 where the path holds one
+    # of ``soft_404_gone``'s strings.
+    soft_404: str = "answer"
+    soft_404_gone: tuple[str, ...] = ()
     # Learned or pinned (name, path prefix) pairs from the store, not a setting of its own.
     learned_params: tuple[tuple[str, str], ...] = ()
 

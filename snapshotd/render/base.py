@@ -20,7 +20,10 @@ class CaptureResult:
     redirects. ``readiness_limit`` is true when a limit, not the page, ended the wait while
     the page was still at work (:mod:`snapshotd.render.readiness`). ``device`` names what the
     page read, or its answers said, that differs between device profiles; empty, the page
-    renders alike in every profile (:mod:`snapshotd.render.device_probe`).
+    renders alike in every profile (:mod:`snapshotd.render.device_probe`). ``declared``: the
+    page said its status itself (a status meta tag, or ``onCaptureReady``'s), so no one judges
+    it in its place. ``shell``: what names the app's build in the document as its origin
+    served it (:func:`snapshotd.web.not_found.app_shell`); "" when unknown.
     """
 
     url: str
@@ -33,6 +36,8 @@ class CaptureResult:
     readiness_limit: bool = False
     png: bytes = b""
     device: frozenset[str] = frozenset()
+    declared: bool = False
+    shell: str = ""
 
     @property
     def ok(self) -> bool:

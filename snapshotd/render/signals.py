@@ -21,16 +21,33 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Request, Response
 
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render.device_probe import READS
+from snapshotd.web.not_found import app_shell
 
 __all__ = [
-    "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "origin_of", "settle"
+    "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "document_shell", "origin_of",
+    "settle",
 ]
 
 MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
+MAX_SHELL = 2**20  # the most of a document read for its app shell
+
+
+async def document_shell(document: Response | None) -> str:
+    """The app shell of ``document`` as its origin served it (what names the app's build,
+    :func:`snapshotd.web.not_found.app_shell`); "" when it cannot be read or is too long."""
+    length = document.headers.get("content-length", "") if document is not None else ""
+    if document is None or (length.isdigit() and int(length) > MAX_SHELL):
+        return ""
+    try:
+        body = await document.body()
+    except PlaywrightError:
+        return ""
+    return app_shell(body[:MAX_SHELL].decode("utf-8", "replace"))
 
 # Run before any page script, inside :func:`.channel.page_script`. ``onCaptureReady`` cannot
 # be replaced by the page (an assignment is ignored rather than thrown, so strict-mode apps

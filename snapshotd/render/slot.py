@@ -80,7 +80,7 @@ from snapshotd.render.device_probe import BUILDS_THE_PAGE, PROBE_SCRIPT, varies_
 from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
 from snapshotd.render.shadow import SHADOW_SCRIPT, serialize
-from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, settle
+from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, document_shell, settle
 from snapshotd.render.viewport import Viewport
 from snapshotd.web.devices import PROFILES, Profile
 
@@ -515,8 +515,13 @@ class Slot:
             return result(status=status, headers=headers, error=f"http {status}")
         if status < 300 and cleaned.empty:
             return result(status=status, headers=headers, error="empty body")
+        # The page said its status itself: a tag, or onCaptureReady with a code or a redirect.
+        declared = cleaned.status is not None or (
+            signals.ready.done() and signals.ready.result() != (None, None)
+        )
         return result(
-            status=status, headers=headers, html=cleaned.html, readiness_limit=cut, png=png
+            status=status, headers=headers, html=cleaned.html, readiness_limit=cut, png=png,
+            declared=declared, shell=await document_shell(document),
         )
 
     def _unreachable(self, signals: Signals) -> str:

@@ -57,7 +57,8 @@ READINESS_LIMIT_COLUMN = """
 # A path's columns, as :func:`path_record` reads them.
 PATH_COLUMNS = (
     "id, site, path, state, priority, hops, status, created_at, queued_at, captured_at, "
-    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, readiness_limit, found"
+    "expires_at, error, duplicate_of, attempts, lease_owner, lease_until, readiness_limit, found, "
+    "not_found"
 )
 # The order claims take pending paths in: highest priority, then oldest, then first inserted.
 CRAWL_ORDER = "priority DESC, queued_at, id"
@@ -134,17 +135,20 @@ class PathRecord:
     # only a bot's request.
     found: bool = True
     readiness_limit: bool = False
+    # Why its last stored capture was taken for its site's not-found view (store/not_found).
+    not_found: str | None = None
 
 
 def path_record(row: Sequence[Any]) -> PathRecord:
     """A row of :data:`PATH_COLUMNS` as a path record."""
     (id_, site, path, state, priority, hops, status, created, queued, captured, expires, error,
-     duplicate_of, attempts, owner, until, limit, found) = row
+     duplicate_of, attempts, owner, until, limit, found, not_found) = row
     return PathRecord(
         site=site, path=path, state=state, priority=priority, hops=hops, status=status,
         created_at=created, queued_at=queued, captured_at=captured, expires_at=expires,
         error=error, duplicate_of=duplicate_of, attempts=attempts, lease_owner=owner,
         lease_until=until, id=id_, readiness_limit=bool(limit), found=bool(found),
+        not_found=not_found,
     )
 
 
@@ -393,7 +397,11 @@ class Store(Protocol):
         limit: int = 50,
         cursor: int | None = None,
         crawl_order: bool = False,
-    ) -> tuple[list[PathRecord], int | None]: ...
+        not_found: bool = False,
+    ) -> tuple[list[PathRecord], int | None]:
+        """One page of the site's paths; with ``not_found``, only those whose last capture
+        showed its not-found view."""
+        ...
 
     def iter_paths(self, site: str | None = None) -> AsyncIterator[PathRecord]: ...
 
@@ -445,6 +453,11 @@ class Store(Protocol):
 
     async def sitemap_count(self, site: str) -> int:
         """How many pages the site's own sitemap lists (store/lastmod)."""
+        ...
+
+    async def not_found_count(self, site: str) -> tuple[int, int]:
+        """How many of the site's paths last showed its not-found view, and how many of
+        those are answered so (store/not_found)."""
         ...
 
     async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:

@@ -78,7 +78,8 @@ class CaptureOutcome:
     ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
     captures for other profiles that differ from it, replacing those it had.
     ``takes_over``: the master of a group of copies this path now stands for; it and its
-    copies become copies of this path in the same transaction (store/copies)."""
+    copies become copies of this path in the same transaction (store/copies).
+    ``not_found``: why the capture was taken for its site's not-found view (store/not_found)."""
 
     html: str
     status: int
@@ -94,6 +95,7 @@ class CaptureOutcome:
     profile: str = "mobile"
     variants: Sequence[Variant] = ()
     takes_over: str | None = None
+    not_found: str | None = None
 
     def __post_init__(self) -> None:
         if self.duplicate_of is not None and self.takes_over is not None:
@@ -107,11 +109,11 @@ class CaptureOutcome:
         return self.keep and not (self.shared and self.duplicate_of is not None)
 
 
-# The claimed path's row once its capture is stored (placeholders 1 to 10); its id returned.
+# The claimed path's row once its capture is stored (placeholders 1 to 11); its id returned.
 _STORED = (
     "UPDATE paths SET state = {0}1, status = {0}2, captured_at = {0}3, expires_at = {0}4, "
     "error = NULL, duplicate_of = {0}5, attempts = 0, lease_owner = NULL, lease_until = NULL, "
-    "links_due = (links_due OR {0}6), readiness_limit = {0}7 "
+    "links_due = (links_due OR {0}6), readiness_limit = {0}7, not_found = {0}11 "
     "WHERE site = {0}8 AND path = {0}9 AND state = 'processing' AND lease_owner = {0}10 "
     "RETURNING id"
 )
@@ -140,7 +142,7 @@ def mark_path_stored(
     return _STORED.format(mark), (
         "processed" if outcome.keep else "crawled", outcome.status, now, outcome.expires_at,
         outcome.duplicate_of if outcome.keep else None, outcome.links_due,
-        outcome.readiness_limit, site, path, owner,
+        outcome.readiness_limit, site, path, owner, outcome.not_found,
     )
 
 

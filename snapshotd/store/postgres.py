@@ -37,6 +37,7 @@ from snapshotd.store.base import (
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
 from snapshotd.store.lastmod import PostgresLastmod
+from snapshotd.store.not_found import PostgresNotFound
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
@@ -69,13 +70,8 @@ CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyn
 
 
 class PostgresStore(
-    PostgresCounters,
-    PostgresSites,
-    PostgresParams,
-    PostgresCopies,
-    PostgresLeases,
-    PostgresProfiles,
-    PostgresLastmod,
+    PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases,
+    PostgresProfiles, PostgresLastmod, PostgresNotFound,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
@@ -231,11 +227,12 @@ class PostgresStore(
         limit: int = 50,
         cursor: int | None = None,
         crawl_order: bool = False,
+        not_found: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
         while paging (higher ids) never shift later pages. With ``crawl_order``, in the
         order claims take them (priority, queued_at, id), the cursor an offset."""
-        where: list[str] = ["site = $1"]
+        where: list[str] = ["site = $1"] + ["not_found IS NOT NULL"] * not_found
         params: list[Any] = [site]
         if state:
             params.append(state)

@@ -103,6 +103,7 @@ _CLEAR = (
     "DELETE FROM meta WHERE key = 'job-notify-failed:' || {0}",  # and why it could not be
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
+    "DELETE FROM meta WHERE key = 'not-found-view:' || {0}",  # store/not_found.view_key
 )
 
 

@@ -30,6 +30,7 @@ from snapshotd.store.base import (
 from snapshotd.store.copies import SQLiteCopies
 from snapshotd.store.counters import SQLiteCounters
 from snapshotd.store.lastmod import SQLiteLastmod
+from snapshotd.store.not_found import SQLiteNotFound
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
@@ -72,7 +73,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 class SQLiteStore(
     SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
-    SQLiteLastmod,
+    SQLiteLastmod, SQLiteNotFound,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
@@ -230,11 +231,12 @@ class SQLiteStore(
         limit: int = 50,
         cursor: int | None = None,
         crawl_order: bool = False,
+        not_found: bool = False,
     ) -> tuple[list[PathRecord], int | None]:
         """Newest first by insertion id; the cursor is the last id seen, so paths added
         while paging (higher ids) never shift later pages. With ``crawl_order``, in the
         order claims take them (priority, queued_at, id), the cursor an offset."""
-        where: list[str] = ["site = ?"]
+        where: list[str] = ["site = ?"] + ["not_found IS NOT NULL"] * not_found
         params: list[Any] = [site]
         if state:
             where.append("state = ?")

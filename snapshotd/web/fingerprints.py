@@ -20,9 +20,14 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from selectolax.lexbor import LexborNode
+
 from snapshotd.web.shadow import composed
 
-__all__ = ["MIN_WORDS", "NEAR_BITS", "NEAR_WORDS", "Print", "fingerprint", "same_page"]
+__all__ = [
+    "MIN_WORDS", "NEAR_BITS", "NEAR_WORDS", "Print", "fingerprint", "main_content", "same_page",
+    "without_times",
+]
 
 MIN_WORDS = 10
 NEAR_WORDS = 50
@@ -51,15 +56,30 @@ class Print:
     words: int
 
 
-def main_text(html: str) -> str:
-    """The normalised visible text of a page's main content."""
+def main_content(html: str) -> LexborNode | None:
+    """A page's main content as a reader sees it (the module's rules): its first ``<main>``,
+    ``role=main`` or ``<article>``, else its body, without the page's chrome and what is not
+    shown; None for a page without a body."""
     tree = composed(html)
     root = tree.css_first('main, [role="main"], article') or tree.body
     if root is None:
-        return ""
+        return None
     for node in root.css(_CHROME):
         node.decompose()
-    return _TIMES.sub("<time>", " ".join(root.text(separator=" ").lower().split()))
+    return root
+
+
+def without_times(text: str) -> str:
+    """``text`` (lower-cased) with every date and time in it made one and the same word."""
+    return _TIMES.sub("<time>", text)
+
+
+def main_text(html: str) -> str:
+    """The normalised visible text of a page's main content."""
+    root = main_content(html)
+    if root is None:
+        return ""
+    return without_times(" ".join(root.text(separator=" ").lower().split()))
 
 
 def _simhash(words: list[str]) -> int:
