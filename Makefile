@@ -113,6 +113,12 @@ tests/corpus/webcomponents/node_modules/.package-lock.json: tests/corpus/webcomp
 		npm ci --prefix tests/corpus/webcomponents --ignore-scripts --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the web-component corpus's pages will fail their test"; fi
 
+# The soft-404 corpus's routers (React Router with React, Vue Router with Vue) from npm.
+tests/corpus/soft404/node_modules/.package-lock.json: tests/corpus/soft404/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/corpus/soft404 --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the soft-404 corpus's apps will fail their test"; fi
+
 # The prerender server bench/bench_readiness.py compares against.
 bench/prerender/node_modules/.package-lock.json: bench/prerender/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -126,7 +132,8 @@ test: chromium tests/prerender_node/node_modules/.package-lock.json \
 		tests/browser_agents/node_modules/.package-lock.json \
 		tests/corpus/apps/node_modules/.package-lock.json \
 		tests/corpus/devices/node_modules/.package-lock.json \
-		tests/corpus/webcomponents/node_modules/.package-lock.json
+		tests/corpus/webcomponents/node_modules/.package-lock.json \
+		tests/corpus/soft404/node_modules/.package-lock.json
 	@sh scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --durations=10 $(PYTEST_ARGS)
 

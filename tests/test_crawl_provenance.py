@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from snapshotd.capture.service import takes_over
+from snapshotd.capture.masters import takes_over
 from snapshotd.store.base import PathRecord
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore

@@ -12,7 +12,7 @@ Invariants:
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
 - of a group of copies, the one served for all (its master) is the path the crawler found
   rather than one only a bot's request named, else the one with fewer query parameters, else
-  the first captured; a path is never a copy of its own query variant (:func:`takes_over`):
+  the first captured; a path is never a copy of its own query variant (:func:`.masters.takes_over`):
   a capture that ranks before the group's master takes its place;
 - a page rendered well is processed (its snapshot kept) only when the site's process
   patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
@@ -30,6 +30,11 @@ Invariants:
 - a stop ends work one way, here and in the crawler (:func:`wind_down`): what is under way
   has ``grace`` seconds to finish, the rest is cut short, then every lease of the process's
   owner goes back to pending;
+- a capture answered 2xx whose page did not say its status is judged against its site's
+  not-found view (:mod:`.not_found`) before anything else: one that shows it is stored with
+  the status it is answered with (404 or 410; with ``soft_404 = "report"`` its own), its other
+  profiles' captures dropped, never as a copy, and not counted among the site's processed
+  pages; a real page that shows it is captured again first (``CONFIRM``);
 - whose links are followed is decided at construction and by each call, never by what else
   exists: a capture run for the crawler (``run(..., follow_links=True)``) is stored marked as
   having its links due, and the crawler follows them from the outcome; a capture started here
@@ -48,10 +53,12 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from snapshotd.capture.masters import takes_over
 from snapshotd.capture.miss_slots import MissSlots
+from snapshotd.capture.not_found import CONFIRM, NotFoundViews
 from snapshotd.capture.profiles import ProfileRenders
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe import logs
@@ -65,7 +72,6 @@ from snapshotd.store.count_cache import CountCache
 from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
 from snapshotd.web.devices import profiles_served
 from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
-from snapshotd.web.urls import split_site_path
 
 log = logging.getLogger("snapshotd.capture.service")
 
@@ -86,6 +92,7 @@ class Outcome:
     duplicate_of: str | None = None
     cut_short: bool = False  # by a stop: the path is pending again, nothing was recorded
     variants: tuple[Variant, ...] = ()  # other profiles' captures kept beside the result
+    not_found: str | None = None  # why it is answered as its site's not-found view
 
 
 # Captures (site name, path) stored here on their own, whose links the crawler of this
@@ -148,6 +155,7 @@ class CaptureService:
         # Told of each stored capture that is news to search engines (search.indexnow).
         self.indexnow = indexnow or IndexNow(settings, metrics=self.metrics)
         self.profiles = ProfileRenders(renderer, store)
+        self.not_found = NotFoundViews(store, renderer, clock=clock)
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
@@ -158,7 +166,7 @@ class CaptureService:
         # captured at once would each miss the other.
         self._store_lock = asyncio.Lock()
         # Sites' processed pages, for their max_to_process.
-        self._processed = CountCache(self.store.processed)
+        self._processed = CountCache(self._pages)
         self.reclaim_every = reclaim_every
         self._reclaimer: asyncio.Task[None] | None = None
         # Set by ``stop``: no capture starts, and whoever waits on one stops waiting.
@@ -211,6 +219,7 @@ class CaptureService:
             await asyncio.gather(self._reclaimer, return_exceptions=True)
             self._reclaimer = None
         await self.indexnow.aclose()
+        await self.not_found.aclose()
 
     # ------------------------------------------------------------------ captures
 
@@ -275,6 +284,13 @@ class CaptureService:
                 site.name, record.path, result.error, delay,
             )
             return Outcome(record, result, stored=False)
+        verdict = await self.not_found.judge(site, record, result, may_learn=follow_links)
+        if verdict is not None and verdict.confirm:
+            return await self._to_confirm(site, record, result)
+        answered = verdict is not None and verdict.status != result.status
+        if verdict is not None and answered:
+            # Every profile is answered as the app would: the path's own snapshot, its status.
+            result, variants = replace(result, status=verdict.status), []
 
         async with self._store_lock:
             unprocessed = await self._unprocessed(site, record.path, result.html)
@@ -296,7 +312,8 @@ class CaptureService:
                 master = await self.store.get_path(site.name, duplicate_of)
                 if master is None or takes_over(record, master):
                     replaces, duplicate_of = duplicate_of, None
-            kind = "crawled" if unprocessed else "duplicate" if duplicate_of else "ok"
+            kind = ("crawled" if unprocessed else "not_found" if answered
+                    else "duplicate" if duplicate_of else "ok")
             # Counted before the store shows it (taken back if the store fails): a job's
             # report reads the paths, then the captures counted.
             self.metrics.minutes.capture(site.name, kind)
@@ -316,12 +333,13 @@ class CaptureService:
                     profile=profiles[0],
                     variants=variants,
                     takes_over=replaces,
+                    not_found=verdict.why if verdict else None,
                 )
                 stored = await self.store.complete(site.name, record.path, self.owner, outcome)
             except Exception:
                 self.metrics.minutes.capture(site.name, kind, -1)
                 raise
-            if stored and not unprocessed:
+            if stored and not unprocessed and not answered:
                 self._processed.add(site.name)
             listed = not unprocessed and duplicate_of is None
             if stored and indexnow_due(
@@ -345,13 +363,29 @@ class CaptureService:
             site.name, record.path, result.status, result.elapsed,
             (f" duplicate_of={duplicate_of}" if duplicate_of
              else f" not processed ({unprocessed})" if unprocessed else "")
+            + (f" not_found ({verdict.why})" if verdict else "")
             + (" readiness_limit" if result.readiness_limit else ""),
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
         return Outcome(
-            record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants)
+            record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants),
+            not_found=verdict.why if verdict and answered else None,
         )
+
+    async def _to_confirm(self, site: SiteSettings, record: PathRecord, result: CaptureResult
+                          ) -> Outcome:
+        """A real page that now shows its site's not-found view: kept, captured again."""
+        delay = retry_delay(record.attempts, site.refresh_after)
+        await self.store.fail(site.name, record.path, self.owner, error=CONFIRM,
+                              retry_at=self.clock() + delay)
+        log.info("not-found view site=%s path=%s: captured again in %ds before it is answered so",
+                 site.name, record.path, delay)
+        return Outcome(record, result, stored=False)
+
+    async def _pages(self, site: str) -> int:
+        """The site's processed pages less those answered as its not-found view."""
+        return await self.store.processed(site) - (await self.store.not_found_count(site))[1]
 
     async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
         """A page of the site that shows a reader what ``print_`` shows: one with the same
@@ -450,23 +484,3 @@ class CaptureService:
             return await asyncio.shield(future) if future is not None else None
         return await self.run(site, record)
 
-
-def _page_and_params(path: str) -> tuple[str, set[str]]:
-    base, query, fragment = split_site_path(path)
-    page = base + (f"#!{fragment}" if fragment is not None else "")
-    return page, {p for p in (query or "").split("&") if p}
-
-
-def takes_over(path: PathRecord, master: PathRecord) -> bool:
-    """Whether ``path``, a copy of ``master``, is to stand for the group instead: when
-    ``master`` is ``path`` with parameters added (a path is never a copy of its own variant),
-    else when the crawler found ``path`` and not ``master``, else when ``path`` has fewer
-    query parameters. Otherwise the first captured stays."""
-    (page, params), (master_page, master_params) = (
-        _page_and_params(path.path), _page_and_params(master.path))
-    if page == master_page and params != master_params:
-        if params < master_params or master_params < params:
-            return params < master_params
-    if path.found != master.found:
-        return path.found
-    return len(params) < len(master_params)

@@ -170,6 +170,7 @@ def _summary(stats: CrawlStats, out: TextIO) -> None:
     out.write(
         f"captured    {stats.captured}\n"
         f"duplicates  {stats.duplicates}\n"
+        f"not found   {stats.not_found}\n"
         f"errors      {stats.errors}\n"
         f"ignored     {stats.ignored}\n"
         f"time        {elapsed:.1f}s ({rate:.2f} pages/s)\n"

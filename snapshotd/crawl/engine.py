@@ -476,6 +476,8 @@ class Crawler:
             return
         if not outcome.result.ok:
             self.stats.errors += 1
+        elif outcome.stored and outcome.not_found:
+            self.stats.not_found += 1
         elif outcome.stored:
             self.stats.captured += 1
             if await self.capture.reached_max(site):

@@ -62,6 +62,7 @@ class CrawlStats:
 
     captured: int = 0
     duplicates: int = 0
+    not_found: int = 0  # answered as their site's not-found view: no page
     errors: int = 0
     ignored: int = 0
     queued: int = 0
@@ -69,7 +70,7 @@ class CrawlStats:
 
     @property
     def done(self) -> int:
-        return self.captured + self.errors
+        return self.captured + self.not_found + self.errors
 
 
 class _CrawlFacts(StoreFacts):

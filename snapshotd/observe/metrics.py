@@ -33,7 +33,7 @@ __all__ = ["Metrics", "share_between_processes"]
 REQUEST_RESULTS = (
     "HIT", "STALE", "MISS", "RETRY", "BYPASS", "UNAVAILABLE", "RULE", "PASS", "ERROR"
 )
-CAPTURE_OUTCOMES = ("ok", "crawled", "duplicate", "error")
+CAPTURE_OUTCOMES = ("ok", "crawled", "duplicate", "not_found", "error")
 REFUSAL_REASONS = ("max_pages", "rate", "miss_queue", "paused")
 
 _SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"

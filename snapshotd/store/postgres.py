@@ -37,8 +37,8 @@ from snapshotd.store.base import (
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
 from snapshotd.store.lastmod import PostgresLastmod
-from snapshotd.store.not_found import PostgresNotFound
 from snapshotd.store.leases import PostgresLeases
+from snapshotd.store.not_found import PostgresNotFound
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
     COUNTS,

@@ -30,8 +30,8 @@ from snapshotd.store.base import (
 from snapshotd.store.copies import SQLiteCopies
 from snapshotd.store.counters import SQLiteCounters
 from snapshotd.store.lastmod import SQLiteLastmod
-from snapshotd.store.not_found import SQLiteNotFound
 from snapshotd.store.leases import SQLiteLeases
+from snapshotd.store.not_found import SQLiteNotFound
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
 from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLiteProfiles

@@ -140,7 +140,7 @@ def page_lines(html: str, path: str) -> list[str]:
 
 
 def _words(lines: Sequence[str]) -> list[str]:
-    out = []
+    out: list[str] = []
     for line in lines:
         tag, _, text = line.partition("|")
         out.extend(f"{tag}:{w}" for w in _WORD.findall(text))
