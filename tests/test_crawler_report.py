@@ -28,6 +28,13 @@ async def db(tmp_path):
         await store.enqueue("shop", "/asked", 2)
         await store.add_ignored("shop", "/admin/x", hops=1, reason="ignored")
         await store.enqueue("blog", "/post", 3)
+        await store.enqueue("blog", "/gone", 1)
+        await store.claim_path("blog", "/gone", "w", 60)
+        await store.complete(
+            "blog", "/gone", "w",
+            CaptureOutcome(html="<p>oops</p>", status=404, headers={}, final_url="",
+                           expires_at=Clock.now + 86400, not_found="shows the not-found view"),
+        )
         await store.claim_path("shop", "/", "w", 60)
         await store.complete(
             "shop",
@@ -75,9 +82,12 @@ def test_report_csv(db, capsys):
         "error",
         "profiles",
         "readiness_limit",
+        "not_found",
     ]
     by_path = {row[1]: row for row in rows[1:]}
-    assert len(rows) == 7
+    assert len(rows) == 8
+    # Why a path is answered as its site's not-found view (SPEC 5.6).
+    assert by_path["/gone"][4] == "404" and by_path["/gone"][12] == "shows the not-found view"
     assert by_path["/"] == [
         "shop",
         "/",
@@ -91,6 +101,7 @@ def test_report_csv(db, capsys):
         "",
         "mobile",  # its own snapshot serves every device profile
         "False",
+        "",
     ]
     assert by_path["/a"][8] == "/" and by_path["/a"][11] == "True"
     assert by_path["/b,c"] == [
@@ -106,6 +117,7 @@ def test_report_csv(db, capsys):
         'http 503, "busy"',
         "",
         "False",
+        "",
     ]
     assert by_path["/asked"][2:4] == ["pending", "2"]
     assert by_path["/admin/x"][2:4] == ["ignored", "0"]
@@ -129,9 +141,11 @@ def test_report_jsonl(db, capsys):
         "error",
         "profiles",
         "readiness_limit",
+        "not_found",
     ]
     assert first["captured_at"] == "2023-11-14T22:13:20Z" and first["status"] == 200
-    assert first["readiness_limit"] is False
+    assert first["readiness_limit"] is False and first["not_found"] is None
+    assert [r["not_found"] for r in rows if r["path"] == "/gone"] == ["shows the not-found view"]
 
 
 def test_status(db, capsys):
@@ -147,5 +161,5 @@ def test_status(db, capsys):
         "ignored",
         "total",
     ]
-    assert lines[1].split() == ["blog", "1", "0", "0", "0", "0", "0", "1"]
+    assert lines[1].split() == ["blog", "1", "0", "1", "0", "0", "0", "2"]
     assert lines[2].split() == ["shop", "1", "0", "2", "0", "1", "1", "5"]

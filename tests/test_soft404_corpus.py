@@ -102,3 +102,41 @@ async def test_each_app(corpus: tuple[Corpus, str], tmp_path: Path) -> None:
     assert view["view"] is not None, view
     # Why each is listed says what it matched.
     assert all("shows the not-found view learned" in got[p].not_found for p in SOFT_404)
+
+
+@pytest.mark.parametrize("corpus", ["vue"], indirect=True)
+async def test_a_new_build_that_words_its_view_otherwise_is_learned_again(
+    corpus: tuple[Corpus, str], tmp_path: Path
+) -> None:
+    app, origin = corpus
+    db = tmp_path / "shop.db"
+    await crawl(origin, db)
+    before = await stored_view(db)
+    assert "oops" in before["view"]["text"], before
+    app.version = 2  # a new build: another script, the not-found view drawn in other words
+    await queue_again(db, (*SOFT_404, "/products/1", "/search?q=zzz"))
+    got = await crawl(origin, db)
+    after = await stored_view(db)
+    assert after["shell"] != before["shell"] and after["probes"] != before["probes"]
+    assert "lost" in after["view"]["text"] and "oops" not in after["view"]["text"], after
+    assert [p for p in SOFT_404 if taken(got[p])] == list(SOFT_404)
+    assert all(got[p].captured_at > after["learned_at"] - 60 for p in SOFT_404)
+    assert all(got[p].status == 200 and got[p].not_found is None for p in REAL)
+
+
+@pytest.mark.parametrize("corpus", ["react"], indirect=True)
+async def test_a_real_page_that_comes_to_show_the_view_is_answered_404_once_confirmed(
+    corpus: tuple[Corpus, str], tmp_path: Path
+) -> None:
+    app, origin = corpus
+    db = tmp_path / "shop.db"
+    await crawl(origin, db)
+    app.gone.add("4")  # taken off the shop: its page now draws the not-found view
+    await queue_again(db, ("/products/4",))
+    first = (await crawl(origin, db))["/products/4"]
+    # One capture is not enough: its snapshot stays, served as it was, until another agrees.
+    assert (first.state, first.error, first.status, first.not_found) == (
+        "error", CONFIRM, 200, None)
+    await queue_again(db, ("/products/4",))
+    second = (await crawl(origin, db))["/products/4"]
+    assert (second.state, second.status) == ("processed", 404) and second.not_found

@@ -33,6 +33,7 @@ from starlette.types import ASGIApp
 from snapshotd.api import (
     console,
     crawlbot,
+    not_found,
     paths,
     ready,
     recache,
@@ -94,6 +95,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/snapshot/{{path:path}}", paths.get_snapshot),
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
     Route(f"{_SITE}/sitemap", sitemap.get_sitemap, methods=["GET"]),
+    Route(f"{_SITE}/not-found-view", not_found.learn_not_found_view, methods=["POST"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/screenshot", screenshot.screenshot_in_query, methods=["GET", "HEAD"]),

@@ -179,4 +179,5 @@ def record_json(r: PathRecord, profiles: tuple[str, ...] = ()) -> dict[str, Any]
         "duplicate_of": r.duplicate_of,
         "readiness_limit": r.readiness_limit,
         "profiles": list(profiles),
+        "not_found": r.not_found,
     }

@@ -28,6 +28,7 @@ from snapshotd.api.inputs import (
     normalise_site_path,
     parse_json_object,
     query,
+    query_flag,
     read_body,
     record_json,
     site_path_from_param,
@@ -147,6 +148,8 @@ async def queue(
             "newest (by insertion, the default) or crawl (the order the crawler takes them)",
             {"type": "string", "enum": ["newest", "crawl"]},
         ),
+        param("not_found", "query", "true: only the paths whose last capture showed the "
+              "site's not-found view", {"type": "boolean"}),
     ],
     responses={
         "200": '{"paths": [Path], "next_cursor": string|null}',
@@ -157,7 +160,7 @@ async def queue(
 )
 async def list_paths(request: Request) -> Response:
     site = site_or_404(request)
-    q = query(request, {"state", "prefix", "limit", "cursor", "order"})
+    q = query(request, {"state", "prefix", "limit", "cursor", "order", "not_found"})
     state = q.get("state") or None
     if state is not None and state not in STATES:
         raise ApiError(400, f"state must be one of {', '.join(STATES)}", "state")
@@ -180,6 +183,7 @@ async def list_paths(request: Request) -> Response:
         limit=int(raw_limit),
         cursor=int(raw_cursor) if raw_cursor else None,
         crawl_order=order == "crawl",
+        not_found=query_flag(q.get("not_found"), "not_found"),
     )
     profiles = await context(request).store.own_profiles(site.name, [r.path for r in records])
     return JSONResponse(

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from snapshotd.api.base import ApiError, context
 from snapshotd.api.crawlbot_args import api_tokens, download_token
 from snapshotd.api.inputs import parse_json_object, read_body
+from snapshotd.api.not_found import not_found_answer
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
@@ -140,6 +141,8 @@ async def site_answer(request: Request) -> dict[str, Any]:
         "job": {key: job[key] for key in PROGRESS},
         # What this process told IndexNow of the site (SPEC 5.5).
         "indexnow": ctx.capture.indexnow.report(site.name),
+        # Its not-found view and the paths that show it (SPEC 5.6).
+        "not_found": await not_found_answer(ctx, site),
         "settings": site_to_mapping(site),
     }
 

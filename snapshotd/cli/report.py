@@ -15,7 +15,7 @@ from snapshotd.store.base import iso_time
 
 REPORT_COLUMNS = (
     "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",
-    "duplicate_of", "error", "profiles", "readiness_limit",
+    "duplicate_of", "error", "profiles", "readiness_limit", "not_found",
 )
 
 
@@ -35,6 +35,7 @@ def report_row(r: PathRecord, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
         "error": r.error,
         "profiles": " ".join(profiles),
         "readiness_limit": r.readiness_limit,
+        "not_found": r.not_found,
     }
 
 

@@ -16,6 +16,7 @@
     sites: [],
     site: null,
     view: "",
+    notFound: null, // how many paths the Not found view lists, from the site's answer
     prefix: "",
     cursor: null, // null: the first page, which refreshes itself
     nextCursor: null,
@@ -332,6 +333,15 @@
         ? `${new Date(told.last_post_at * 1000).toLocaleString()}: ${
           told.last_error || `answered ${told.last_status}`}` : "none yet"]);
     }
+    // The app's not-found view and the pages that show it (SPEC 5.6).
+    const missing = site.not_found;
+    const view = missing.view;
+    ui.notFound = missing.paths;
+    rows.push(["Not-found view", view.state === "learned"
+      ? `learned ${new Date(view.learned_at).toLocaleString()}: “${view.text}”`
+      : view.why ? `${view.state}: ${view.why}` : view.state]);
+    if (view.error) rows.push(["Not-found view, last try", view.error]);
+    rows.push(["Soft 404s answered / shown", `${missing.answered} / ${missing.paths}`]);
     $("job-counters").replaceChildren(...rows.flatMap(([name, value]) => {
       const dt = document.createElement("dt");
       const dd = document.createElement("dd");
@@ -463,7 +473,9 @@
     if (!ui.site) return;
     const request = ++listRequest;
     const params = new URLSearchParams({ limit: String(PAGE) });
-    if (ui.view) params.set("state", ui.view);
+    // The Not found view is of the paths that showed the site's not-found view (SPEC 5.6).
+    if (ui.view === "not_found") params.set("not_found", "true");
+    else if (ui.view) params.set("state", ui.view);
     if (ui.view === "pending") params.set("order", "crawl"); // next to be captured first
     if (ui.prefix) params.set("prefix", ui.prefix);
     if (ui.cursor) params.set("cursor", ui.cursor);
@@ -493,7 +505,8 @@
       }
       cell(row, shortTime(r.captured_at));
       cell(row, shortTime(r.expires_at));
-      cell(row, r.duplicate_of ? `duplicate of ${r.duplicate_of}` : r.error, "error-text");
+      cell(row, r.duplicate_of ? `duplicate of ${r.duplicate_of}`
+        : r.not_found ? `not-found view: ${r.not_found}` : r.error, "error-text");
       const actions = cell(row, "", "actions");
       actions.append(
         button("Recapture", () => recapture(r.path)),
@@ -509,11 +522,12 @@
   // "51–100 of 2,965 · page 2 of 60": the totals come from the counts per state.
   function drawTotals(shown) {
     const site = ui.sites.find((s) => s.name === ui.site);
-    const total = site && !ui.prefix ? (ui.view ? site.counts[ui.view] : site.total) : null;
+    const total = !site || ui.prefix ? null : ui.view === "not_found" ? ui.notFound
+      : ui.view ? site.counts[ui.view] : site.total;
     const first = (ui.page - 1) * PAGE;
     const range = shown ? `${number(first + 1)}–${number(first + shown)}` : "none";
     if (total === null) {
-      $("list-total").textContent = `${range} (matching ${ui.prefix})`;
+      $("list-total").textContent = ui.prefix ? `${range} (matching ${ui.prefix})` : range;
       $("page-of").textContent = `page ${ui.page}`;
       return;
     }
@@ -664,6 +678,7 @@
   const COLORS = {
     HIT: "#2e7d32", STALE: "#b26a00", MISS: "#1f6feb", RETRY: "#0a7d8c", BYPASS: "#c62828",
     RULE: "#6f42c1", PASS: "#8c959f", ok: "#2e7d32", duplicate: "#8c959f", error: "#c62828",
+    not_found: "#b26a00",
   };
   const PALETTE = ["#1f6feb", "#2e7d32", "#b26a00", "#6f42c1", "#c62828", "#0a7d8c", "#8c959f", "#d4377a"];
 
@@ -787,7 +802,7 @@
     const botColor = (k) => PALETTE[bots.indexOf(k) % PALETTE.length];
     bars($("chart-bots"), slots.bots, bots, botColor, labels);
     legend("legend-bots", bots, botColor, totals.bots);
-    const outcomes = ["ok", "duplicate", "error"];
+    const outcomes = ["ok", "duplicate", "not_found", "error"];
     bars($("chart-captures"), slots.captures, outcomes, (k) => COLORS[k], labels);
     legend("legend-captures", outcomes, (k) => COLORS[k], totals.captures);
     const buckets = data.render_buckets;
@@ -842,6 +857,7 @@
     ["duplicate_of", "Duplicate of"],
     ["readiness_limit", "Readiness limit"],
     ["profiles", "Own snapshots"],
+    ["not_found", "Not-found view"],
     ["error", "Error"],
   ];
 

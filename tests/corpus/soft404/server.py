@@ -11,13 +11,14 @@ its own origin, as a single-page app is deployed:
 - every other path: the app's shell (200, as a single-page app's server answers), which loads
   ``/assets/<app>.<version>.js``: a new version is a new build, as bundlers name them.
 
-``Corpus.version`` may be changed while it serves: the next shell loads that build.
+``Corpus.version`` may be changed while it serves: the next shell loads that build; so may
+``Corpus.gone``, the products its API no longer knows.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -75,12 +76,6 @@ async def products(request: Request) -> Response:
     return JSONResponse([_product(pid) for pid in PRODUCTS])
 
 
-async def product(request: Request) -> Response:
-    await asyncio.sleep(0.05)
-    pid = request.path_params["id"]
-    return JSONResponse(_product(pid)) if pid in PRODUCTS else JSONResponse({}, 404)
-
-
 async def category(request: Request) -> Response:
     await asyncio.sleep(0.05)
     slug = request.path_params["slug"]
@@ -120,6 +115,14 @@ class Corpus:
 
     app: str
     version: int = 1
+    gone: set[str] = field(default_factory=set)  # products taken off the shop meanwhile
+
+    async def product(self, request: Request) -> Response:
+        await asyncio.sleep(0.05)
+        pid = request.path_params["id"]
+        if pid not in PRODUCTS or pid in self.gone:
+            return JSONResponse({}, 404)
+        return JSONResponse(_product(pid))
 
     async def shell(self, request: Request) -> Response:
         libraries = "\n".join(f'<script src="{src}"></script>' for src in LIBRARIES[self.app])
@@ -131,7 +134,7 @@ class Corpus:
             Route("/node_modules/{path:path}", module_file),
             Route("/assets/{name}", asset),
             Route("/api/products", products),
-            Route("/api/products/{id}", product),
+            Route("/api/products/{id}", self.product),
             Route("/api/categories/{slug}", category),
             Route("/api/search", search),
             Route("/{rest:path}", self.shell),
