@@ -2,8 +2,10 @@
 (SPEC 5.6; what a view is and when a page shows it: :mod:`snapshotd.web.not_found`).
 
 Invariants:
-- only the product learns: a view is learned in captures the crawler runs (``may_learn``),
-  never because of a bot's request, and what is rendered is chosen here alone: two paths no
+- only the product learns: a view is learned in captures the crawler runs of paths it found
+  on the site or an operator queued (``may_learn``), never because of a bot's request (nor
+  in a capture of a page only a bot's page links to), and what is rendered is chosen here
+  alone: two paths no
   one can guess (``PROBE_BYTES`` random bytes each, one level deep) and the site's first seed
   with the first ``LINKED`` pages it links to, one render after another, through the
   renderer (the pool and egress guard of every capture); pages the site serves

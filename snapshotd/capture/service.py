@@ -284,7 +284,10 @@ class CaptureService:
                 site.name, record.path, result.error, delay,
             )
             return Outcome(record, result, stored=False)
-        verdict = await self.not_found.judge(site, record, result, may_learn=follow_links)
+        # Learned only in the crawler's captures of pages it found: never for a bot's request.
+        verdict = await self.not_found.judge(
+            site, record, result, may_learn=follow_links and record.found
+        )
         if verdict is not None and verdict.confirm:
             return await self._to_confirm(site, record, result)
         answered = verdict is not None and verdict.status != result.status
