@@ -18,9 +18,11 @@ it serves):
 - the *view* is the words of the lines both probes show, in order, less the chrome; the words
   of lines only one probe shows (what varies from one such render to the next) are its
   *slack*;
-- nothing is learned (a reason instead) when the view holds fewer than ``MIN_VIEW_WORDS``
-  words, when the probes share less than ``AGREE`` of their own words (the app draws unknown
-  paths differently), or when a reference would be judged to show it.
+- nothing is learned (a reason instead) from fewer than ``MIN_REFERENCES`` references (the
+  layout cannot be told from the view: a side bar the seed lacks would be taken for part of
+  it), when the probes share less than ``AGREE`` of their own words (the app draws unknown
+  paths differently), when the view holds fewer than ``MIN_VIEW_WORDS`` words, or when the
+  site's first seed would be judged to show it.
 
 Judging (:func:`shows`): a capture shows the view when, its chrome lines set aside, at least
 ``COVER`` of the view's words are there in order, and at most its slack plus
@@ -44,14 +46,15 @@ from selectolax.lexbor import LexborHTMLParser
 from snapshotd.web.fingerprints import main_content, without_times
 
 __all__ = [
-    "AGREE", "COVER", "EXTRA_MIN", "EXTRA_SHARE", "MIN_VIEW_WORDS", "Match", "Render", "View",
-    "app_shell", "learn", "page_lines", "shows",
+    "AGREE", "COVER", "EXTRA_MIN", "EXTRA_SHARE", "MIN_REFERENCES", "MIN_VIEW_WORDS", "Match",
+    "Render", "View", "app_shell", "learn", "page_lines", "shows",
 ]
 
 COVER = 0.85
 EXTRA_MIN = 4
 EXTRA_SHARE = 0.5
 MIN_VIEW_WORDS = 2
+MIN_REFERENCES = 3
 AGREE = 0.5
 PATH_WORD = "{path}"
 _MIN_PART = 3  # shorter parts of a path are not taken for it in a text
@@ -184,11 +187,16 @@ def learn(probes: tuple[Render, Render], references: Sequence[Render]) -> View |
     matcher = SequenceMatcher(None, own_first, own_second, autojunk=False)
     both = [own_first[b.a + i] for b in matcher.get_matching_blocks() for i in range(b.size)]
     words = _words(both)
-    slack = max(len(_words(own_first)), len(_words(own_second))) - len(words)
-    if len(words) < MIN_VIEW_WORDS:
+    most = max(len(_words(own_first)), len(_words(own_second)))
+    if len(references) < MIN_REFERENCES:
+        return f"{len(references)} real pages are too few to tell the layout from the view"
+    if most < MIN_VIEW_WORDS:
         return "the page drawn for a path that cannot exist shows nothing a real page does not"
-    if len(words) < AGREE * (len(words) + slack):
+    if len(words) < AGREE * most:
         return "two paths that cannot exist are drawn as different pages"
+    if len(words) < MIN_VIEW_WORDS:
+        return "the page drawn for a path that cannot exist says too little of its own"
+    slack = most - len(words)
     text = " ".join(line.partition("|")[2] for line in both)[:_EXCERPT]
     view = View(tuple(words), chrome, slack, text)
     for reference in references[:1]:
