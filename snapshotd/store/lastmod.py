@@ -1,4 +1,4 @@
-"""What the stores keep for a site's own sitemap (SPEC 5.6): when each snapshot's main text
+"""What the stores keep for a site's own sitemap (SPEC 5.4): when each snapshot's main text
 last changed, and the pages a sitemap lists. Mixins of both engines.
 
 Invariants:
