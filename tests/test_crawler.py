@@ -115,6 +115,7 @@ def shop_site(origin: str, **kw: object) -> SiteSettings:
         sitemaps=("/sitemap_index.xml.gz",),
         ignore=("/admin/",),
         devices="mobile",  # one render a capture: these tests count the origin's documents
+        soft_404="off",  # and no render to learn a not-found view (tests/test_soft404_*)
     )
     values.update(kw)
     return SiteSettings(**values)  # type: ignore[arg-type]
