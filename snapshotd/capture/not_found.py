@@ -99,7 +99,11 @@ class NotFoundViews:
         read = self._read.get(name)
         if fresh or read is None or now - read[0] >= VIEW_TTL:
             text = await self.store.get_meta(view_key(name))
-            read = (now, json.loads(text) if text else None)
+            try:
+                known = json.loads(text) if text else None
+            except ValueError:  # not ours to read (a hand's): learned again
+                known = None
+            read = (now, known if isinstance(known, dict) else None)
             self._read[name] = read
         return read[1]
 
