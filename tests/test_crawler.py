@@ -219,7 +219,7 @@ async def test_hops_pages_delay_and_switches_per_site(shop, tmp_path):
             SiteSettings(name="canon", origin=origin, seeds=("/canon-copy",), use_canonical=False),
             SiteSettings(  # one render a capture: its documents' times are its captures'
                 name="paced", origin=slow_origin, seeds=("/a",), max_pages=3, crawl_delay=0.4,
-                devices="mobile",
+                devices="mobile", soft_404="off",
             ),
         )
         db = str(tmp_path / "sites.db")
@@ -263,13 +263,16 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
     await store.enqueue("fresh", "/deep/2", 1)
     await store.claim_path("fresh", "/deep/2", "elsewhere:1:1", 0.5)
 
-    # One render a capture: the origin's documents count the captures.
+    # One render a capture, and none to learn a not-found view: the origin's documents count
+    # the captures.
     sites = (
         SiteSettings(
-            name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0, devices="mobile"
+            name="fresh", origin=origin, seeds=("/deep/4",), expire_after=1.0, devices="mobile",
+            soft_404="off",
         ),
         SiteSettings(
             devices="mobile",
+            soft_404="off",
             name="frozen",
             origin=origin,
             seeds=("/a/3",),

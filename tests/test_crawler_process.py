@@ -38,8 +38,9 @@ def write_config(
         "javascript_timeout = 0.2\nrender_timeout = 60.0\nblock_resources = []\n"
         f'[[site]]\nname = "shop"\norigin = "{origin}"\nrules = "{RULES}"\n'
         f'seeds = ["/"]\nsitemaps = {sitemaps}\nignore = ["/admin/"]\n'
-        # One render a capture: these tests count the origin's documents.
-        'devices = "mobile"\n'
+        # One render a capture, none to learn a not-found view: these tests count the
+        # origin's documents.
+        'devices = "mobile"\nsoft_404 = "off"\n'
     )
     return config
 

@@ -7,8 +7,8 @@ Invariants:
   in a capture of a page only a bot's page links to), and what is rendered is chosen here
   alone: two paths no
   one can guess (``PROBE_BYTES`` random bytes each, one level deep) and the site's first seed
-  with the first ``LINKED`` pages it links to, one render after another, through the
-  renderer (the pool and egress guard of every capture); pages the site serves
+  with the first ``LINKED`` pages it links to, one render after another, ``crawl_delay``
+  apart, through the renderer (the pool and egress guard of every capture); pages the site serves
   (``STORED`` of its sitemap's) are read from the store;
 - a site's view is learned again when it has none, when its origin or first seed changed,
   ``RELEARN_EVERY`` after it was learned, and when a capture shows an app shell (the build
@@ -252,6 +252,7 @@ class NotFoundViews:
     async def _render(
         self, site: SiteSettings, path: str, profile: str, *, strict: bool = True
     ) -> CaptureResult:
+        await asyncio.sleep(site.crawl_delay)  # the site's pace, as between its captures
         result = await self.renderer.capture(site.url_for(path), site, profile)
         if strict and not result.ok:
             raise RuntimeError(f"the render of {path} failed: {result.error}")
