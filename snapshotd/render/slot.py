@@ -78,6 +78,7 @@ from snapshotd.render.base import CaptureResult, Shot, first_line
 from snapshotd.render.channel import BINDING, Channel, page_script
 from snapshotd.render.device_probe import BUILDS_THE_PAGE, PROBE_SCRIPT, varies_by_device
 from snapshotd.render.guard import EgressGuard, Resolver
+from snapshotd.render.page_output import QUIET_SCRIPT
 from snapshotd.render.pauses import Pauses
 from snapshotd.render.shadow import SHADOW_SCRIPT, serialize
 from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, settle
@@ -208,6 +209,7 @@ class Slot:
                 PAGE_SCRIPT,
                 PROBE_SCRIPT,
                 SHADOW_SCRIPT,
+                QUIET_SCRIPT,
                 readiness.settle_script(self.settings.javascript_timeout),
             )
         )
