@@ -23,9 +23,7 @@ from snapshotd.store import STATES, Store, open_store
 from snapshotd.store.base import SiteRow, iso_time
 from snapshotd.store.job_state import job_state, restart_job
 
-__all__ = ["SITE_ACTIONS", "SiteCommandError", "run_site_command"]
-
-SITE_ACTIONS = ("list", "show", "set", "pause", "resume", "restart", "round", "delete")
+__all__ = ["SiteCommandError", "run_site_command"]
 
 
 class SiteCommandError(Exception):
