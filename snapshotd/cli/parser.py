@@ -22,11 +22,11 @@ from snapshotd.cli.serve import cmd_serve
 from snapshotd.cli.site import SITE_ACTIONS, cmd_site
 from snapshotd.cli.status import cmd_status
 from snapshotd.config.values import ConfigError
+from snapshotd.crawlers.devices import PROFILE_NAMES
 from snapshotd.observe.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES
 from snapshotd.render.chromium import BrowserCannotStart
 from snapshotd.store import StoreError
-from snapshotd.web.devices import PROFILE_NAMES
 
 log = logging.getLogger("snapshotd")
 
