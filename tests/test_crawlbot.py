@@ -17,8 +17,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.patterns.crawl_patterns import REGEX_SECONDS, UrlRegex, url_matches
 from snapshotd.server.app import create_app
-from snapshotd.web.patterns import REGEX_SECONDS, UrlRegex, url_matches
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.shop import Shop

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
-from snapshotd.store.profiles import SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
 from tests.conftest import upgrade
 

@@ -27,7 +27,7 @@ from werkzeug.wrappers import Request, Response
 from snapshotd.cli.capture import capture_command
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import CaptureResult, Shot
+from snapshotd.render.renderer import CaptureResult, Shot
 from tests.chromium import (
     Sentinel,
     alive,

@@ -23,8 +23,8 @@ from werkzeug.wrappers import Response
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render import slot as slot_module
-from snapshotd.render.base import first_line
 from snapshotd.render.readiness import SETTLE_KEY
+from snapshotd.render.renderer import first_line
 from snapshotd.render.signals import MAX_URL, MAX_URLS, Signals
 from snapshotd.render.slot import Slot
 from tests.chromium import require_chromium

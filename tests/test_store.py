@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from snapshotd.store.base import StoreError
+from snapshotd.store.interface import StoreError
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 

@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from snapshotd.store.outcome import CaptureOutcome, Variant
-from snapshotd.store.profiles import SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import SQLITE_PROFILES
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 

@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.crawlbot_args import (
     CONTROLS,
     DATA_ARGUMENTS,
@@ -34,14 +33,15 @@ from snapshotd.api.crawlbot_args import (
 )
 from snapshotd.api.inputs import is_number, parse_json_object, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
+from snapshotd.api.shared import ApiError, context
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config.loading import site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.job_json import V3
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.pages.flat_tree import composed
 from snapshotd.rewrite import RulesError
 from snapshotd.sites.param_learner import without_each_param
-from snapshotd.web.shadow import composed
-from snapshotd.web.urls import split_site_path
 
 __all__ = ["V3", "crawl", "crawl_data", "crawl_download"]
 
@@ -337,7 +337,7 @@ def _learned(site: SiteSettings, path: str) -> list[str]:
 async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[str, Any]:
     snapshot = await ctx.store.get_snapshot(site.name, record.path)
     text = snapshot.html if snapshot is not None else ""
-    tree = composed(text)  # a canonical in a shadow root is the crawler's too (web/links)
+    tree = composed(text)  # a canonical in a shadow root is the crawler's too (pages/links)
     title = tree.css_first("title")
     canonical = tree.css_first('link[rel="canonical"]')
     row = {

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.crawlbot_args import api_tokens, download_token
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
+from snapshotd.api.shared import ApiError, context
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SITE_NAME, Settings, SiteSettings
 from snapshotd.config.values import ConfigError, check_type
@@ -29,7 +29,7 @@ from snapshotd.crawl.job_json import PROGRESS, describe_job
 from snapshotd.crawl.rounds import start_round
 from snapshotd.net.fetch import check_hop
 from snapshotd.rewrite import RulesError, rules_file_in
-from snapshotd.store.base import STATES, iso_time
+from snapshotd.store.interface import STATES, iso_time
 from snapshotd.store.job_state import job_state
 
 _FIELD = re.compile(r"^site\.(\w+)")

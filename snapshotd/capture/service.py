@@ -8,7 +8,8 @@ Invariants:
   snapshot and decides everything below, and another profile's is kept beside it only when
   it shows a crawler something else, so a page that renders the same keeps one copy;
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
-  same page to a reader, :mod:`snapshotd.web.fingerprints`) is stored as that page's duplicate; with
+  same page to a reader, :mod:`snapshotd.pages.fingerprints`) is stored as that page's
+  duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
 - of a group of copies, the one served for all (its master) is the path the crawler found
   rather than one only a bot's request named, else the one with fewer query parameters, else
@@ -54,18 +55,18 @@ from typing import Any
 from snapshotd.capture.miss_slots import MissSlots
 from snapshotd.capture.profiles import ProfileRenders
 from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.crawlers.devices import profiles_served
+from snapshotd.http_text.urls import split_site_path
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
-from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.pages.fingerprints import MIN_WORDS, Print, fingerprint, same_page
+from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
-from snapshotd.store.base import PathRecord, Store
 from snapshotd.store.count_cache import CountCache
+from snapshotd.store.interface import PathRecord, Store
 from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
-from snapshotd.web.devices import profiles_served
-from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
-from snapshotd.web.urls import split_site_path
 
 log = logging.getLogger("snapshotd.capture.service")
 
@@ -356,7 +357,7 @@ class CaptureService:
     async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
         """A page of the site that shows a reader what ``print_`` shows: one with the same
         main text, or the page ``path`` makes without one of its parameters, when it is the
-        same page by :func:`~snapshotd.web.fingerprints.same_page`."""
+        same page by :func:`~snapshotd.pages.fingerprints.same_page`."""
         if print_.words >= MIN_WORDS:
             same = await self.store.find_same_text(site.name, print_.text_hash, path)
             if same is not None:

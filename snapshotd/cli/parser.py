@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from snapshotd.crawlers.devices import PROFILE_NAMES
 from snapshotd.observe.logs import LOG_FORMATS, setup_logging
 from snapshotd.recipes import RECIPES
-from snapshotd.web.devices import PROFILE_NAMES
 
 log = logging.getLogger("snapshotd")
 

@@ -20,7 +20,7 @@ from snapshotd.crawl.rounds import start_round
 from snapshotd.rewrite import RulesError, site_rules
 from snapshotd.sites.registry import site_json
 from snapshotd.store import STATES, Store, open_store
-from snapshotd.store.base import SiteRow, iso_time
+from snapshotd.store.interface import SiteRow, iso_time
 from snapshotd.store.job_state import job_state, restart_job
 
 __all__ = ["SiteCommandError", "run_site_command"]

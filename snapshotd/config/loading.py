@@ -42,13 +42,13 @@ from snapshotd.config.values import (
     parse_servers,
     ranged,
 )
-from snapshotd.web.bots import BOT_CATEGORIES
-from snapshotd.web.patterns import PatternError, compile_regex
-from snapshotd.web.urls import (
+from snapshotd.crawlers.bots import BOT_CATEGORIES
+from snapshotd.http_text.urls import (
     origin_parts,
     redact,
     valid_host,
 )
+from snapshotd.patterns.crawl_patterns import PatternError, compile_regex
 
 __all__ = [
     "ConfigError",
@@ -131,8 +131,8 @@ def _section(
 def _check_verification(where: str, values: Mapping[str, Any]) -> None:
     """``trusted_proxies``, ``forwarded_header``, ``bot_ranges``, ``bot_ranges_every`` and
     ``dns_servers`` (section 3.4)."""
-    from snapshotd.web.client_address import FORWARDED_HEADERS, parse_networks
-    from snapshotd.web.crawler_families import parse_range_source
+    from snapshotd.crawlers.client_address import FORWARDED_HEADERS, parse_networks
+    from snapshotd.crawlers.families import parse_range_source
 
     try:
         parse_networks(values.get("trusted_proxies", ()))

@@ -37,13 +37,13 @@ from urllib.parse import parse_qsl, urlsplit
 from snapshotd.capture.service import Outcome
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.frontier import PRIORITY_VARIANT, Frontier
-from snapshotd.render.base import CaptureResult
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.pages.links import extract_links, normalize_url
+from snapshotd.patterns.crawl_patterns import regex_budget
+from snapshotd.render.renderer import CaptureResult
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, scroll_targets
-from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
-from snapshotd.web.links import extract_links, normalize_url
-from snapshotd.web.patterns import regex_budget
-from snapshotd.web.urls import split_site_path
+from snapshotd.store.interface import PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
 
@@ -163,7 +163,8 @@ class Follower:
         """Follow what a stored capture points to: its redirect, canonical, links, and the
         links of ``others``, its other profiles' captures (status, HTML, URL); what a page
         only a bot's request named points to is not found by the crawler. The site's crawl
-        regex gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
+        regex gets one budget of matching time for them all
+        (:mod:`snapshotd.patterns.crawl_patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of, others)
 

@@ -18,7 +18,7 @@ Invariants:
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
-  matching time (:mod:`snapshotd.web.patterns`);
+  matching time (:mod:`snapshotd.patterns.crawl_patterns`);
 - a site's sitemaps are read again only when they are due (``sitemaps:<site>`` in the store's
   meta): ``expire_after`` after a good read, at most ``SITEMAP_RETRY`` seconds after a failed
   one;
@@ -38,13 +38,13 @@ from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.net.fetch import Fetcher
+from snapshotd.pages.links import normalize_url
+from snapshotd.patterns.crawl_patterns import regex_budget
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites import path_policy
 from snapshotd.sites.admission import Source, StoreFacts, admit, decide
 from snapshotd.sites.param_learner import ParamLearner
-from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
-from snapshotd.web.links import normalize_url
-from snapshotd.web.patterns import regex_budget
+from snapshotd.store.interface import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
 

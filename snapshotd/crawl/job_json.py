@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.rounds import FOLLOWING, ROUND_OVER, job_status, round_counts
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 from snapshotd.store.job_state import is_notified, job_state, notification_failure
 
 if TYPE_CHECKING:

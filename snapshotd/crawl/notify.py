@@ -34,10 +34,11 @@ import httpx
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.job_json import describe_job
 from snapshotd.crawl.rounds import ROUND_OVER
+from snapshotd.http_text.urls import redact
 from snapshotd.net.fetch import Fetcher, Refused, describe
 from snapshotd.observe.minute_counts import MinuteCounters
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 from snapshotd.store.job_state import (
     JobState,
     claim_notification,
@@ -45,7 +46,6 @@ from snapshotd.store.job_state import (
     job_state,
     record_notification_failure,
 )
-from snapshotd.web.urls import redact
 
 __all__ = ["Notifier"]
 

@@ -30,14 +30,14 @@ from snapshotd.api import PREFIX as API_PREFIX
 from snapshotd.api import create_api
 from snapshotd.config.settings import Settings
 from snapshotd.crawl.hostlock import HostLock
+from snapshotd.crawlers.verification.resolver import Resolver
 from snapshotd.proxy.handler import Proxy
 from snapshotd.proxy.passthrough import Upstream
 from snapshotd.proxy.relay import AtOnce
-from snapshotd.render.base import Renderer
+from snapshotd.render.renderer import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.services import Services, build_services
 from snapshotd.store import Store
-from snapshotd.verify.resolver import Resolver
 
 log = logging.getLogger("snapshotd")
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE, SQLITE_RECENT_TABLE
+from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
-from snapshotd.store.profiles import POSTGRES_PROFILES, SQLITE_PROFILES
-from snapshotd.store.query_params import PRINTS_AND_PARAMS
-from snapshotd.store.sites import (
+from snapshotd.store.prints_and_params import PRINTS_AND_PARAMS
+from snapshotd.store.profile_snapshots import POSTGRES_PROFILES, SQLITE_PROFILES
+from snapshotd.store.site_rows import (
     EXPIRE_AFTER_FLOOR,
     POSTGRES_NOTIFIED_ROUNDS,
     SITE_TOKENS,

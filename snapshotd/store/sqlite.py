@@ -16,8 +16,10 @@ from typing import Any
 
 import aiosqlite
 
-from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import (
+from snapshotd.store.copies import SQLiteCopies
+from snapshotd.store.counters import SQLiteCounters
+from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
+from snapshotd.store.interface import (
     PATH_COLUMNS,
     SNAPSHOT_OF,
     PathRecord,
@@ -27,17 +29,15 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import SQLiteCopies
-from snapshotd.store.counters import SQLiteCounters
 from snapshotd.store.lastmod import SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
-from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLiteProfiles
-from snapshotd.store.query_params import SQLiteParams
+from snapshotd.store.prints_and_params import SQLiteParams
+from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, SQLiteProfiles
 from snapshotd.store.queueing import queueing
 from snapshotd.store.schema import migrations
-from snapshotd.store.sites import SQLiteSites
+from snapshotd.store.site_rows import SQLiteSites
 
 __all__ = ["SQLiteStore"]
 

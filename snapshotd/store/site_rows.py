@@ -13,8 +13,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from snapshotd.store.base import SiteRow
 from snapshotd.store.counters import sqlite_transaction
+from snapshotd.store.interface import SiteRow
 
 __all__ = [
     "EXPIRE_AFTER_FLOOR", "SITES_TABLE", "SITE_TOKENS", "PostgresSites", "SQLiteSites",
