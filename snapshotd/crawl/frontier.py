@@ -15,6 +15,8 @@ Invariants:
 - a link carrying a parameter the site learned to ignore is also admitted as it is when the
   learner checks that decision there (:meth:`~snapshotd.sites.param_learner.ParamLearner.check_of`),
   at the priority of a variant;
+- every URL a seed, a sitemap or a followed page names is counted as found by the site's
+  job (:meth:`Frontier.found`), whatever admission makes of it;
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
@@ -138,8 +140,17 @@ class Frontier:
         await self.robots.refresh(site)
 
     async def seed(self, site: SiteSettings, seeds: Sequence[str]) -> None:
+        await self.found(site, seeds)
         for seed in seeds:
             await self.admit(site, seed, hops=0, priority=PRIORITY_LINK, source="seed")
+
+    async def found(self, site: SiteSettings, urls: Sequence[str]) -> None:
+        """Count ``urls`` (absolute, or paths of the site) as found by the site's job, admitted
+        or not (Crawlbot's ``urlsHarvested``, :mod:`snapshotd.store.found_urls`)."""
+        base = site.origin.rstrip("/") + "/"
+        await self.store.add_found_urls(
+            site.name, [u for url in urls if (u := normalize_url(url, base)) is not None]
+        )
 
     # ------------------------------------------------------------------ sitemaps
 
@@ -164,6 +175,7 @@ class Frontier:
 
             async def admit(entries: tuple[SitemapEntry, ...]) -> None:
                 nonlocal queued
+                await self.found(site, [entry.loc for entry in entries])
                 with regex_budget(f"a sitemap file of site={site.name}", SITEMAP_REGEX):
                     for entry in entries:
                         outcome = await self.admit(

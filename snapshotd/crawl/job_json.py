@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.crawl.rounds import FOLLOWING, ROUND_OVER, job_status, round_counts
+from snapshotd.crawl.rounds import ROUND_OVER, job_status, round_counts
 from snapshotd.store.base import Store
 from snapshotd.store.job_state import is_notified, job_state, notification_failure
 
@@ -90,7 +90,8 @@ async def describe_job(
         "notificationError": failed,
         # Crawlbot's objects: a copy of another page (duplicate_of) is none of its own.
         "objectsFound": counts.get("processed", 0) - await store.count_copies(site.name),
-        "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
+        # Every distinct URL the job's seeds, sitemaps and pages named (store.found_urls).
+        "urlsHarvested": await store.found_urls(site.name),
         "pageCrawlAttempts": attempts,
         "pageCrawlSuccesses": crawled(total),
         "pageCrawlSuccessesThisRound": crawled(this_round),

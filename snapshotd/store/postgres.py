@@ -36,6 +36,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.found_urls import PostgresFoundUrls
 from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
@@ -76,6 +77,7 @@ class PostgresStore(
     PostgresLeases,
     PostgresProfiles,
     PostgresLastmod,
+    PostgresFoundUrls,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

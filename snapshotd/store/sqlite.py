@@ -29,6 +29,7 @@ from snapshotd.store.base import (
 )
 from snapshotd.store.copies import SQLiteCopies
 from snapshotd.store.counters import SQLiteCounters
+from snapshotd.store.found_urls import SQLiteFoundUrls
 from snapshotd.store.lastmod import SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
@@ -72,7 +73,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 class SQLiteStore(
     SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
-    SQLiteLastmod,
+    SQLiteLastmod, SQLiteFoundUrls,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
