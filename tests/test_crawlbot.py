@@ -380,7 +380,7 @@ async def test_a_webhook_refused_or_given_up_is_recorded_and_shown_by_the_job(
                 await notifier._call(site, {"jobStatus": {"message": "done"}}, state)
             finally:
                 await notifier.aclose()
-            job = await describe_job(store, site, paused=False, created=0.0, base_url="")
+            job = await describe_job(store, site, paused=False, created=0.0, v3_url="")
     if private:  # let through, answered 500, given up
         assert calls == ["/hook"]
         assert job["notificationError"] == "webhook failed: answered 500"

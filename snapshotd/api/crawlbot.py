@@ -266,7 +266,12 @@ async def crawl_data(request: Request) -> Response:
 
 
 # Crawlbot's download files: ``<token>-<job name>_data.json`` and ``_urls.csv``.
-DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "format": "csv"}}
+# Diffbot's Python client also asks for ``_data.csv``: the pages as CSV.
+DOWNLOADS = {
+    "_data.json": {"format": "json"},
+    "_data.csv": {"format": "csv"},
+    "_urls.csv": {"type": "urls", "format": "csv"},
+}
 
 
 @operation(
