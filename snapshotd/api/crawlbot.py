@@ -276,7 +276,8 @@ DOWNLOADS = {
 
 @operation(
     "Crawlbot's download path: /v3/crawl/download/<token>-<name>_data.json (the job's pages, "
-    "as crawl/data with format=json) or <token>-<name>_urls.csv (its URL report)",
+    "as crawl/data with format=json), _data.csv (the same as CSV) or <token>-<name>_urls.csv "
+    "(its URL report)",
     responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
 )
 async def crawl_download(request: Request) -> Response:

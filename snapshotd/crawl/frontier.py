@@ -54,6 +54,8 @@ log = logging.getLogger("snapshotd.crawler")
 PRIORITY_VARIANT = PRIORITY_EXPIRED
 
 SITEMAP_RETRY = 300.0
+# URLs counted as found in one transaction at most (a sitemap file lists up to 50,000).
+FOUND_BATCH = 5000
 # The crawl regex's matching time for all the entries of one sitemap file (up to 50,000).
 SITEMAP_REGEX = 1.0
 
@@ -148,9 +150,9 @@ class Frontier:
         """Count ``urls`` (absolute, or paths of the site) as found by the site's job, admitted
         or not (Crawlbot's ``urlsHarvested``, :mod:`snapshotd.store.found_urls`)."""
         base = site.origin.rstrip("/") + "/"
-        await self.store.add_found_urls(
-            site.name, [u for url in urls if (u := normalize_url(url, base)) is not None]
-        )
+        found = [u for url in urls if (u := normalize_url(url, base)) is not None]
+        for start in range(0, len(found), FOUND_BATCH):  # short transactions, one a batch
+            await self.store.add_found_urls(site.name, found[start : start + FOUND_BATCH])
 
     # ------------------------------------------------------------------ sitemaps
 
