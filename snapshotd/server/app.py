@@ -91,7 +91,7 @@ class SnapshotdApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        if self.crawlbot_port and local_port(scope) == self.crawlbot_port:
+        if self._crawlbots(scope):
             await self.crawlbot(scope, receive, send)
         elif _is_api(scope.get("path", "")):
             await self.api(scope, receive, send)
@@ -108,13 +108,15 @@ class SnapshotdApp:
     ) -> AtOnce:
         """A bot's cache hit answered, or a person's GET passed through, before it becomes
         an ASGI call (serve's HTTP protocol, :mod:`snapshotd.server.protocol`); None for anything
-        else. The API's paths, and a path with escapes (which may decode to one of them), go
-        the ASGI way."""
-        if "%" in raw_path or _is_api(raw_path) or (
-            self.crawlbot_port and local_port(scope) == self.crawlbot_port
-        ):
+        else. The API's paths, a path with escapes (which may decode to one of them) and every
+        request on ``crawlbot_port`` go the ASGI way."""
+        if "%" in raw_path or _is_api(raw_path) or self._crawlbots(scope):
             return None
         return self.proxy.answer_at_once(method, raw_path, query, headers, scope)
+
+    def _crawlbots(self, scope: Scope | dict[str, Any]) -> bool:
+        """Whether the request came in on ``crawlbot_port``."""
+        return bool(self.crawlbot_port) and local_port(scope) == self.crawlbot_port
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
