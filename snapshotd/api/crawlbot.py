@@ -190,7 +190,8 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     except ApiError as exc:  # a setting is named by the argument that gave it
         named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
         named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
-        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders"}
+        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders",
+                  "site": "name"}
         field = named.get(exc.field or "", exc.field)
         message = str(exc).replace(f"site.{exc.field}", str(field), 1)
         raise ApiError(exc.status, message, field) from None
