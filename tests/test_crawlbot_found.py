@@ -6,8 +6,6 @@ many more URLs than the job crawls.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -19,8 +17,8 @@ from snapshotd.config.settings import BrowserSettings, Settings
 from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
+from tests.test_crawlbot import TOKEN, wait_status
 
-TOKEN = "found-token"
 READY = "<script>window.onCaptureReady && window.onCaptureReady()</script>"
 # An address no request ever goes to: external links are found, never fetched.
 ELSEWHERE = "http://127.0.0.2:9"
@@ -47,17 +45,6 @@ def _page(request: Request) -> Response:
 ORIGIN = Starlette(routes=[Route("/p/{n:int}", _page)])
 
 
-def _wait_done(client: httpx.Client, name: str) -> dict:  # type: ignore[type-arg]
-    deadline = time.monotonic() + 240  # stops a hang on a loaded machine
-    while time.monotonic() < deadline:
-        job = client.get("/_snapshotd/v3/crawl", params={"token": TOKEN, "name": name})
-        current = job.json()["jobs"][0]
-        if current["jobStatus"]["status"] == 9:
-            return current  # type: ignore[no-any-return]
-        time.sleep(0.1)
-    raise AssertionError(f"{name} never completed: {current['jobStatus']}")
-
-
 @pytest.mark.browser
 def test_urls_harvested_counts_every_distinct_url_the_pages_link_to(tmp_path) -> None:
     browser = BrowserSettings(
@@ -72,7 +59,7 @@ def test_urls_harvested_counts_every_distinct_url_the_pages_link_to(tmp_path) ->
             "urlCrawlPattern": "!/skip/", "obeyRobots": "0",
         })
         assert made.status_code == 200, made.text
-        done = _wait_done(client, "links")
+        done = wait_status(client, "links", 9, [])
         report = client.get("/_snapshotd/v3/crawl/data", params={
             "token": TOKEN, "name": "links", "type": "urls", "format": "json"}).json()
     kept = {row["path"] for row in report}
