@@ -63,7 +63,7 @@ async def states(store, site: str) -> dict[str, str]:  # type: ignore[no-untyped
 async def status(store, registry, site) -> tuple[int, str, int]:  # type: ignore[no-untyped-def]
     described = await describe_job(
         store, site, paused=registry.is_paused(site.name), created=registry.created[site.name],
-        base_url="http://127.0.0.1:8080",
+        v3_url="http://127.0.0.1:8080/_snapshotd/v3",
     )
     return (described["jobStatus"]["status"], described["jobStatus"]["message"],
             described["roundsCompleted"])

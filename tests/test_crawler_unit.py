@@ -251,6 +251,33 @@ async def test_a_page_whose_canonical_is_elsewhere_has_its_other_links_followed(
     assert only_here is not None and only_here.state == "pending" and only_here.hops == 1
 
 
+async def test_a_copy_by_content_follows_none_of_its_own_links(store):
+    """SPEC 5: a page that shows a reader the page another path shows (5.2) is that page's
+    copy, and what only its own markup links to is not followed; a canonical copy's is."""
+    from snapshotd.render.renderer import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    text = " ".join(f"word{n}" for n in range(20))
+
+    class Renderer:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            nav = url.rsplit("/", 1)[-1]  # each page's own navigation links elsewhere
+            html = f'<nav><a href="/nav-{nav}">x</a></nav><main><p>{text}</p></main>'
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    crawler = await _crawler(settings, store, Renderer())
+    for path in ("/first", "/second"):
+        await store.enqueue("s", path, 1)
+        record = await store.claim_path("s", path, crawler.capture.owner, 60)
+        await crawler._capture(site, record)
+    assert (await store.get_path("s", "/second")).duplicate_of == "/first"
+    assert (await store.get_path("s", "/nav-first")).state == "pending"
+    assert await store.get_path("s", "/nav-second") is None
+
+
 def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_path):
     """A capture made for a bot's miss is handed to the crawler running in the same process,
     which queues its links and clears the capture's mark."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
@@ -178,6 +179,8 @@ LATER_STEPS = (
         "ALTER TABLE snapshots ADD COLUMN text_changed_at DOUBLE PRECISION",
         "ALTER TABLE snapshots DROP COLUMN text_changed_at",
     ),
+    *((f"{table};", "DROP TABLE " + table.split()[2]) for table in FOUND_URLS["postgres"]
+      .split(";")[:2]),
 )
 
 

@@ -86,6 +86,8 @@ async def test_snapshots_stored_before_profiles_become_desktop_and_serve_every_p
     conn.execute("DROP TABLE profile_snapshots")
     conn.execute("ALTER TABLE snapshots DROP COLUMN profile")
     conn.execute("ALTER TABLE snapshots DROP COLUMN text_changed_at")
+    conn.execute("DROP TABLE found_urls")
+    conn.execute("DROP TABLE found_url_counts")
     conn.execute(
         "DELETE FROM schema_migrations WHERE version > ?", (MIGRATIONS.index(SQLITE_PROFILES),)
     )

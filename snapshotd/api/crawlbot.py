@@ -190,7 +190,8 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     except ApiError as exc:  # a setting is named by the argument that gave it
         named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
         named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
-        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders"}
+        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders",
+                  "site": "name"}
         field = named.get(exc.field or "", exc.field)
         message = str(exc).replace(f"site.{exc.field}", str(field), 1)
         raise ApiError(exc.status, message, field) from None
@@ -266,12 +267,18 @@ async def crawl_data(request: Request) -> Response:
 
 
 # Crawlbot's download files: ``<token>-<job name>_data.json`` and ``_urls.csv``.
-DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "format": "csv"}}
+# Diffbot's Python client also asks for ``_data.csv``: the pages as CSV.
+DOWNLOADS = {
+    "_data.json": {"format": "json"},
+    "_data.csv": {"format": "csv"},
+    "_urls.csv": {"type": "urls", "format": "csv"},
+}
 
 
 @operation(
     "Crawlbot's download path: /v3/crawl/download/<token>-<name>_data.json (the job's pages, "
-    "as crawl/data with format=json) or <token>-<name>_urls.csv (its URL report)",
+    "as crawl/data with format=json), _data.csv (the same as CSV) or <token>-<name>_urls.csv "
+    "(its URL report)",
     responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
 )
 async def crawl_download(request: Request) -> Response:

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.crawlbot_args import api_tokens, download_token
+from snapshotd.api.crawlbot_port import crawlbot_root
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
@@ -118,7 +119,8 @@ async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
     return await describe_job(
         ctx.store, site, paused=ctx.sites.is_paused(site.name),
         created=ctx.sites.created.get(site.name, 0.0),
-        base_url=str(request.base_url).rstrip("/"), minutes=ctx.metrics.minutes,
+        v3_url=str(request.base_url).rstrip("/") + crawlbot_root(request.scope) + "/v3",
+        minutes=ctx.metrics.minutes,
         download=download_token(api_tokens(ctx), site.name, time.time()),
     )
 

@@ -15,7 +15,7 @@ from snapshotd.cli.common import UserError, existing_db, settings_of
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.config.values import ConfigError
-from snapshotd.crawl.job_json import PROGRESS, describe_job
+from snapshotd.crawl.job_json import PROGRESS, V3, describe_job
 from snapshotd.crawl.rounds import start_round
 from snapshotd.rewrite import RulesError, site_rules
 from snapshotd.sites.registry import site_json
@@ -128,7 +128,7 @@ async def _run(
     if action == "show":
         of_site = (await store.counts()).get(name, {})
         job = await describe_job(
-            store, site, paused=row.paused, created=row.created_at, base_url=""
+            store, site, paused=row.paused, created=row.created_at, v3_url=V3
         )
         shown = {
             "name": name,

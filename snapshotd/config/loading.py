@@ -87,6 +87,7 @@ _SERVER_KINDS = {
     "worker_header": "bool",
     "seo4ajax_hosts": "list",
     "seo4ajax_port": "int",
+    "crawlbot_port": "int",
     "trusted_proxies": "list",
     "forwarded_header": "str",
     "bot_ranges": "list",
@@ -414,6 +415,12 @@ def load_settings(
     if not 0 <= face_port <= 65535 or (face_port and face_port == port):
         raise ConfigError(
             f"{where}: server.seo4ajax_port must be 1 to 65535 and not server.port, or 0 (none)"
+        )
+    crawlbot_port = server_values.get("crawlbot_port", 0)
+    if not 0 <= crawlbot_port <= 65535 or (crawlbot_port and crawlbot_port in (port, face_port)):
+        raise ConfigError(
+            f"{where}: server.crawlbot_port must be 1 to 65535 and neither server.port nor "
+            "server.seo4ajax_port, or 0 (none)"
         )
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")

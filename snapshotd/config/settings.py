@@ -273,6 +273,8 @@ class Settings:
     # of these, or taken on this port (0: none), are answered as SEO4Ajax's API answers.
     seo4ajax_hosts: tuple[str, ...] = ()
     seo4ajax_port: int = 0
+    # Crawlbot's API at the root of a port of its own (snapshotd.api.crawlbot_port; 0: none).
+    crawlbot_port: int = 0
     # Front servers (addresses, networks) whose forwarded_header names the client, and the
     # header they write: "x-forwarded-for" or "forwarded" (section 3.4).
     trusted_proxies: tuple[str, ...] = ()

@@ -16,6 +16,8 @@ Invariants:
   ``nofollow`` and redirect in the first profile's, which decides the path's record;
 - a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
   ``crawl_links``, queues nothing;
+- every URL a followed page the crawler found names (its links, canonical or redirect, on the
+  site or not) is counted as found by the site's job, before admission decides on it;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
   copy of it and queues the canonical as one more link, its own links as well (a page
   reachable only through it is still found);
@@ -184,6 +186,8 @@ class Follower:
             if location and site.crawl_links:
                 target = normalize_url(location, page_url)
                 if target:
+                    if record.found:
+                        await self.frontier.found(site, [target])
                     # The target stands for the same page, one redirect away: same depth.
                     await admit(
                         site, target, hops=record.hops, priority=PRIORITY_LINK, source="redirect"
@@ -220,6 +224,8 @@ class Follower:
                     links.append(page.canonical)
         if nofollow or not site.crawl_links:
             return
+        if record.found:  # every URL it names, on the site or not, admitted or not
+            await self.frontier.found(site, [*links, *([page.canonical] if page.canonical else [])])
         targets: set[str] | None = None
         for url in links:
             # Before the page's own paths are skipped: a parameter the site learned to ignore

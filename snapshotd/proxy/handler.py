@@ -189,7 +189,7 @@ class Proxy:
             query = scope.get("query_string", b"").decode("latin-1")
             headers = header_map(scope["headers"])
             route = self.destination(
-                scope["method"], raw_path, query, headers, _port(scope), scope["http_version"]
+                scope["method"], raw_path, query, headers, local_port(scope), scope["http_version"]
             )
         if route.target:  # the SEO4Ajax face's: what the origin sees has no token
             scope = origin_scope(scope, route.target)
@@ -287,7 +287,7 @@ class Proxy:
         (:mod:`snapshotd.server.protocol`) before a request becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.destination(
-            method, raw_path, query, headers, _port(scope), scope["http_version"]
+            method, raw_path, query, headers, local_port(scope), scope["http_version"]
         )
         scope[ROUTED] = (headers, route)
         site = route.site
@@ -603,7 +603,7 @@ class Destination(NamedTuple):
     target: str = ""
 
 
-def _port(scope: dict[str, Any] | Scope) -> int:
+def local_port(scope: dict[str, Any] | Scope) -> int:
     """The local port a request came in on (0 when unknown)."""
     server = scope.get("server")
     return int(server[1]) if server and server[1] is not None else 0

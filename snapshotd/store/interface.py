@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -358,6 +358,12 @@ class Store(Protocol):
     async def count_copies(self, site: str) -> int:
         """How many of the site's processed paths are copies of another (``duplicate_of``)."""
         ...
+
+    async def add_found_urls(self, site: str, urls: Iterable[str]) -> None:
+        """Count ``urls`` as found by the site's job (:mod:`snapshotd.store.found_urls`)."""
+        ...
+
+    async def found_urls(self, site: str) -> int: ...
 
     async def requeue_expired(
         self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None

@@ -25,6 +25,7 @@ import asyncpg
 
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.found_urls import PostgresFoundUrls
 from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.interface import (
     PATH_COLUMNS,
@@ -76,6 +77,7 @@ class PostgresStore(
     PostgresLeases,
     PostgresProfiles,
     PostgresLastmod,
+    PostgresFoundUrls,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE, SQLITE_RECENT_TABLE
+from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
@@ -148,6 +149,7 @@ HISTORY: tuple[Step, ...] = (
     Step(sqlite=EXPIRE_AFTER_FLOOR["sqlite"], postgres=EXPIRE_AFTER_FLOOR["postgres"]),
     Step(sqlite=SQLITE_PROFILES, postgres=POSTGRES_PROFILES),
     _both(TEXT_CHANGED),
+    Step(sqlite=FOUND_URLS["sqlite"], postgres=FOUND_URLS["postgres"]),
 )
 
 

@@ -103,6 +103,8 @@ _CLEAR = (
     "DELETE FROM meta WHERE key = 'job-notify-failed:' || {0}",  # and why it could not be
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
+    "DELETE FROM found_urls WHERE site = {0}",  # the URLs its job found
+    "DELETE FROM found_url_counts WHERE site = {0}",
 )
 
 
