@@ -4,7 +4,7 @@
     python bench/bench_bots.py --requests 500000
 
 The previous matcher (about 90 hand-picked, case-insensitive substrings, kept below as the
-baseline) and ``snapshotd.web.bots.BotMatcher`` (the crawler-user-agents data set) are measured
+baseline) and ``snapshotd.crawlers.bots.BotMatcher`` (the crawler-user-agents data set) are measured
 in the same run on the same strings:
 
 - detection: the share of the data set's search-engine, social-preview and AI crawler
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from snapshotd.web.bots import BOT_CATEGORIES, BotMatcher  # noqa: E402
+from snapshotd.crawlers.bots import BOT_CATEGORIES, BotMatcher  # noqa: E402
 
 # The previous matcher's list, the baseline.
 PREVIOUS_TOKENS: tuple[str, ...] = (

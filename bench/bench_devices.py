@@ -56,10 +56,10 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 from bench.bench_readiness import PRERENDER, prerender, serve_app, throughput  # noqa: E402
 from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
+from snapshotd.crawlers.devices import PROFILE_NAMES, PROFILES, Profile  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
-from snapshotd.render.base import CaptureResult  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
-from snapshotd.web.devices import PROFILE_NAMES, PROFILES, Profile  # noqa: E402
+from snapshotd.render.renderer import CaptureResult  # noqa: E402
 from tests.corpus.devices import PAGES  # noqa: E402
 from tests.corpus.devices.server import NODE_MODULES, create_app  # noqa: E402
 

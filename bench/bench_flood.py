@@ -24,7 +24,7 @@ from starlette.routing import Route
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings  # noqa: E402
-from snapshotd.render.base import CaptureResult  # noqa: E402
+from snapshotd.render.renderer import CaptureResult  # noqa: E402
 from snapshotd.server.app import create_app  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402
 

@@ -54,9 +54,9 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
+from snapshotd.crawlers.devices import profiles_served  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
-from snapshotd.web.devices import profiles_served  # noqa: E402
 from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise, visible_text  # noqa: E402
 from tests.corpus.server import NODE_MODULES, create_app  # noqa: E402
 

@@ -43,12 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings  # noqa: E402
+from snapshotd.crawlers.devices import served_profile  # noqa: E402
+from snapshotd.crawlers.verification.resolver import TableResolver  # noqa: E402
 from snapshotd.proxy.passthrough import Upstream  # noqa: E402
 from snapshotd.server.app import create_app  # noqa: E402
 from snapshotd.store.outcome import CaptureOutcome  # noqa: E402
 from snapshotd.store.sqlite import SQLiteStore  # noqa: E402
-from snapshotd.verify.resolver import TableResolver  # noqa: E402
-from snapshotd.web.devices import served_profile  # noqa: E402
 from tests.servers import serve_asgi  # noqa: E402
 from tests.test_flood import SlotRenderer, _origin  # noqa: E402
 from tests.test_verified_bots import burst, table, verified_env  # noqa: E402

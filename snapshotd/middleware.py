@@ -14,7 +14,7 @@ open the render endpoint alone.
 Invariants:
 - the choice is snapshotd's own (:class:`Choice`): GET and HEAD with a valid Host, not a
   static asset, and a User-Agent snapshotd's bot data takes for a bot
-  (:class:`~snapshotd.web.bots.BotMatcher`, the same categories and ``add``/``remove`` a site
+  (:class:`~snapshotd.crawlers.bots.BotMatcher`, the same categories and ``add``/``remove`` a site
   takes) or an ``_escaped_fragment_`` query;
   a request carrying ``X-Snapshotd`` (snapshotd's own browser) or ``X-Snapshotd-Middleware``
   (snapshotd handing a request back to the origin when it had no snapshot in time) always
@@ -47,8 +47,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES, BotMatcher, is_static_asset
-from snapshotd.web.urls import has_dot_segment, has_escaped_fragment, valid_host
+from snapshotd.crawlers.bots import DEFAULT_BOT_CATEGORIES, BotMatcher, is_static_asset
+from snapshotd.http_text.urls import has_dot_segment, has_escaped_fragment, valid_host
 
 __all__ = ["LOOP_HEADER", "Choice", "SnapshotdASGI", "SnapshotdWSGI"]
 

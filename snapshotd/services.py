@@ -39,19 +39,19 @@ from snapshotd.config.settings import Settings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.crawl.hostlock import HostLock
 from snapshotd.crawl.notify import Notifier
+from snapshotd.crawlers.families import parse_range_source
+from snapshotd.crawlers.verification import Verifier
+from snapshotd.crawlers.verification.ranges import RangeLists
+from snapshotd.crawlers.verification.resolver import Resolver, SystemResolver
 from snapshotd.observe.metrics import Metrics
 from snapshotd.proxy.handler import Proxy
 from snapshotd.proxy.passthrough import Upstream
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import Renderer
 from snapshotd.render.procs import BrowserProcesses
+from snapshotd.render.renderer import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
-from snapshotd.verify import Verifier
-from snapshotd.verify.ranges import RangeLists
-from snapshotd.verify.resolver import Resolver, SystemResolver
-from snapshotd.web.crawler_families import parse_range_source
 
 log = logging.getLogger("snapshotd")
 

@@ -31,8 +31,11 @@ def serve_asgi(
     ``serve`` serves (:func:`snapshotd.server.run.uvicorn_config`), handed ``at_once`` as its
     fast path: by default a snapshotd application's own ``answer_at_once``, as ``serve``
     hands it, and none for any other application. ``http`` (``httptools`` or ``h11``) picks
-    one of uvicorn's plain protocols instead. ``port`` (0: any free one) is where it listens."""
+    one of uvicorn's plain protocols instead. ``port`` (0: any free one) is where it listens,
+    or ``sockets``, listening already (the first one's port is the URL's), as ``serve`` hands
+    its own."""
     port = options.pop("port", 0)
+    sockets = options.pop("sockets", None)
     common = {"host": host, "port": port, "lifespan": lifespan, "log_level": "warning"}
     if http is not None:
         config = uvicorn.Config(app, **{**UVICORN_OPTIONS, "http": http, **common, **options})
@@ -46,7 +49,7 @@ def serve_asgi(
 
     def run() -> None:
         try:
-            asyncio.run(server.serve())
+            asyncio.run(server.serve(sockets=sockets))
         except BaseException as exc:  # surfaced below, in the test's thread
             errors.append(exc)
 

@@ -23,7 +23,7 @@ from snapshotd.sites.admission import (
     decide,
     is_due,
 )
-from snapshotd.store.base import (
+from snapshotd.store.interface import (
     PRIORITY_API,
     PRIORITY_BOT,
     PRIORITY_EXPIRED,

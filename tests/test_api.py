@@ -30,10 +30,10 @@ from snapshotd.api import (
     token_matches,
 )
 from snapshotd.config.settings import Settings, SiteSettings
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.renderer import CaptureResult
 from snapshotd.rewrite import load_rules
 from snapshotd.server.app import SnapshotdApp, console_url, create_app
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 from snapshotd.store.outcome import CaptureOutcome
 from tests.servers import serve_asgi
 

@@ -15,7 +15,8 @@ MAX_LINES = 700
 
 # The parts of the package, from the top down (docs/ARCHITECTURE.md): a module may import
 # its own part and the parts below it, never one above; parts on one line are siblings that
-# import neither each other nor anything above them.
+# import neither each other nor anything above them. A part is a folder of the package, or a
+# sub-folder named here ("crawlers.verification"), which then is a part of its own.
 LAYERS = (
     ("__main__", "middleware"),
     ("cli",),
@@ -27,13 +28,15 @@ LAYERS = (
     ("capture",),
     ("search",),
     ("sites",),
-    ("render", "rewrite", "verify"),
+    ("render", "rewrite", "crawlers.verification"),
     ("observe",),
     ("store",),
     ("net",),
     ("config",),
-    ("web",),
+    ("crawlers",),
+    ("pages", "http_text", "patterns"),
 )
+NAMED = {part for layer in LAYERS for part in layer}
 
 
 def _modules() -> dict[str, Path]:
@@ -140,7 +143,10 @@ def test_no_module_is_longer_than_a_reader_holds_in_mind() -> None:
 
 
 def _part(module: str) -> str:
-    return module.split(".")[1] if "." in module else ""
+    names = module.split(".")[1:]
+    if len(names) > 1 and ".".join(names[:2]) in NAMED:
+        return ".".join(names[:2])
+    return names[0] if names else ""
 
 
 def _layer(part: str) -> int:
@@ -158,10 +164,23 @@ def _against_the_layers(graph: dict[str, set[str]]) -> list[str]:
     )
 
 
+def _repeated_file_names(paths: list[Path]) -> set[str]:
+    names = [path.name for path in paths if path.name != "__init__.py"]
+    return {name for name in names if names.count(name) > 1}
+
+
+def test_no_file_name_is_used_by_two_folders() -> None:
+    assert _repeated_file_names(list(PACKAGE.rglob("*.py"))) == set()
+
+
+def test_the_repeat_check_finds_a_repeated_name() -> None:
+    paths = [Path("a/base.py"), Path("b/base.py"), Path("a/__init__.py"), Path("b/__init__.py")]
+    assert _repeated_file_names(paths) == {"base.py"}
+
+
 def test_every_module_belongs_to_one_part_of_the_layers() -> None:
     parts = {_part(name) for name in _modules()} - {""}
-    named = {part for layer in LAYERS for part in layer}
-    assert parts - named == set()
+    assert parts - NAMED == set()
 
 
 def test_imports_flow_down_the_layers() -> None:
@@ -170,13 +189,17 @@ def test_imports_flow_down_the_layers() -> None:
 
 def test_the_layer_check_finds_an_import_up_or_sideways() -> None:
     graph = {
-        "snapshotd.web.urls": {"snapshotd.config.settings"},
-        "snapshotd.proxy.handler": {"snapshotd.crawl.engine", "snapshotd.web.urls"},
+        "snapshotd.http_text.urls": {"snapshotd.config.settings"},
+        "snapshotd.proxy.handler": {"snapshotd.crawl.engine", "snapshotd.http_text.urls"},
         "snapshotd.cli.serve": {"snapshotd.server.run"},
+        # a sub-folder named in LAYERS is a part of its own, above or below its folder
+        "snapshotd.crawlers.bots": {"snapshotd.crawlers.verification.claims"},
+        "snapshotd.crawlers.verification.claims": {"snapshotd.crawlers.families"},
     }
     assert _against_the_layers(graph) == [
+        "snapshotd.crawlers.bots -> snapshotd.crawlers.verification.claims",
+        "snapshotd.http_text.urls -> snapshotd.config.settings",
         "snapshotd.proxy.handler -> snapshotd.crawl.engine",
-        "snapshotd.web.urls -> snapshotd.config.settings",
     ]
 
 

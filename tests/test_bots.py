@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from snapshotd.web.bots import BOT_CATEGORIES, BotMatcher, is_static_asset
+from snapshotd.crawlers.bots import BOT_CATEGORIES, BotMatcher, is_static_asset
 
 # In-app browsers whose app is also the name of a link-preview bot (their app's marker after
 # a full browser User-Agent). Their formats as the apps send them.

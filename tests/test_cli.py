@@ -177,3 +177,32 @@ def test_recipe_prints_the_tested_recipe_for_the_site(tmp_path, capsys):
     assert "give --hosts" in capsys.readouterr().err
     assert main(["recipe", "nginx", "--origin", "https://127.0.0.1:3000", "--hosts", "a.b"]) == 2
     assert "over http" in capsys.readouterr().err
+
+
+# Which heavy packages a command loaded, printed after it ran in a fresh interpreter.
+LOADED = (
+    "import sys\n"
+    "from snapshotd.cli import main\n"
+    "status = main(sys.argv[1:])\n"
+    "heavy = ('playwright', 'httpx', 'starlette', 'uvicorn')\n"
+    "print(status, sorted(m for m in heavy if m in sys.modules))\n"
+)
+
+
+def test_a_command_loads_only_what_it_uses(tmp_path):
+    """The store's commands start without Chromium's driver, the HTTP client or the server
+    (loading them all made every command take about a second before it began)."""
+    db = str(tmp_path / "s.db")
+
+    def loaded(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", LOADED, *args], capture_output=True, text=True, timeout=240
+        )
+        return proc.stdout.strip().splitlines()[-1]
+
+    assert loaded("site", "set", "shop", "--db", db, "origin=http://127.0.0.1:9") == "0 []"
+    assert loaded("site", "list", "--db", db) == "0 []"
+    assert loaded("report", "--db", db) == "0 []"
+    # An error of a module a command loaded is still one line.
+    line = one_line_error(run("site", "show", "nobody", "--db", db))
+    assert line == "snapshotd: no site is named 'nobody'"

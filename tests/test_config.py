@@ -392,3 +392,14 @@ def test_the_seo4ajax_face_takes_host_names_and_a_port_other_than_serves(tmp_pat
     ):
         with pytest.raises(ConfigError, match=says):
             load_settings(write(tmp_path, f"[server]\nport = 8080\n{bad}\n"), env={})
+
+
+def test_crawlbots_port_is_its_own(tmp_path):
+    given = "[server]\nport = 8080\nseo4ajax_port = 8081\ncrawlbot_port = 8082\n"
+    assert load_settings(write(tmp_path, given), env={}).crawlbot_port == 8082
+    variable = load_settings(write(tmp_path, "[server]\n"), env={"SNAPSHOTD_CRAWLBOT_PORT": "9"})
+    assert variable.crawlbot_port == 9
+    for bad in ("crawlbot_port = 8080", "seo4ajax_port = 8081\ncrawlbot_port = 8081",
+                "crawlbot_port = 70000", "crawlbot_port = -1"):
+        with pytest.raises(ConfigError, match="crawlbot_port"):
+            load_settings(write(tmp_path, f"[server]\nport = 8080\n{bad}\n"), env={})

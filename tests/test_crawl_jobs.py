@@ -23,11 +23,11 @@ from snapshotd.crawl.job_json import describe_job
 from snapshotd.crawl.rounds import DAY, advance, start_round
 from snapshotd.server.app import create_app
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.job_state import claim_notification, is_notified, job_state
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.postgres import PostgresStore
-from snapshotd.store.sites import POSTGRES_NOTIFIED_ROUNDS, SQLITE_NOTIFIED_ROUNDS
+from snapshotd.store.site_rows import POSTGRES_NOTIFIED_ROUNDS, SQLITE_NOTIFIED_ROUNDS
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import require_chromium
 from tests.conftest import drop_postgres_schema, postgres_schema
@@ -63,7 +63,7 @@ async def states(store, site: str) -> dict[str, str]:  # type: ignore[no-untyped
 async def status(store, registry, site) -> tuple[int, str, int]:  # type: ignore[no-untyped-def]
     described = await describe_job(
         store, site, paused=registry.is_paused(site.name), created=registry.created[site.name],
-        base_url="http://127.0.0.1:8080",
+        v3_url="http://127.0.0.1:8080/_snapshotd/v3",
     )
     return (described["jobStatus"]["status"], described["jobStatus"]["message"],
             described["roundsCompleted"])

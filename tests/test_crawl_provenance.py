@@ -18,10 +18,10 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from snapshotd.capture.masters import takes_over
-from snapshotd.store.base import PathRecord
+from snapshotd.pages.fingerprints import fingerprint
+from snapshotd.store.interface import PathRecord
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
-from snapshotd.web.fingerprints import fingerprint
 from tests.servers import serve_asgi
 from tests.test_crawl_jobs import BOT, crawlbot_app
 from tests.test_crawlbot import TOKEN, wait_status

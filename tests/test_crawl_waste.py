@@ -8,10 +8,10 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
+from snapshotd.crawlers.devices import PROFILE_NAMES
+from snapshotd.pages.fingerprints import fingerprint, same_page
 from snapshotd.render.chromium import LAUNCH_ARGS
 from snapshotd.store.outcome import CaptureOutcome
-from snapshotd.web.devices import PROFILE_NAMES
-from snapshotd.web.fingerprints import fingerprint, same_page
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.sites.docs import BLOG, DOCS, PAGES, Docs

@@ -140,3 +140,11 @@ def test_the_job_echoes_its_api_url(base: str) -> None:
         assert made.json()["warnings"][0].startswith("apiUrl:")
         job = client.get(V3, params={"token": TOKEN, "name": "job"}).json()["jobs"][0]
         assert job["apiUrl"] == "https://api.diffbot.com/v3/product"
+
+
+def test_a_name_snapshotd_cannot_take_is_refused_by_its_argument(base: str) -> None:
+    with httpx.Client(base_url=base, trust_env=False) as client:
+        refused = client.post(V3, data={"token": TOKEN, "name": "my job!",
+                                        "seeds": "http://127.0.0.1:9/"})
+    assert refused.status_code == 400
+    assert refused.json()["field"] == "name" and refused.json()["errorCode"] == 400

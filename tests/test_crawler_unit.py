@@ -14,11 +14,11 @@ from snapshotd.capture.service import CaptureService, retry_delay
 from snapshotd.cli.crawl import _crawl_seeds
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler, _owner_is_dead_here
+from snapshotd.crawlers.devices import PROFILE_NAMES
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites import path_policy
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store.outcome import CaptureOutcome
-from snapshotd.web.devices import PROFILE_NAMES
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:3000", hosts=("shop.example.com",))
 OTHER = SiteSettings(name="o", origin="https://other.example.org")
@@ -89,7 +89,7 @@ async def test_ignored_links_count_against_max_pages(store):
 
 
 async def test_x_robots_tag_none_stops_links_like_the_meta_tag(store):
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
@@ -119,7 +119,7 @@ def test_failed_captures_back_off_then_wait_for_expiry():
 
 
 async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(store):
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     # It counts renders: none to learn a not-found view (tests/test_soft404_*).
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000", soft_404="off")
@@ -158,7 +158,7 @@ async def test_links_of_a_capture_stored_before_a_crash_are_followed_at_start(st
 
 
 async def test_links_followed_after_a_capture_are_not_due(store):
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
@@ -229,7 +229,7 @@ async def test_a_canonical_copy_cut_short_queues_its_canonical_at_start(store):
 
 
 async def test_a_page_whose_canonical_is_elsewhere_has_its_other_links_followed(store):
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
@@ -252,6 +252,33 @@ async def test_a_page_whose_canonical_is_elsewhere_has_its_other_links_followed(
     assert only_here is not None and only_here.state == "pending" and only_here.hops == 1
 
 
+async def test_a_copy_by_content_follows_none_of_its_own_links(store):
+    """SPEC 5: a page that shows a reader the page another path shows (5.2) is that page's
+    copy, and what only its own markup links to is not followed; a canonical copy's is."""
+    from snapshotd.render.renderer import CaptureResult
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
+    settings = Settings(sites=(site,))
+    text = " ".join(f"word{n}" for n in range(20))
+
+    class Renderer:
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            nav = url.rsplit("/", 1)[-1]  # each page's own navigation links elsewhere
+            html = f'<nav><a href="/nav-{nav}">x</a></nav><main><p>{text}</p></main>'
+            return CaptureResult(url=url, final_url=url, html=html)
+
+    crawler = await _crawler(settings, store, Renderer())
+    for path in ("/first", "/second"):
+        await store.enqueue("s", path, 1)
+        record = await store.claim_path("s", path, crawler.capture.owner, 60)
+        await crawler._capture(site, record)
+    assert (await store.get_path("s", "/second")).duplicate_of == "/first"
+    assert (await store.get_path("s", "/nav-first")).state == "pending"
+    assert await store.get_path("s", "/nav-second") is None
+
+
 def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_path):
     """A capture made for a bot's miss is handed to the crawler running in the same process,
     which queues its links and clears the capture's mark."""
@@ -263,7 +290,7 @@ def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_pa
     from starlette.responses import HTMLResponse
     from starlette.routing import Route
 
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
     from snapshotd.server.app import create_app
     from tests.servers import serve_asgi
 
@@ -310,7 +337,7 @@ def test_links_of_a_proxy_miss_are_followed_by_the_crawler_of_its_process(tmp_pa
 
 
 async def test_a_capture_is_stored_and_followed_even_when_learning_from_it_fails(store, caplog):
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     settings = Settings(sites=(site,))
@@ -342,7 +369,7 @@ async def test_a_capture_is_counted_before_the_store_shows_it(store) -> None:  #
     """A job's report reads the paths first, then flushes the captures counted and reads them:
     a page the paths show processed must be counted by then. So a capture is counted before
     its store commits, and taken back when the store fails."""
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
 
@@ -385,7 +412,7 @@ async def test_a_capture_is_counted_before_the_store_shows_it(store) -> None:  #
 async def test_a_stored_capture_is_counted_before_anything_else_is_awaited(store) -> None:  # type: ignore[no-untyped-def]
     """A job's report reads the store's paths and the captures counted: a capture stored and
     not counted yet would show more pages processed than crawled."""
-    from snapshotd.render.base import CaptureResult
+    from snapshotd.render.renderer import CaptureResult
 
     site = SiteSettings(name="s", origin="http://127.0.0.1:3000")
     words = " ".join(f"word{i}" for i in range(40))

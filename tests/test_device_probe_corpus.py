@@ -12,9 +12,9 @@ import asyncio
 import pytest
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.crawlers.devices import renders_alike
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import CaptureResult
-from snapshotd.web.devices import renders_alike
+from snapshotd.render.renderer import CaptureResult
 from tests.corpus.devices import DEVICE_DEPENDENT, PAGES, PROBE_BLIND, fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]

@@ -20,8 +20,8 @@ from werkzeug.wrappers import Request, Response
 from snapshotd.config.loading import site_from_mapping
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.config.values import ConfigError
+from snapshotd.crawlers.devices import PROFILES, profile_for_agent, profiles_served, served_profile
 from snapshotd.render import BrowserPool
-from snapshotd.web.devices import PROFILES, profile_for_agent, profiles_served, served_profile
 from tests.chromium import page_handler, require_chromium
 
 # The user agents the crawlers document for themselves.

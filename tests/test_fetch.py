@@ -20,7 +20,7 @@ from snapshotd.cli.crawl import run_crawl
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.net.egress import judge
 from snapshotd.net.fetch import MAX_REDIRECTS, Fetcher, Refused, check_hop, describe
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.renderer import CaptureResult
 from tests.servers import serve_asgi
 
 URLSET = (

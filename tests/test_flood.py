@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.renderer import CaptureResult
 from snapshotd.server.app import create_app
 from tests.servers import serve_asgi
 

@@ -16,10 +16,10 @@ from werkzeug import Request, Response
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.observe.metrics import Metrics
-from snapshotd.render.base import CaptureResult
+from snapshotd.pages.fingerprints import fingerprint
+from snapshotd.render.renderer import CaptureResult
 from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.server.app import create_app
-from snapshotd.web.fingerprints import fingerprint
 from tests.servers import serve_asgi
 from tests.test_api import TOKEN, RefusingRenderer
 

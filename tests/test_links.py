@@ -1,10 +1,10 @@
-"""web/links.py: links out of captured HTML, table-driven."""
+"""pages/links.py: links out of captured HTML, table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
-from snapshotd.web.links import extract_links, normalize_url
+from snapshotd.pages.links import extract_links, normalize_url
 
 PAGE = "http://127.0.0.1:3000/shop/list?page=2"
 

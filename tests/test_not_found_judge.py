@@ -1,4 +1,4 @@
-"""The verdict on a capture (snapshotd.capture.not_found), on both engines: the view learned in
+"""The verdict on a capture (snapshotd.capture.soft_404), on both engines: the view learned in
 a crawler's capture of a found path and kept in the store, a capture answered 404 (410 under
 ``soft_404_gone``) or only listed (``report``), never judged when its page said its status,
 when the site looks for none, or for a bot's capture that may not learn; a real page
@@ -12,12 +12,12 @@ import re
 
 import pytest
 
-from snapshotd.capture.not_found import CONFIRM, NotFoundViews
+from snapshotd.capture.soft_404 import CONFIRM, NotFoundViews
 from snapshotd.config.settings import SiteSettings
-from snapshotd.render.base import CaptureResult
-from snapshotd.store.base import PathRecord
-from snapshotd.store.not_found import view_key
+from snapshotd.render.renderer import CaptureResult
+from snapshotd.store.interface import PathRecord
 from snapshotd.store.outcome import CaptureOutcome
+from snapshotd.store.soft_404_rows import view_key
 
 ORIGIN = "http://127.0.0.1:9"
 PAGES = {

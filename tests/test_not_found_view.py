@@ -1,5 +1,5 @@
-"""The not-found view as data (snapshotd.web.not_found): learned from two renders of paths that
-cannot exist, told from the layout every page draws, and a capture judged against it, the
+"""The not-found view as data (snapshotd.pages.not_found_view): learned from two renders of
+paths that cannot exist, told from the layout every page draws, and a capture judged against it, the
 parts that name its own path tolerated. Pages of a shop drawn as plain HTML, in several
 layouts and languages: nothing here depends on the words an app chooses."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotd.web.not_found import MIN_VIEW_WORDS, Render, View, app_shell, learn, shows
+from snapshotd.pages.not_found_view import MIN_VIEW_WORDS, Render, View, app_shell, learn, shows
 
 
 def shop(content: str, *, side: bool = True, main: bool = False) -> str:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.found_urls import FOUND_URLS
+from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
-from snapshotd.store.profiles import SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
 from tests.conftest import upgrade
 
@@ -179,6 +180,8 @@ LATER_STEPS = (
         "ALTER TABLE snapshots ADD COLUMN text_changed_at DOUBLE PRECISION",
         "ALTER TABLE snapshots DROP COLUMN text_changed_at",
     ),
+    *((f"{table};", "DROP TABLE " + table.split()[2]) for table in FOUND_URLS["postgres"]
+      .split(";")[:2]),
 )
 
 

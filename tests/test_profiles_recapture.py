@@ -12,7 +12,7 @@ from collections import Counter
 from snapshotd.capture.profiles import CHECK_ONE_IN, LEARN_AFTER, kind_of
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
-from snapshotd.render.base import CaptureResult
+from snapshotd.render.renderer import CaptureResult
 
 
 class Pages:

@@ -22,10 +22,10 @@ from starlette.routing import Mount, Route
 
 from examples.spa.app import create_app as create_spa
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.crawlers.devices import PROFILE_NAMES
 from snapshotd.render import BrowserPool
 from snapshotd.server.app import create_app
 from snapshotd.store.outcome import CaptureOutcome
-from snapshotd.web.devices import PROFILE_NAMES
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 
@@ -525,7 +525,7 @@ class _CountingNoRender:
     async def close(self) -> None: ...
 
     async def capture(self, url, site, profile="desktop"):  # type: ignore[no-untyped-def]
-        from snapshotd.render.base import CaptureResult
+        from snapshotd.render.renderer import CaptureResult
 
         self.urls.append(url)
         return CaptureResult(url=url, final_url=url, status=0, html="", error="origin down")

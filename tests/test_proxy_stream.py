@@ -26,7 +26,7 @@ import httpx
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.proxy.snapshots import SnapshotCache
 from snapshotd.server.app import create_app
-from snapshotd.store.base import Snapshot
+from snapshotd.store.interface import Snapshot
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 from tests.servers import serve_asgi

@@ -19,15 +19,15 @@ from starlette.routing import Route
 from snapshotd.config.loading import load_settings
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.config.values import ConfigError
-from snapshotd.render.base import CaptureResult
-from snapshotd.server.app import create_app
-from snapshotd.web.patterns import (
+from snapshotd.patterns.crawl_patterns import (
     REGEX_SECONDS,
     SHARE_SECONDS,
     UrlRegex,
     regex_budget,
     url_matches,
 )
+from snapshotd.render.renderer import CaptureResult
+from snapshotd.server.app import create_app
 from tests.chromium import require_chromium
 from tests.servers import serve_asgi
 from tests.test_crawler_process import _rows

@@ -27,7 +27,7 @@ from werkzeug.wrappers import Request, Response
 from snapshotd.cli.capture import capture_command
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import CaptureResult, Shot
+from snapshotd.render.renderer import CaptureResult, Shot
 from tests.chromium import (
     Sentinel,
     alive,
@@ -485,14 +485,20 @@ async def test_concurrent_captures(pool, site, servers) -> None:
 
 
 async def test_a_killed_chromium_is_replaced(servers, site) -> None:
+    # Other pools of this module may be running browsers of their own: only this one's goes.
+    before = set(chromium_pids())
     pool = BrowserPool(replace(SETTINGS, concurrency=1))
     await pool.start()
     try:
-        # The page calls onCaptureReady after 3 s, and nothing else may end it before.
+        # The page calls onCaptureReady after 3 s, and nothing else may end it before: the
+        # browser is killed once the page has been asked for, while the capture waits.
         waiting = replace(site, wait_for_capture_ready=True)
         capture = asyncio.ensure_future(pool.capture(f"{servers.origin}/p/slowready", waiting))
-        await asyncio.sleep(1.0)
-        browsers = [p for p in chromium_pids() if "--type=" not in _cmdline(p)]
+        asked = lambda: any(path == "/p/slowready" for path, _ in list(servers.requests))  # noqa: E731
+        assert await asyncio.to_thread(wait_until, asked, 60.0)
+        browsers = [
+            p for p in chromium_pids() if p not in before and "--type=" not in _cmdline(p)
+        ]
         assert browsers
         for pid in browsers:
             os.kill(pid, signal.SIGKILL)

@@ -23,8 +23,8 @@ from werkzeug.wrappers import Response
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render import slot as slot_module
-from snapshotd.render.base import first_line
 from snapshotd.render.readiness import SETTLE_KEY
+from snapshotd.render.renderer import first_line
 from snapshotd.render.signals import MAX_URL, MAX_URLS, Signals
 from snapshotd.render.slot import Slot
 from tests.chromium import require_chromium
@@ -237,3 +237,68 @@ async def test_a_browser_that_opens_no_page_is_given_up_and_readiness_says_so(
         assert await pool.probe(timeout=10) is None
         after = await pool.capture(f"{b.origin}/page", b, "phone")
     assert after.ok and "Site B page" in after.html, after
+
+
+# Prints 64 KiB strings and objects through every console method, throws uncaught errors and
+# rejects promises, in its own document and in iframes it makes (each reached through its
+# window's console the moment it exists), for about 3 s; then says it is done and ready.
+LOUD = """<!doctype html><html><body><h1 id="h">loud</h1>
+<script>
+  const big = "z".repeat(1 << 16), started = performance.now();
+  const methods = ["log", "info", "warn", "error", "debug", "dir", "table", "trace", "assert"];
+  let frames = 0;
+  const shout = (c) => { for (const m of methods) { try { c[m](big, {big}); } catch (e) {} } };
+  const round = () => {
+    for (let i = 0; i < 50; i++) shout(console);
+    if (frames < 20) {
+      const f = document.createElement("iframe");
+      document.body.appendChild(f);
+      frames++;
+      try { shout(f.contentWindow.console); } catch (e) {}
+      try { f.contentWindow.eval("setTimeout(() => { throw new Error('z'.repeat(1 << 16)); })"); }
+      catch (e) {}
+    }
+    setTimeout(() => { throw new Error(big); }, 0);
+    Promise.reject(new Error(big));
+    if (performance.now() - started < 3000) setTimeout(round, 0);
+    else {
+      document.getElementById("h").textContent = "loud page done";
+      window.onCaptureReady();
+    }
+  };
+  round();
+</script></body></html>"""
+
+
+async def test_a_page_s_console_and_errors_do_not_flood_the_process(monkeypatch) -> None:
+    """What a page prints or throws is not what it shows: it never reaches the process in
+    volume, however much the page prints, from however many of its documents."""
+    require_chromium()
+    loud = _serve(LOUD)
+    heard: dict[str, int] = {"events": 0, "bytes": 0}
+    intercept = Slot._intercept
+
+    async def counting(self: Slot, cdp: Any) -> None:
+        def count(event: dict[str, Any]) -> None:
+            heard["events"] += 1
+            heard["bytes"] += len(json.dumps(event))
+
+        cdp.on("Runtime.consoleAPICalled", count)
+        cdp.on("Runtime.exceptionThrown", count)
+        await intercept(self, cdp)
+
+    monkeypatch.setattr(Slot, "_intercept", counting)
+    pool = BrowserPool(replace(SETTINGS, concurrency=1))
+    await pool.start()
+    try:
+        site = SiteSettings(
+            origin=f"http://127.0.0.1:{loud.port}", wait_for_capture_ready=True
+        )
+        result = await pool.capture(f"{site.origin}/page", site)
+        assert result.ok and "loud page done" in result.html, result
+    finally:
+        await pool.close()
+        loud.clear()
+        loud.stop()
+    # Unbounded, this was thousands of events and over 80 MB; not one of its strings gets through.
+    assert heard["bytes"] < 1 << 16, heard

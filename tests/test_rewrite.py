@@ -18,7 +18,7 @@ from snapshotd.cli.rules import check_command, eval_command
 from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
 from snapshotd.rewrite.apache import MAX_ROUNDS
-from snapshotd.rewrite.common import TIME_BUDGET, Budget
+from snapshotd.rewrite.limits import TIME_BUDGET, Budget
 from snapshotd.sites.admission import StoreFacts, admit, decide
 from snapshotd.store.outcome import CaptureOutcome
 

@@ -12,11 +12,11 @@ import httpx
 from lxml import etree
 
 from snapshotd.config.settings import Settings, SiteSettings
-from snapshotd.search.sitemap import build_sitemap, part_of, wants_gzip
+from snapshotd.pages.fingerprints import fingerprint
+from snapshotd.search.own_sitemap import build_sitemap, part_of, wants_gzip
 from snapshotd.server.app import create_app
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
-from snapshotd.web.fingerprints import fingerprint
 from tests.conftest import Clock
 from tests.servers import serve_asgi
 from tests.test_api import TOKEN, RefusingRenderer

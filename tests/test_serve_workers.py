@@ -331,6 +331,26 @@ def test_the_seo4ajax_face_has_its_own_port_on_every_worker(tmp_path):
     assert "Traceback" not in err, err
 
 
+def test_crawlbots_port_is_listened_on_by_serve(tmp_path):
+    """``[server] crawlbot_port``: one more port ``serve`` listens on (every worker takes
+    requests on it), Crawlbot's endpoints at its root."""
+    db = tmp_path / "crawlbot.db"
+    with serve_asgi(Shop().app) as origin:
+        config = write_config(tmp_path, origin, db)
+        port = free_port()
+        config.write_text(config.read_text().replace(
+            "[browser]", f"crawlbot_port = {port}\n[browser]", 1))
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            for _ in range(4):  # more than one connection: whichever worker takes it
+                jobs = httpx.get(f"http://127.0.0.1:{port}/v3/crawl", params={"token": TOKEN},
+                                 trust_env=False, timeout=30)
+                assert jobs.status_code == 200, jobs.text
+                assert [j["name"] for j in jobs.json()["jobs"]] == ["shop"]
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

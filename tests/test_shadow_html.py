@@ -5,10 +5,10 @@ empty-body check reading shadow content."""
 
 from __future__ import annotations
 
+from snapshotd.pages.fingerprints import fingerprint, main_text, same_page
+from snapshotd.pages.flat_tree import MAX_DEPTH, composed
+from snapshotd.pages.links import extract_links
 from snapshotd.render.cleanup import clean
-from snapshotd.web.fingerprints import fingerprint, main_text, same_page
-from snapshotd.web.links import extract_links
-from snapshotd.web.shadow import MAX_DEPTH, composed
 
 HOST = (
     "<html><body><x-card><template shadowrootmode=open><h1>Title</h1>"

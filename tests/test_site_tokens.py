@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from snapshotd.store.sites import SITE_TOKENS
+from snapshotd.store.site_rows import SITE_TOKENS
 from tests.conftest import upgrade
 
 TOKEN = re.compile(r"^[0-9a-f]{32}$")

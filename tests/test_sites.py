@@ -17,7 +17,7 @@ from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.config.values import ConfigError
 from snapshotd.sites.registry import SiteRegistry, site_json
-from snapshotd.store.base import PRIORITY_LINK
+from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.job_state import JobState, save_job_state
 from snapshotd.store.outcome import CaptureOutcome
 from tests.chromium import require_chromium, wait_until

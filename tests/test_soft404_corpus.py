@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from snapshotd.capture.not_found import CONFIRM
+from snapshotd.capture.soft_404 import CONFIRM
 from snapshotd.cli.crawl import run_crawl
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
 from snapshotd.store import PathRecord, open_store
-from snapshotd.store.base import iso_time
-from snapshotd.store.not_found import view_key
+from snapshotd.store.interface import iso_time
+from snapshotd.store.soft_404_rows import view_key
 from tests.chromium import require_chromium
 from tests.corpus.devices.fixtures import serve_corpus
 from tests.corpus.soft404.server import NODE_MODULES, PACKAGES, REAL, SOFT_404, THIN, Corpus

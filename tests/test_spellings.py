@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from snapshotd.crawlers.devices import PROFILE_NAMES
 from snapshotd.store.sqlite import SQLiteStore
-from snapshotd.web.devices import PROFILE_NAMES
 from tests.chromium import require_chromium, wait_until
 from tests.servers import serve_asgi
 from tests.test_crawler_process import _rows

@@ -14,7 +14,7 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawl.engine import Crawler
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 
 SITE = SiteSettings(name="s", origin="http://127.0.0.1:9")
 SETTINGS = Settings(sites=(SITE,))

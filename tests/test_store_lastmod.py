@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from snapshotd.pages.fingerprints import fingerprint
 from snapshotd.store.outcome import CaptureOutcome
-from snapshotd.web.fingerprints import fingerprint
 
 WORDS = " ".join(f"word{n}" for n in range(30))
 

@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from snapshotd.store.outcome import CaptureOutcome, Variant
-from snapshotd.store.profiles import SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import SQLITE_PROFILES
 from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 
 
@@ -86,6 +86,8 @@ async def test_snapshots_stored_before_profiles_become_desktop_and_serve_every_p
     conn.execute("DROP TABLE profile_snapshots")
     conn.execute("ALTER TABLE snapshots DROP COLUMN profile")
     conn.execute("ALTER TABLE snapshots DROP COLUMN text_changed_at")
+    conn.execute("DROP TABLE found_urls")
+    conn.execute("DROP TABLE found_url_counts")
     conn.execute("DROP INDEX paths_not_found")
     conn.execute("ALTER TABLE paths DROP COLUMN not_found")
     conn.execute(

@@ -1,6 +1,6 @@
 """The rules of the store that do not depend on the database are written once, above the
 engines: what a capture's outcome writes (store/outcome.py) and which states expire
-(store/base.py). What is checked, by reading the engines' source:
+(store/interface.py). What is checked, by reading the engines' source:
 
 - no engine module (the SQLite and PostgreSQL stores and their mixins) uses a name that only
   those rules need: the expiring states, the encoding of a capture, the statements that store
@@ -28,7 +28,7 @@ STORE = Path(__file__).resolve().parent.parent / "snapshotd" / "store"
 ENGINES = ("sqlite.py", "postgres.py")
 # Names only the shared rules use: an engine that names one is writing a rule again.
 RULE_NAMES = {
-    "EXPIRING",  # which states expire: base.expiring
+    "EXPIRING",  # which states expire: interface.expiring
     "encode_capture",  # a capture's hash, gzip body and ETag: outcome.capture_writes
     "take_master",  # a group of copies moving to a new master: outcome.capture_writes
     "PROFILE_PUT",  # a capture's profile rows: outcome.capture_writes
@@ -78,8 +78,9 @@ def _calls(node: ast.AST) -> set[str]:
 
 def test_the_engines_and_their_mixins_are_found():
     found = _engine_modules()
-    assert {"sqlite.py", "postgres.py", "copies.py", "profiles.py", "leases.py"} <= set(found)
-    assert "outcome.py" not in found and "base.py" not in found
+    engines = {"sqlite.py", "postgres.py", "copies.py", "profile_snapshots.py", "leases.py"}
+    assert engines <= set(found)
+    assert "outcome.py" not in found and "interface.py" not in found
 
 
 @pytest.mark.parametrize("module", _engine_modules())
@@ -103,7 +104,7 @@ def test_an_engine_stores_a_capture_by_running_the_shared_statements(module):
 
 
 def test_the_interface_takes_the_outcome_whole():
-    complete = _method(_tree("base.py"), "complete")
+    complete = _method(_tree("interface.py"), "complete")
     assert [a.arg for a in complete.args.args] == ["self", "site", "path", "owner", "outcome"]
 
 

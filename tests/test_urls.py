@@ -8,8 +8,7 @@ from urllib.parse import unquote
 import pytest
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.sites import path_policy
-from snapshotd.web.urls import (
+from snapshotd.http_text.urls import (
     KEEP_ALL,
     TRACKING,
     BadRequest,
@@ -20,6 +19,7 @@ from snapshotd.web.urls import (
     split_site_path,
     valid_host,
 )
+from snapshotd.sites import path_policy
 
 # Characters the AJAX crawling scheme escapes when it moves a fragment into the query.
 _FRAGMENT_SAFE = re.compile(r"[\x00-\x20#%&+\x7f-\xff]")

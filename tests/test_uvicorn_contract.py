@@ -171,7 +171,9 @@ def test_serve_on_an_untested_uvicorn_answers_the_plain_way_and_says_so_once(
         "--origin", origin, "--db", db, "--workers", workers
     ) as (base, lines, proc):
         ORIGIN_SAW.clear()
-        with httpx.Client(base_url=base, trust_env=False) as c:
+        # Workers answer once each has started its browser: on a loaded machine, seconds
+        # after the supervisor listens (the requests wait in the socket's queue till then).
+        with httpx.Client(base_url=base, trust_env=False, timeout=120) as c:
             bots = [c.get("/page", headers={"User-Agent": BOT}) for _ in range(4)]
             person = c.get("/page", headers={"User-Agent": PERSON})
         host, port = base.removeprefix("http://").split(":")

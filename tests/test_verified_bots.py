@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from snapshotd.config.settings import BrowserSettings, Settings, SiteSettings
+from snapshotd.crawlers.verification.resolver import TableResolver
 from snapshotd.server.app import create_app
-from snapshotd.verify.resolver import TableResolver
 from tests.servers import serve_asgi
 from tests.test_flood import BOT, TOKEN, SlotRenderer, _origin
 

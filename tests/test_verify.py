@@ -21,19 +21,19 @@ from starlette.routing import Route
 
 from snapshotd.config.loading import load_settings
 from snapshotd.config.values import ConfigError, parse_servers
-from snapshotd.net.fetch import Fetcher
-from snapshotd.services import default_verifier
-from snapshotd.verify import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
-from snapshotd.verify.ranges import RangeLists, Ranges, parse_ranges
-from snapshotd.verify.resolver import (
+from snapshotd.crawlers.client_address import TrustedProxies
+from snapshotd.crawlers.families import families, family_of, name_in, parse_range_source
+from snapshotd.crawlers.verification import UNVERIFIABLE, UNVERIFIED, VERIFIED, Verifier
+from snapshotd.crawlers.verification.ranges import RangeLists, Ranges, parse_ranges
+from snapshotd.crawlers.verification.resolver import (
     NEGATIVE_TTL,
     Answer,
     DnsFailure,
     SystemResolver,
     TableResolver,
 )
-from snapshotd.web.client_address import TrustedProxies
-from snapshotd.web.crawler_families import families, family_of, name_in, parse_range_source
+from snapshotd.net.fetch import Fetcher
+from snapshotd.services import default_verifier
 from tests.servers import serve_asgi
 
 # The shape Google, Bing, Apple and OpenAI publish, with documentation addresses.

@@ -11,10 +11,10 @@ import pytest
 from playwright.async_api import Browser
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.pages.fingerprints import fingerprint, same_page
+from snapshotd.pages.links import extract_links
 from snapshotd.render import BrowserPool
-from snapshotd.render.base import CaptureResult
-from snapshotd.web.fingerprints import fingerprint, same_page
-from snapshotd.web.links import extract_links
+from snapshotd.render.renderer import CaptureResult
 from tests.corpus.webcomponents import HIDDEN, LINKS, PAGES, fixtures
 from tests.corpus.webcomponents.texts import live_words, recall_precision, snapshot_words
 

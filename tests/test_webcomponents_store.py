@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.pages.fingerprints import fingerprint
 from snapshotd.render import BrowserPool
 from snapshotd.store.outcome import CaptureOutcome
-from snapshotd.web.fingerprints import fingerprint
 from tests.corpus.webcomponents.fixtures import origin
 
 pytestmark = pytest.mark.browser

@@ -1,10 +1,10 @@
 """Everything under ``/_snapshotd/`` (SPEC section 7): the JSON API, the Prerender-compatible
 render endpoint, health, metrics and the web console, built from one route table.
 
-Modules: :mod:`~snapshotd.api.base` (prefix, errors, the shared context),
+Modules: :mod:`~snapshotd.api.shared` (prefix, errors, the shared context),
 :mod:`~snapshotd.api.auth` (the token check), :mod:`~snapshotd.api.inputs` (checked input),
 :mod:`~snapshotd.api.paths` and :mod:`~snapshotd.api.sitemap` (a site's paths),
-:mod:`~snapshotd.api.status`, :mod:`~snapshotd.api.render`, :mod:`~snapshotd.api.console`,
+:mod:`~snapshotd.api.monitoring`, :mod:`~snapshotd.api.render`, :mod:`~snapshotd.api.console`,
 :mod:`~snapshotd.api.openapi` (the document, derived from the routes).
 
 Invariants:
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp
 from snapshotd.api import (
     console,
     crawlbot,
-    not_found,
+    monitoring,
     paths,
     ready,
     recache,
@@ -41,16 +41,16 @@ from snapshotd.api import (
     screenshot,
     sitemap,
     sites,
-    status,
+    soft_404s,
 )
 from snapshotd.api import query_params as params
 from snapshotd.api.auth import TokenAuth, token_matches
-from snapshotd.api.base import API, PREFIX, ApiError, api_error, http_error, store_error
 from snapshotd.api.fresh import FreshSites
 from snapshotd.api.inputs import MAX_BODY
 from snapshotd.api.openapi import document, openapi_json
 from snapshotd.api.paths import MAX_PATHS_PER_CALL
 from snapshotd.api.scrape_token import ScrapeToken
+from snapshotd.api.shared import API, PREFIX, ApiError, api_error, http_error, store_error
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS
 from snapshotd.store import raised_by_stores
 
@@ -71,12 +71,12 @@ __all__ = [
 _SITE = API + "/sites/{site}"
 
 ROUTES: tuple[BaseRoute, ...] = (
-    Route(f"{PREFIX}/healthz", status.healthz),
+    Route(f"{PREFIX}/healthz", monitoring.healthz),
     Route(f"{PREFIX}/readyz", ready.readyz),
-    Route(f"{PREFIX}/metrics", status.metrics),
+    Route(f"{PREFIX}/metrics", monitoring.metrics),
     Route(f"{PREFIX}/api/openapi.json", openapi_json),
-    Route(f"{API}/sites", status.sites),
-    Route(f"{API}/stats", status.stats),
+    Route(f"{API}/sites", monitoring.sites),
+    Route(f"{API}/stats", monitoring.stats),
     Route(_SITE, sites.get_site, methods=["GET"]),
     Route(_SITE, sites.put_site, methods=["PUT"]),
     Route(_SITE, sites.delete_site, methods=["DELETE"]),
@@ -95,7 +95,7 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route(f"{_SITE}/snapshot/{{path:path}}", paths.get_snapshot),
     Route(f"{_SITE}/sitemap", sitemap.post_sitemap, methods=["POST"]),
     Route(f"{_SITE}/sitemap", sitemap.get_sitemap, methods=["GET"]),
-    Route(f"{_SITE}/not-found-view", not_found.learn_not_found_view, methods=["POST"]),
+    Route(f"{_SITE}/not-found-view", soft_404s.learn_not_found_view, methods=["POST"]),
     Route(f"{PREFIX}/render", render.render_in_query, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/render/{{url:path}}", render.render_in_path, methods=["GET", "HEAD"]),
     Route(f"{PREFIX}/screenshot", screenshot.screenshot_in_query, methods=["GET", "HEAD"]),

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from snapshotd.api.base import PREFIX, send_error
 from snapshotd.api.console import CONSOLE_FILES
 from snapshotd.api.inputs import CONTROL
 from snapshotd.api.scrape_token import ScrapeToken
+from snapshotd.api.shared import PREFIX, send_error
 from snapshotd.store import raised_by_stores
 
 log = logging.getLogger("snapshotd.api")

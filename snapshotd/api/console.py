@@ -14,8 +14,8 @@ from importlib import resources
 from starlette.requests import Request
 from starlette.responses import Response
 
-from snapshotd.api.base import ApiError
 from snapshotd.api.openapi import operation, param
+from snapshotd.api.shared import ApiError
 
 CONSOLE_FILES = {
     "index.html": "text/html; charset=utf-8",

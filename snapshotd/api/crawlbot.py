@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.crawlbot_args import (
     CONTROLS,
     DATA_ARGUMENTS,
@@ -34,14 +33,15 @@ from snapshotd.api.crawlbot_args import (
 )
 from snapshotd.api.inputs import is_number, parse_json_object, read_body, record_json
 from snapshotd.api.openapi import AUTH_ERRORS, operation
+from snapshotd.api.shared import ApiError, context
 from snapshotd.api.sites import job_json, new_round, rules_refused, site_from_body
 from snapshotd.config.loading import site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.job_json import V3
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.pages.flat_tree import composed
 from snapshotd.rewrite import RulesError
 from snapshotd.sites.param_learner import without_each_param
-from snapshotd.web.shadow import composed
-from snapshotd.web.urls import split_site_path
 
 __all__ = ["V3", "crawl", "crawl_data", "crawl_download"]
 
@@ -190,7 +190,8 @@ def _site_for(ctx: Any, name: str, args: dict[str, Any]) -> SiteSettings | None:
     except ApiError as exc:  # a setting is named by the argument that gave it
         named = {key: arg for arg, (key, _) in SETTINGS.items() if arg in args}
         named |= {key: arg for arg, key in PER_SUBDOMAIN.items() if arg in args}
-        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders"}
+        named |= {"origin": "seeds", "seeds": "seeds", "custom_headers": "customHeaders",
+                  "site": "name"}
         field = named.get(exc.field or "", exc.field)
         message = str(exc).replace(f"site.{exc.field}", str(field), 1)
         raise ApiError(exc.status, message, field) from None
@@ -266,12 +267,18 @@ async def crawl_data(request: Request) -> Response:
 
 
 # Crawlbot's download files: ``<token>-<job name>_data.json`` and ``_urls.csv``.
-DOWNLOADS = {"_data.json": {"format": "json"}, "_urls.csv": {"type": "urls", "format": "csv"}}
+# Diffbot's Python client also asks for ``_data.csv``: the pages as CSV.
+DOWNLOADS = {
+    "_data.json": {"format": "json"},
+    "_data.csv": {"format": "csv"},
+    "_urls.csv": {"type": "urls", "format": "csv"},
+}
 
 
 @operation(
     "Crawlbot's download path: /v3/crawl/download/<token>-<name>_data.json (the job's pages, "
-    "as crawl/data with format=json) or <token>-<name>_urls.csv (its URL report)",
+    "as crawl/data with format=json), _data.csv (the same as CSV) or <token>-<name>_urls.csv "
+    "(its URL report)",
     responses={"200": "JSON or CSV", "404": "no such file or job", **AUTH_ERRORS},
 )
 async def crawl_download(request: Request) -> Response:
@@ -337,7 +344,7 @@ def _learned(site: SiteSettings, path: str) -> list[str]:
 async def _page(ctx: Any, site: SiteSettings, record: Any, html: bool) -> dict[str, Any]:
     snapshot = await ctx.store.get_snapshot(site.name, record.path)
     text = snapshot.html if snapshot is not None else ""
-    tree = composed(text)  # a canonical in a shadow root is the crawler's too (web/links)
+    tree = composed(text)  # a canonical in a shadow root is the crawler's too (pages/links)
     title = tree.css_first("title")
     canonical = tree.css_first('link[rel="canonical"]')
     row = {

@@ -19,8 +19,8 @@ import hmac
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from snapshotd.api.base import ApiError
 from snapshotd.api.inputs import is_number
+from snapshotd.api.shared import ApiError
 
 __all__ = [
     "DOWNLOAD_TOKEN", "allows_download", "api_tokens", "check_arguments", "download_token",

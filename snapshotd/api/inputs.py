@@ -3,7 +3,7 @@ paths the API is given, and the JSON form of a stored path.
 
 Invariants:
 - a body is bounded while it is read (413 as soon as it is known to be too large), never after;
-- every check answers a bad value with :class:`~snapshotd.api.base.ApiError` naming the field,
+- every check answers a bad value with :class:`~snapshotd.api.shared.ApiError` naming the field,
   so a handler can check its whole input before it touches the store;
 - a site path given in a body and one named by ``{path}`` are normalised as a request target
   for that path would be, so both name the path the proxy stores.
@@ -19,10 +19,16 @@ from urllib.parse import quote, unquote
 from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 
-from snapshotd.api.base import ApiError
+from snapshotd.api.shared import ApiError
 from snapshotd.config.values import parse_bool
-from snapshotd.store.base import PathRecord, iso_time
-from snapshotd.web.urls import KEEP_ALL, BadRequest, IgnoredParams, hashbang, site_path_from_request
+from snapshotd.http_text.urls import (
+    KEEP_ALL,
+    BadRequest,
+    IgnoredParams,
+    hashbang,
+    site_path_from_request,
+)
+from snapshotd.store.interface import PathRecord, iso_time
 
 MAX_BODY = 10 * 1024 * 1024
 

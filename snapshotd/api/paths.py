@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import (
     check_bool,
     check_priority,
@@ -42,12 +41,13 @@ from snapshotd.api.openapi import (
     operation,
     param,
 )
+from snapshotd.api.shared import ApiError, context
 from snapshotd.config.settings import SiteSettings
+from snapshotd.crawlers.devices import PROFILE_NAMES
+from snapshotd.http_text.urls import BadRequest
 from snapshotd.proxy.snapshots import accepts_gzip
 from snapshotd.sites.admission import StoreFacts, admit, decide
-from snapshotd.store.base import PRIORITY_API, STATES, iso_time
-from snapshotd.web.devices import PROFILE_NAMES
-from snapshotd.web.urls import BadRequest
+from snapshotd.store.interface import PRIORITY_API, STATES, iso_time
 
 if TYPE_CHECKING:
     from snapshotd.services import Services

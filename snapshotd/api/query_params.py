@@ -8,10 +8,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation, param
 from snapshotd.api.paths import site_or_404
+from snapshotd.api.shared import ApiError, context
 
 __all__ = ["delete_param", "get_params", "put_param"]
 

@@ -18,8 +18,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import context
 from snapshotd.api.openapi import operation
+from snapshotd.api.shared import context
 
 KEEP = 5.0
 

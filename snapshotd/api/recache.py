@@ -23,13 +23,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from snapshotd.api.auth import token_from, token_matches
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import parse_json_object, read_body
 from snapshotd.api.openapi import operation
 from snapshotd.api.paths import MAX_PATHS_PER_CALL, queue
 from snapshotd.api.render import page_named
+from snapshotd.api.shared import ApiError, context
 from snapshotd.config.settings import SiteSettings
-from snapshotd.store.base import PRIORITY_API
+from snapshotd.store.interface import PRIORITY_API
 
 log = logging.getLogger("snapshotd.api")
 

@@ -23,12 +23,12 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from snapshotd.api.base import PREFIX, ApiError, context, send_error
 from snapshotd.api.inputs import URL_SAFE, no_dot_segments
 from snapshotd.api.openapi import operation, param
+from snapshotd.api.shared import PREFIX, ApiError, context, send_error
+from snapshotd.crawlers.bots import is_static_asset
+from snapshotd.http_text.urls import BadRequest, hashbang, site_path_from_request
 from snapshotd.proxy.handler import header_map
-from snapshotd.web.bots import is_static_asset
-from snapshotd.web.urls import BadRequest, hashbang, site_path_from_request
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import SiteSettings

@@ -21,7 +21,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 
 KEY = "metrics-token-sha256"
 REREAD = 5.0

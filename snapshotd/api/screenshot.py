@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from snapshotd.api.base import ApiError, context, error_response
 from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import operation, param
 from snapshotd.api.render import page_named, render_target
+from snapshotd.api.shared import ApiError, context, error_response
 from snapshotd.proxy.handler import header_map
-from snapshotd.render.base import CaptureResult, Shot
 from snapshotd.render.pool import BrowserPool
+from snapshotd.render.renderer import CaptureResult, Shot
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import SiteSettings

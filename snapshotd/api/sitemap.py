@@ -1,5 +1,5 @@
 """A sitemap uploaded to queue its URLs, and the site's own sitemap read back
-(:mod:`snapshotd.search.sitemap`).
+(:mod:`snapshotd.search.own_sitemap`).
 
 Invariants:
 - the body is bounded while it is read; a file past :data:`MAX_SITEMAP_URLS` URLs is refused
@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import (
     check_priority,
     is_number,
@@ -28,10 +27,11 @@ from snapshotd.api.inputs import (
 )
 from snapshotd.api.openapi import SITE, WRITE_ERRORS, operation, param
 from snapshotd.api.paths import queue, site_or_404
+from snapshotd.api.shared import ApiError, context
 from snapshotd.crawl.sitemaps import MAX_SITEMAP_URLS, SitemapError, parse_sitemap
-from snapshotd.search.sitemap import build_sitemap, part_of, wants_gzip
-from snapshotd.store.base import PRIORITY_API
-from snapshotd.web.urls import BadRequest, site_path_from_url
+from snapshotd.http_text.urls import BadRequest, site_path_from_url
+from snapshotd.search.own_sitemap import build_sitemap, part_of, wants_gzip
+from snapshotd.store.interface import PRIORITY_API
 
 log = logging.getLogger("snapshotd.api")
 

@@ -17,12 +17,13 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.crawlbot_args import api_tokens, download_token
+from snapshotd.api.crawlbot_port import crawlbot_root
 from snapshotd.api.inputs import parse_json_object, read_body
-from snapshotd.api.not_found import not_found_answer
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
+from snapshotd.api.shared import ApiError, context
+from snapshotd.api.soft_404s import not_found_answer
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SITE_NAME, Settings, SiteSettings
 from snapshotd.config.values import ConfigError, check_type
@@ -30,7 +31,7 @@ from snapshotd.crawl.job_json import PROGRESS, describe_job
 from snapshotd.crawl.rounds import start_round
 from snapshotd.net.fetch import check_hop
 from snapshotd.rewrite import RulesError, rules_file_in
-from snapshotd.store.base import STATES, iso_time
+from snapshotd.store.interface import STATES, iso_time
 from snapshotd.store.job_state import job_state
 
 _FIELD = re.compile(r"^site\.(\w+)")
@@ -119,7 +120,8 @@ async def job_json(request: Request, site: SiteSettings) -> dict[str, Any]:
     return await describe_job(
         ctx.store, site, paused=ctx.sites.is_paused(site.name),
         created=ctx.sites.created.get(site.name, 0.0),
-        base_url=str(request.base_url).rstrip("/"), minutes=ctx.metrics.minutes,
+        v3_url=str(request.base_url).rstrip("/") + crawlbot_root(request.scope) + "/v3",
+        minutes=ctx.metrics.minutes,
         download=download_token(api_tokens(ctx), site.name, time.time()),
     )
 

@@ -4,8 +4,8 @@ parameters, else the first captured. Pure."""
 
 from __future__ import annotations
 
-from snapshotd.store.base import PathRecord
-from snapshotd.web.urls import split_site_path
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.store.interface import PathRecord
 
 __all__ = ["takes_over"]
 

@@ -1,5 +1,5 @@
 """Which device profiles one capture renders, of those its site serves
-(:mod:`snapshotd.web.devices`), and which of their captures are kept.
+(:mod:`snapshotd.crawlers.devices`), and which of their captures are kept.
 
 Invariants:
 - the first profile is rendered first, always; its capture is the path's snapshot. Another
@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.render.base import CaptureResult, Renderer
-from snapshotd.store.base import PathRecord, Store
+from snapshotd.crawlers.devices import renders_alike
+from snapshotd.pages.fingerprints import fingerprint
+from snapshotd.render.renderer import CaptureResult, Renderer
+from snapshotd.store.interface import PathRecord, Store
 from snapshotd.store.outcome import Variant
-from snapshotd.web.devices import renders_alike
-from snapshotd.web.fingerprints import fingerprint
 
 __all__ = ["CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "kind_of"]
 

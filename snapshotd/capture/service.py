@@ -8,7 +8,8 @@ Invariants:
   snapshot and decides everything below, and another profile's is kept beside it only when
   it shows a crawler something else, so a page that renders the same keeps one copy;
 - a page that shows what another shows (the same HTML, or with ``dedup = "content"`` the
-  same page to a reader, :mod:`snapshotd.web.fingerprints`) is stored as that page's duplicate; with
+  same page to a reader, :mod:`snapshotd.pages.fingerprints`) is stored as that page's
+  duplicate; with
   ``dedup = "content"`` it keeps no snapshot of its own and is served that page's;
 - of a group of copies, the one served for all (its master) is the path the crawler found
   rather than one only a bot's request named, else the one with fewer query parameters, else
@@ -31,7 +32,7 @@ Invariants:
   has ``grace`` seconds to finish, the rest is cut short, then every lease of the process's
   owner goes back to pending;
 - a capture answered 2xx whose page did not say its status is judged against its site's
-  not-found view (:mod:`.not_found`) before anything else: one that shows it is stored with
+  not-found view (:mod:`.soft_404`) before anything else: one that shows it is stored with
   the status it is answered with (404 or 410; with ``soft_404 = "report"`` its own), its other
   profiles' captures dropped, never as a copy, and not counted among the site's processed
   pages; a real page that shows it is captured again first (``CONFIRM``);
@@ -58,20 +59,20 @@ from typing import Any
 
 from snapshotd.capture.masters import takes_over
 from snapshotd.capture.miss_slots import MissSlots
-from snapshotd.capture.not_found import CONFIRM, NotFoundViews
 from snapshotd.capture.profiles import ProfileRenders
+from snapshotd.capture.soft_404 import CONFIRM, NotFoundViews
 from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.crawlers.devices import profiles_served
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
-from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.pages.fingerprints import MIN_WORDS, Print, fingerprint, same_page
+from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
-from snapshotd.store.base import PathRecord, Store
 from snapshotd.store.count_cache import CountCache
+from snapshotd.store.interface import PathRecord, Store
 from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
-from snapshotd.web.devices import profiles_served
-from snapshotd.web.fingerprints import MIN_WORDS, Print, fingerprint, same_page
 
 log = logging.getLogger("snapshotd.capture.service")
 
@@ -393,7 +394,7 @@ class CaptureService:
     async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
         """A page of the site that shows a reader what ``print_`` shows: one with the same
         main text, or the page ``path`` makes without one of its parameters, when it is the
-        same page by :func:`~snapshotd.web.fingerprints.same_page`."""
+        same page by :func:`~snapshotd.pages.fingerprints.same_page`."""
         if print_.words >= MIN_WORDS:
             same = await self.store.find_same_text(site.name, print_.text_hash, path)
             if same is not None:

@@ -32,9 +32,9 @@ from snapshotd.config.values import ConfigError
 from snapshotd.crawl.engine import Crawler
 from snapshotd.crawl.frontier import CrawlStats
 from snapshotd.observe.logs import iso_utc
-from snapshotd.render.base import Renderer
+from snapshotd.render.renderer import Renderer
 from snapshotd.services import BrowserStartError, build_services
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 
 __all__ = ["run_crawl", "run_worker"]
 

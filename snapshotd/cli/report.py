@@ -11,7 +11,7 @@ from typing import Any
 
 from snapshotd.cli.common import existing_db
 from snapshotd.store import PathRecord, open_store
-from snapshotd.store.base import iso_time
+from snapshotd.store.interface import iso_time
 
 REPORT_COLUMNS = (
     "site", "path", "state", "priority", "status", "captured_at", "expires_at", "hops",

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from snapshotd.cli.common import UserError
 from snapshotd.config.loading import load_settings
 from snapshotd.config.settings import SiteSettings
+from snapshotd.http_text.urls import TRACKING, BadRequest, site_path_from_url
 from snapshotd.rewrite.errors import RulesError
 from snapshotd.rewrite.ruleset import load_rules
-from snapshotd.store.base import StoreError
-from snapshotd.web.urls import TRACKING, BadRequest, site_path_from_url
+from snapshotd.store.interface import StoreError
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import SiteSettings

@@ -48,11 +48,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_chromium(settings)
     asyncio.run(_check_store(settings.db))
     sockets = [_listen(bind_socket, settings.host, settings.port)]
-    if settings.seo4ajax_port:  # the SEO4Ajax face's own port (snapshotd.proxy.seo4ajax_face)
+    # The SEO4Ajax face's own port (snapshotd.proxy.seo4ajax_face) and Crawlbot's
+    # (snapshotd.api.crawlbot_port).
+    for port in (settings.seo4ajax_port, settings.crawlbot_port):
+        if not port:
+            continue
         try:
-            sockets.append(_listen(bind_socket, settings.host, settings.seo4ajax_port))
+            sockets.append(_listen(bind_socket, settings.host, port))
         except UserError:
-            sockets[0].close()
+            for sock in sockets:
+                sock.close()
             raise
     with contextlib.ExitStack() as stack:
         for sock in sockets:

@@ -15,17 +15,15 @@ from snapshotd.cli.common import UserError, existing_db, settings_of
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import SiteSettings
 from snapshotd.config.values import ConfigError
-from snapshotd.crawl.job_json import PROGRESS, describe_job
+from snapshotd.crawl.job_json import PROGRESS, V3, describe_job
 from snapshotd.crawl.rounds import start_round
 from snapshotd.rewrite import RulesError, site_rules
 from snapshotd.sites.registry import site_json
 from snapshotd.store import STATES, Store, open_store
-from snapshotd.store.base import SiteRow, iso_time
+from snapshotd.store.interface import SiteRow, iso_time
 from snapshotd.store.job_state import job_state, restart_job
 
-__all__ = ["SITE_ACTIONS", "SiteCommandError", "run_site_command"]
-
-SITE_ACTIONS = ("list", "show", "set", "pause", "resume", "restart", "round", "delete")
+__all__ = ["SiteCommandError", "run_site_command"]
 
 
 class SiteCommandError(Exception):
@@ -130,7 +128,7 @@ async def _run(
     if action == "show":
         of_site = (await store.counts()).get(name, {})
         job = await describe_job(
-            store, site, paused=row.paused, created=row.created_at, base_url=""
+            store, site, paused=row.paused, created=row.created_at, v3_url=V3
         )
         shown = {
             "name": name,

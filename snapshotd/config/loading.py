@@ -42,13 +42,13 @@ from snapshotd.config.values import (
     parse_servers,
     ranged,
 )
-from snapshotd.web.bots import BOT_CATEGORIES
-from snapshotd.web.patterns import PatternError, compile_regex
-from snapshotd.web.urls import (
+from snapshotd.crawlers.bots import BOT_CATEGORIES
+from snapshotd.http_text.urls import (
     origin_parts,
     redact,
     valid_host,
 )
+from snapshotd.patterns.crawl_patterns import PatternError, compile_regex
 
 __all__ = [
     "ConfigError",
@@ -87,6 +87,7 @@ _SERVER_KINDS = {
     "worker_header": "bool",
     "seo4ajax_hosts": "list",
     "seo4ajax_port": "int",
+    "crawlbot_port": "int",
     "trusted_proxies": "list",
     "forwarded_header": "str",
     "bot_ranges": "list",
@@ -131,8 +132,8 @@ def _section(
 def _check_verification(where: str, values: Mapping[str, Any]) -> None:
     """``trusted_proxies``, ``forwarded_header``, ``bot_ranges``, ``bot_ranges_every`` and
     ``dns_servers`` (section 3.4)."""
-    from snapshotd.web.client_address import FORWARDED_HEADERS, parse_networks
-    from snapshotd.web.crawler_families import parse_range_source
+    from snapshotd.crawlers.client_address import FORWARDED_HEADERS, parse_networks
+    from snapshotd.crawlers.families import parse_range_source
 
     try:
         parse_networks(values.get("trusted_proxies", ()))
@@ -414,6 +415,12 @@ def load_settings(
     if not 0 <= face_port <= 65535 or (face_port and face_port == port):
         raise ConfigError(
             f"{where}: server.seo4ajax_port must be 1 to 65535 and not server.port, or 0 (none)"
+        )
+    crawlbot_port = server_values.get("crawlbot_port", 0)
+    if not 0 <= crawlbot_port <= 65535 or (crawlbot_port and crawlbot_port in (port, face_port)):
+        raise ConfigError(
+            f"{where}: server.crawlbot_port must be 1 to 65535 and neither server.port nor "
+            "server.seo4ajax_port, or 0 (none)"
         )
     if not 1 <= server_values.get("workers", 1) <= 256:
         raise ConfigError(f"{where}: server.workers must be between 1 and 256")

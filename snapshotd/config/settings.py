@@ -18,13 +18,13 @@ from snapshotd.config.values import (
     ConfigError,
     parse_header,
 )
-from snapshotd.web.bots import DEFAULT_BOT_CATEGORIES
-from snapshotd.web.devices import DEVICES_CHOICES, ORIGIN_AGENT_CHOICES
-from snapshotd.web.patterns import UrlRegex
-from snapshotd.web.urls import (
+from snapshotd.crawlers.bots import DEFAULT_BOT_CATEGORIES
+from snapshotd.crawlers.devices import DEVICES_CHOICES, ORIGIN_AGENT_CHOICES
+from snapshotd.http_text.urls import (
     TRACKING_WORD,
     IgnoredParams,
 )
+from snapshotd.patterns.crawl_patterns import UrlRegex
 
 __all__ = [
     "BrowserSettings",
@@ -149,7 +149,7 @@ class SiteSettings:
     # What a crawler gets when its page is queued but cannot be had in time: "503" (with
     # Retry-After) or "origin" (the origin's own page).
     miss_answer: str = "503"
-    # Which device profiles are rendered and served (snapshotd.web.devices): each bot the one
+    # Which device profiles are rendered and served (snapshotd.crawlers.devices): each bot the one
     # its user agent resembles ("per_bot"), or one for all ("mobile", "desktop").
     devices: str = "per_bot"
     # The crawler's tall viewport, in CSS pixels, a page is laid out in after its first layout.
@@ -279,6 +279,8 @@ class Settings:
     # of these, or taken on this port (0: none), are answered as SEO4Ajax's API answers.
     seo4ajax_hosts: tuple[str, ...] = ()
     seo4ajax_port: int = 0
+    # Crawlbot's API at the root of a port of its own (snapshotd.api.crawlbot_port; 0: none).
+    crawlbot_port: int = 0
     # Front servers (addresses, networks) whose forwarded_header names the client, and the
     # header they write: "x-forwarded-for" or "forwarded" (section 3.4).
     trusted_proxies: tuple[str, ...] = ()

@@ -51,7 +51,7 @@ from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.sites import path_policy
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store.base import EXPIRING, PRIORITY_LINK, PathRecord, Store
+from snapshotd.store.interface import EXPIRING, PRIORITY_LINK, PathRecord, Store
 
 __all__ = ["CrawlStats", "Crawler"]
 

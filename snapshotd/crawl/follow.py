@@ -16,6 +16,8 @@ Invariants:
   ``nofollow`` and redirect in the first profile's, which decides the path's record;
 - a page that says ``nofollow`` (its meta robots or ``X-Robots-Tag``), or of a site without
   ``crawl_links``, queues nothing;
+- every URL a followed page the crawler found names (its links, canonical or redirect, on the
+  site or not) is counted as found by the site's job, before admission decides on it;
 - with ``use_canonical``, a page whose canonical link is another path of the site is marked a
   copy of it and queues the canonical as one more link, its own links as well (a page
   reachable only through it is still found);
@@ -37,13 +39,13 @@ from urllib.parse import parse_qsl, urlsplit
 from snapshotd.capture.service import Outcome
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.frontier import PRIORITY_VARIANT, Frontier
-from snapshotd.render.base import CaptureResult
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.pages.links import extract_links, normalize_url
+from snapshotd.patterns.crawl_patterns import regex_budget
+from snapshotd.render.renderer import CaptureResult
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, scroll_targets
-from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
-from snapshotd.web.links import extract_links, normalize_url
-from snapshotd.web.patterns import regex_budget
-from snapshotd.web.urls import split_site_path
+from snapshotd.store.interface import PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
 
@@ -163,7 +165,8 @@ class Follower:
         """Follow what a stored capture points to: its redirect, canonical, links, and the
         links of ``others``, its other profiles' captures (status, HTML, URL); what a page
         only a bot's request named points to is not found by the crawler. The site's crawl
-        regex gets one budget of matching time for them all (:mod:`snapshotd.web.patterns`)."""
+        regex gets one budget of matching time for them all
+        (:mod:`snapshotd.patterns.crawl_patterns`)."""
         with regex_budget(f"the links of site={site.name} path={record.path}"):
             await self._follow(site, record, result, duplicate_of, others)
 
@@ -183,6 +186,8 @@ class Follower:
             if location and site.crawl_links:
                 target = normalize_url(location, page_url)
                 if target:
+                    if record.found:
+                        await self.frontier.found(site, [target])
                     # The target stands for the same page, one redirect away: same depth.
                     await admit(
                         site, target, hops=record.hops, priority=PRIORITY_LINK, source="redirect"
@@ -219,6 +224,8 @@ class Follower:
                     links.append(page.canonical)
         if nofollow or not site.crawl_links:
             return
+        if record.found:  # every URL it names, on the site or not, admitted or not
+            await self.frontier.found(site, [*links, *([page.canonical] if page.canonical else [])])
         targets: set[str] | None = None
         for url in links:
             # Before the page's own paths are skipped: a parameter the site learned to ignore

@@ -15,10 +15,12 @@ Invariants:
 - a link carrying a parameter the site learned to ignore is also admitted as it is when the
   learner checks that decision there (:meth:`~snapshotd.sites.param_learner.ParamLearner.check_of`),
   at the priority of a variant;
+- every URL a seed, a sitemap or a followed page names is counted as found by the site's
+  job (:meth:`Frontier.found`), whatever admission makes of it;
 - a site's count is read from the store at start and at each maintenance, and grows by each
   path added here in between, so ``max_pages`` holds without a query per link;
 - the crawl regex searches of one sitemap file's entries share ``SITEMAP_REGEX`` seconds of
-  matching time (:mod:`snapshotd.web.patterns`);
+  matching time (:mod:`snapshotd.patterns.crawl_patterns`);
 - a site's sitemaps are read again only when they are due (``sitemaps:<site>`` in the store's
   meta): ``expire_after`` after a good read, at most ``SITEMAP_RETRY`` seconds after a failed
   one;
@@ -38,13 +40,13 @@ from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.robots import ROBOTS_USER_AGENT, RobotsCache
 from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.net.fetch import Fetcher
+from snapshotd.pages.links import normalize_url
+from snapshotd.patterns.crawl_patterns import regex_budget
 from snapshotd.rewrite import RuleSet
 from snapshotd.sites import path_policy
 from snapshotd.sites.admission import Source, StoreFacts, admit, decide
 from snapshotd.sites.param_learner import ParamLearner
-from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
-from snapshotd.web.links import normalize_url
-from snapshotd.web.patterns import regex_budget
+from snapshotd.store.interface import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
 
@@ -52,6 +54,8 @@ log = logging.getLogger("snapshotd.crawler")
 PRIORITY_VARIANT = PRIORITY_EXPIRED
 
 SITEMAP_RETRY = 300.0
+# URLs counted as found in one transaction at most (a sitemap file lists up to 50,000).
+FOUND_BATCH = 5000
 # The crawl regex's matching time for all the entries of one sitemap file (up to 50,000).
 SITEMAP_REGEX = 1.0
 
@@ -139,8 +143,17 @@ class Frontier:
         await self.robots.refresh(site)
 
     async def seed(self, site: SiteSettings, seeds: Sequence[str]) -> None:
+        await self.found(site, seeds)
         for seed in seeds:
             await self.admit(site, seed, hops=0, priority=PRIORITY_LINK, source="seed")
+
+    async def found(self, site: SiteSettings, urls: Sequence[str]) -> None:
+        """Count ``urls`` (absolute, or paths of the site) as found by the site's job, admitted
+        or not (Crawlbot's ``urlsHarvested``, :mod:`snapshotd.store.found_urls`)."""
+        base = site.origin.rstrip("/") + "/"
+        found = [u for url in urls if (u := normalize_url(url, base)) is not None]
+        for start in range(0, len(found), FOUND_BATCH):  # short transactions, one a batch
+            await self.store.add_found_urls(site.name, found[start : start + FOUND_BATCH])
 
     # ------------------------------------------------------------------ sitemaps
 
@@ -165,6 +178,7 @@ class Frontier:
 
             async def admit(entries: tuple[SitemapEntry, ...]) -> None:
                 nonlocal queued
+                await self.found(site, [entry.loc for entry in entries])
                 with regex_budget(f"a sitemap file of site={site.name}", SITEMAP_REGEX):
                     for entry in entries:
                         outcome = await self.admit(

@@ -13,17 +13,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.crawl.rounds import FOLLOWING, ROUND_OVER, job_status, round_counts
-from snapshotd.store.base import Store
+from snapshotd.crawl.rounds import ROUND_OVER, job_status, round_counts
+from snapshotd.store.interface import Store
 from snapshotd.store.job_state import is_notified, job_state, notification_failure
 
 if TYPE_CHECKING:
     from snapshotd.observe.minute_counts import MinuteCounters
 
-__all__ = ["DATA_PATH", "PROGRESS", "V3", "describe_job"]
+__all__ = ["PROGRESS", "V3", "describe_job"]
 
+# Where Crawlbot's endpoints are on serve's port; on ``crawlbot_port``, at the root
+# (snapshotd.api.crawlbot_port).
 V3 = "/_snapshotd/v3"
-DATA_PATH = V3 + "/crawl/data"
 
 # What the v1 API and the console show of a job (the rest are its settings).
 PROGRESS = (
@@ -39,13 +40,13 @@ async def describe_job(
     *,
     paused: bool,
     created: float,
-    base_url: str,
+    v3_url: str,
     minutes: MinuteCounters | None = None,
     download: str = "",
 ) -> dict[str, Any]:
-    """A job as Crawlbot describes one, counted from the store; ``base_url`` is where this
-    snapshotd is reached, ``download`` a download token of the job (for ``downloadJson`` and
-    ``downloadUrls``, usable as they are). ``minutes``, this
+    """A job as Crawlbot describes one, counted from the store; ``v3_url`` is where its
+    client reaches Crawlbot's endpoints (``/v3``), ``download`` a download token of the job
+    (for ``downloadJson`` and ``downloadUrls``, usable as they are). ``minutes``, this
     process's counters, are added to the store after its paths are read: a capture is
     counted before the store shows it, so every page the paths show captured is counted.
     The job's state is read before its paths, so a round begun meanwhile is not described
@@ -68,7 +69,7 @@ async def describe_job(
     status, message = job_status(paused, site, counts, state, now)
     over = status in ROUND_OVER
     failed = await notification_failure(store, site.name, state)
-    base = f"{base_url}{DATA_PATH}?name={site.name}" + (
+    base = f"{v3_url}/crawl/data?name={site.name}" + (
         f"&downloadToken={download}" if download else ""
     )
 
@@ -90,7 +91,8 @@ async def describe_job(
         "notificationError": failed,
         # Crawlbot's objects: a copy of another page (duplicate_of) is none of its own.
         "objectsFound": counts.get("processed", 0) - await store.count_copies(site.name),
-        "urlsHarvested": sum(n for state, n in counts.items() if state != FOLLOWING),
+        # Every distinct URL the job's seeds, sitemaps and pages named (store.found_urls).
+        "urlsHarvested": await store.found_urls(site.name),
         "pageCrawlAttempts": attempts,
         "pageCrawlSuccesses": crawled(total),
         "pageCrawlSuccessesThisRound": crawled(this_round),

@@ -32,12 +32,13 @@ import aiosmtplib
 import httpx
 
 from snapshotd.config.settings import Settings, SiteSettings
-from snapshotd.crawl.job_json import describe_job
+from snapshotd.crawl.job_json import V3, describe_job
 from snapshotd.crawl.rounds import ROUND_OVER
+from snapshotd.http_text.urls import redact
 from snapshotd.net.fetch import Fetcher, Refused, describe
 from snapshotd.observe.minute_counts import MinuteCounters
 from snapshotd.sites.registry import SiteRegistry
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 from snapshotd.store.job_state import (
     JobState,
     claim_notification,
@@ -45,7 +46,6 @@ from snapshotd.store.job_state import (
     job_state,
     record_notification_failure,
 )
-from snapshotd.web.urls import redact
 
 __all__ = ["Notifier"]
 
@@ -75,7 +75,7 @@ class Notifier:
         self.http = http or Fetcher()  # the tests' may resolve names from a table
         self._sending: set[asyncio.Task[None]] = set()
         host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
-        self.base_url = f"http://{host}:{settings.port}"
+        self.v3_url = f"http://{host}:{settings.port}{V3}"
 
     async def check(self) -> None:
         """Notify every site with a webhook whose round is over and was not notified."""
@@ -88,7 +88,7 @@ class Notifier:
                 continue
             job = await describe_job(
                 self.store, site, paused=self.sites.is_paused(site.name), created=created,
-                base_url=self.base_url, minutes=self.minutes,
+                v3_url=self.v3_url, minutes=self.minutes,
             )
             if job["jobStatus"]["status"] not in ROUND_OVER:
                 continue

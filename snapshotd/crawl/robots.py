@@ -19,8 +19,8 @@ import httpx
 from protego import Protego
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.http_text.urls import split_site_path
 from snapshotd.net.fetch import Fetcher, describe, read_body
-from snapshotd.web.urls import split_site_path
 
 __all__ = ["ROBOTS_USER_AGENT", "RobotsCache"]
 

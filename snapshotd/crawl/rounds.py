@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.sites import path_policy
-from snapshotd.store.base import PRIORITY_EXPIRED, PRIORITY_LINK, Store
+from snapshotd.store.interface import PRIORITY_EXPIRED, PRIORITY_LINK, Store
 from snapshotd.store.job_state import JobState, job_state, save_job_state
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from snapshotd.net.fetch import Fetcher, describe, read_body
-from snapshotd.web.links import normalize_url
+from snapshotd.pages.links import normalize_url
 
 __all__ = [
     "MAX_SITEMAP_BYTES",

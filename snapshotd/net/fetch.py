@@ -15,7 +15,8 @@ process's own requests. Invariants:
 - no proxy from the environment is used, so the connection judged is the one made;
 - a refusal raises :class:`Refused` (an ``httpx.HTTPError``) before anything is sent to the
   refused host; :func:`describe` gives any fetch error as one line;
-- a URL in a message is written by :func:`snapshotd.web.urls.redact`: never with a user name or
+- a URL in a message is written by :func:`snapshotd.http_text.urls.redact`: never with a user
+  name or
   password.
 """
 
@@ -28,9 +29,9 @@ from typing import Any
 import httpcore
 import httpx
 
+from snapshotd.http_text.urls import redact
 from snapshotd.net.address_policy import check_url
 from snapshotd.net.egress import Resolver, judge, resolve_host
-from snapshotd.web.urls import redact
 
 __all__ = ["MAX_REDIRECTS", "Fetcher", "Refused", "check_hop", "describe", "read_body"]
 

@@ -25,8 +25,8 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from snapshotd.crawlers.families import claim_family
 from snapshotd.observe.minute_counts import RENDER_BUCKETS, MinuteCounters
-from snapshotd.web.crawler_families import claim_family
 
 __all__ = ["Metrics", "share_between_processes"]
 

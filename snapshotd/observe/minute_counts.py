@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from snapshotd.observe import logs
-from snapshotd.store.base import Store
 from snapshotd.store.counters import RecentRow
+from snapshotd.store.interface import Store
 
 __all__ = ["RENDER_BUCKETS", "MinuteCounters"]
 

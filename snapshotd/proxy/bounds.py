@@ -16,8 +16,8 @@ import math
 import time
 from collections import deque
 
-from snapshotd.store.base import Store
 from snapshotd.store.count_cache import CountCache
+from snapshotd.store.interface import Store
 
 __all__ = ["NewPaths", "RefusalLog"]
 

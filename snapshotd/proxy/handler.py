@@ -11,7 +11,8 @@ Floods are bounded: a miss for a path the store does not know adds it only withi
 ``max_pages`` and ``new_paths_per_minute`` (:class:`~snapshotd.proxy.bounds.NewPaths`), and
 only while a miss place is free (``CaptureService.start_miss``); otherwise the bot gets
 ``BYPASS`` at once and nothing is queued or stored. Every refusal is counted; the log gets
-a line now and then. A trusted crawler's new path (:mod:`snapshotd.verify.claims`) is queued
+a line now and then. A trusted crawler's new path
+(:mod:`snapshotd.crawlers.verification.claims`) is queued
 even when no render starts now; a path queued but not had in time gets ``miss_answer``: 503
 (``RETRY``) or origin.
 
@@ -36,6 +37,18 @@ from starlette.types import Receive, Scope, Send
 
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import SiteSettings
+from snapshotd.crawlers.bots import is_static_asset
+from snapshotd.crawlers.client_address import TrustedProxies
+from snapshotd.crawlers.devices import PROFILE_NAMES, served_profile
+from snapshotd.crawlers.verification import Verifier
+from snapshotd.crawlers.verification.claims import Claims, Who, after_refusal
+from snapshotd.http_text.urls import (
+    BadRequest,
+    check_origin_form,
+    has_escaped_fragment,
+    site_path_from_request,
+    valid_host,
+)
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
 from snapshotd.proxy.bounds import NewPaths, RefusalLog
@@ -48,24 +61,12 @@ from snapshotd.proxy.snapshots import SnapshotCache, rule_answer, snapshot_answe
 from snapshotd.sites.admission import Decision, Question, StoreFacts, admit, decide, decide_now
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import unavailable as store_unavailable
-from snapshotd.store.base import (
+from snapshotd.store.interface import (
     PRIORITY_EXPIRED,
     Snapshot,
     Store,
 )
 from snapshotd.store.shared_read import SharedRead
-from snapshotd.verify import Verifier
-from snapshotd.verify.claims import Claims, Who, after_refusal
-from snapshotd.web.bots import is_static_asset
-from snapshotd.web.client_address import TrustedProxies
-from snapshotd.web.devices import PROFILE_NAMES, served_profile
-from snapshotd.web.urls import (
-    BadRequest,
-    check_origin_form,
-    has_escaped_fragment,
-    site_path_from_request,
-    valid_host,
-)
 
 log = logging.getLogger("snapshotd.proxy.handler")
 # One line per snapshot request (bots and _escaped_fragment_, the render endpoint's too).
@@ -159,7 +160,7 @@ class Proxy:
     @staticmethod
     def profile_for(site: SiteSettings, headers: dict[str, str]) -> str:
         """The device profile a request is served
-        (:func:`snapshotd.web.devices.served_profile`)."""
+        (:func:`snapshotd.crawlers.devices.served_profile`)."""
         return served_profile(site.devices, headers.get("user-agent", ""))
 
     async def _snapshot(self, site: str, path: str, profile: str) -> Snapshot | None:
@@ -188,7 +189,7 @@ class Proxy:
             query = scope.get("query_string", b"").decode("latin-1")
             headers = header_map(scope["headers"])
             route = self.destination(
-                scope["method"], raw_path, query, headers, _port(scope), scope["http_version"]
+                scope["method"], raw_path, query, headers, local_port(scope), scope["http_version"]
             )
         if route.target:  # the SEO4Ajax face's: what the origin sees has no token
             scope = origin_scope(scope, route.target)
@@ -286,7 +287,7 @@ class Proxy:
         (:mod:`snapshotd.server.protocol`) before a request becomes an ASGI call."""
         headers = header_map(raw_headers)
         route = self.destination(
-            method, raw_path, query, headers, _port(scope), scope["http_version"]
+            method, raw_path, query, headers, local_port(scope), scope["http_version"]
         )
         scope[ROUTED] = (headers, route)
         site = route.site
@@ -602,7 +603,7 @@ class Destination(NamedTuple):
     target: str = ""
 
 
-def _port(scope: dict[str, Any] | Scope) -> int:
+def local_port(scope: dict[str, Any] | Scope) -> int:
     """The local port a request came in on (0 when unknown)."""
     server = scope.get("server")
     return int(server[1]) if server and server[1] is not None else 0

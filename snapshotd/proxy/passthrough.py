@@ -33,9 +33,9 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from snapshotd.http_text.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
+from snapshotd.http_text.urls import BadRequest, check_origin_form, origin_parts
 from snapshotd.net.http1 import Connection, OriginClosed, OriginError, Pool
-from snapshotd.web.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
-from snapshotd.web.urls import BadRequest, check_origin_form, origin_parts
 
 log = logging.getLogger("snapshotd.proxy.passthrough")
 

@@ -33,6 +33,7 @@ from typing import Protocol
 
 from starlette.types import Scope
 
+from snapshotd.http_text.urls import origin_parts
 from snapshotd.net import http1
 from snapshotd.net.http1 import Connection, OriginError, Pool
 from snapshotd.proxy.passthrough import (
@@ -45,7 +46,6 @@ from snapshotd.proxy.passthrough import (
     request_head,
     response_headers,
 )
-from snapshotd.web.urls import origin_parts
 
 __all__ = ["AtOnce", "Client", "Relay"]
 

@@ -5,7 +5,7 @@ Invariants:
 - only a GET or HEAD of exactly one of those paths is answered here; any other request goes
   its usual way, and a site that set neither has none;
 - the sitemap is the operator API's, at the site's public address
-  (:func:`snapshotd.search.sitemap.build_sitemap`); a store that cannot be used is a 503.
+  (:func:`snapshotd.search.own_sitemap.build_sitemap`); a store that cannot be used is a 503.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from starlette.types import Send
 from snapshotd.config.settings import SiteSettings
 from snapshotd.proxy.passthrough import send_text
 from snapshotd.search.indexnow import key_location
-from snapshotd.search.sitemap import build_sitemap, part_of, wants_gzip
+from snapshotd.search.own_sitemap import build_sitemap, part_of, wants_gzip
 from snapshotd.store import unavailable
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 
 __all__ = ["answer_search_file", "is_search_file"]
 

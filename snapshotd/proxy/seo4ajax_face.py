@@ -32,9 +32,9 @@ from typing import Any
 from starlette.types import Scope, Send
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.crawlers.bots import is_static_asset
+from snapshotd.http_text.urls import BadRequest, site_path_from_request
 from snapshotd.proxy.passthrough import send_text
-from snapshotd.web.bots import is_static_asset
-from snapshotd.web.urls import BadRequest, site_path_from_request
 
 __all__ = ["RETRY_AFTER", "Face", "FaceDestination"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from http import HTTPStatus
 
 from snapshotd.sites.admission import Decision
-from snapshotd.store.base import BOT_VARY, Snapshot
+from snapshotd.store.interface import BOT_VARY, Snapshot
 
 __all__ = [
     "CHUNK", "SnapshotCache", "accepts_gzip", "etag_matches", "rule_answer", "snapshot_answer",

@@ -1,8 +1,8 @@
 """Rendering: a pool of headless Chromium browsers that capture pages."""
 
-from snapshotd.render.base import CaptureResult, Renderer
 from snapshotd.render.chromium import ChromiumNotFound, find_chromium
 from snapshotd.render.pool import BrowserPool, PoolStats
+from snapshotd.render.renderer import CaptureResult, Renderer
 
 __all__ = [
     "BrowserPool",

@@ -14,7 +14,7 @@ Pure: HTML text in, :class:`Cleaned` out.
   Only the Location, Link, X-Robots-Tag and Content-Language headers are honoured; the first
   status tag with a valid code wins.
 - A body is empty when it holds no visible text and no media or embedded content, read in the
-  flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`): content drawn only in
+  flat tree a renderer shows (:func:`snapshotd.pages.flat_tree.composed`): content drawn only in
   shadow roots counts.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from snapshotd.web.shadow import composed, fragments, has_shadow_roots
+from snapshotd.pages.flat_tree import composed, fragments, has_shadow_roots
 
 __all__ = ["HONOURED_HEADERS", "Cleaned", "clean", "is_executable_script"]
 

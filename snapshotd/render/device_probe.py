@@ -1,5 +1,5 @@
 """Whether a page looked at its device: what a capture saw the page read, or the network say,
-that differs between the device profiles (:mod:`snapshotd.web.devices`).
+that differs between the device profiles (:mod:`snapshotd.crawlers.devices`).
 
 A page's DOM is what its scripts make of what they are given: the document and the answers
 to its requests, the clock, chance, and what they read of the device. Two profiles differ

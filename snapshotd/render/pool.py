@@ -42,8 +42,8 @@ from playwright.async_api import Browser, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.crawlers.devices import PROFILES, Profile
 from snapshotd.net.address_policy import check_url
-from snapshotd.render.base import CaptureResult, Shot, first_line
 from snapshotd.render.chromium import (
     LAUNCH_ARGS,
     ChromiumNotFound,
@@ -53,8 +53,8 @@ from snapshotd.render.chromium import (
     sandbox_choice,
 )
 from snapshotd.render.guard import Resolver
+from snapshotd.render.renderer import CaptureResult, Shot, first_line
 from snapshotd.render.slot import CaptureCrashed, Slot
-from snapshotd.web.devices import PROFILES, Profile
 
 __all__ = ["BrowserPool", "PoolStats"]
 
@@ -101,7 +101,7 @@ class _Chromium:
 
 
 class BrowserPool:
-    """A pool of Chromium captures; implements :class:`snapshotd.render.base.Renderer`.
+    """A pool of Chromium captures; implements :class:`snapshotd.render.renderer.Renderer`.
 
     ``playwright_factory`` makes the Playwright context manager (default
     ``async_playwright``); ``env`` is where ``$SNAPSHOTD_CHROMIUM`` and ``PATH`` are read;
@@ -174,7 +174,7 @@ class BrowserPool:
         shot: Shot | None = None,
     ) -> CaptureResult:
         """Render ``url`` for ``site`` as the crawler of ``profile`` renders it
-        (:mod:`snapshotd.web.devices`), with ``shot`` its screenshot too; every problem is
+        (:mod:`snapshotd.crawlers.devices`), with ``shot`` its screenshot too; every problem is
         reported in the result."""
         started = time.monotonic()
         reason = check_url(url, site.origin)

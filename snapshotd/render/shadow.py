@@ -41,8 +41,8 @@ from typing import Any
 from playwright.async_api import CDPSession, Page, Response
 from playwright.async_api import Error as PlaywrightError
 
-from snapshotd.render.base import line_of
-from snapshotd.web.shadow import has_shadow_roots
+from snapshotd.pages.flat_tree import has_shadow_roots
+from snapshotd.render.renderer import line_of
 
 __all__ = ["SHADOW_SCRIPT", "serialize"]
 

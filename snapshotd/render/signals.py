@@ -25,8 +25,8 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Request, Response
 
 from snapshotd.net.address_policy import is_origin_url
+from snapshotd.pages.not_found_view import app_shell
 from snapshotd.render.device_probe import READS
-from snapshotd.web.not_found import app_shell
 
 __all__ = [
     "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "document_shell", "origin_of",
@@ -39,7 +39,7 @@ MAX_SHELL = 2**20  # the most of a document read for its app shell
 
 async def document_shell(document: Response | None) -> str:
     """The app shell of ``document`` as its origin served it (what names the app's build,
-    :func:`snapshotd.web.not_found.app_shell`); "" when it cannot be read or is too long."""
+    :func:`snapshotd.pages.not_found_view.app_shell`); "" when it cannot be read or is too long."""
     length = document.headers.get("content-length", "") if document is not None else ""
     if document is None or (length.isdigit() and int(length) > MAX_SHELL):
         return ""

@@ -32,10 +32,10 @@ Invariants:
   (``readiness_limit``).
 - A URL is loaded only when Chromium reads it as the same path and query (``new URL()`` in
   the page, before the navigation): the site path's form resolves what Chromium would
-  (:mod:`snapshotd.web.urls`), and a path it would read otherwise is refused unloaded.
-- A slot renders one device profile (:mod:`snapshotd.web.devices`) with one user agent, set
+  (:mod:`snapshotd.http_text.urls`), and a path it would read otherwise is refused unloaded.
+- A slot renders one device profile (:mod:`snapshotd.crawlers.devices`) with one user agent, set
   on its context: the page's ``navigator.userAgent`` is the crawler's, every request's
-  ``User-Agent`` the one :meth:`~snapshotd.web.devices.Profile.header_agent` gives for the
+  ``User-Agent`` the one :meth:`~snapshotd.crawlers.devices.Profile.header_agent` gives for the
   site (set on the context's extra headers and, where Chromium ignores those, at a pause:
   :mod:`.pauses`), and every request carries ``X-Snapshotd: 1`` and ``X-Prerender: 1``.
   What the page reads, or its answers say, that differs between profiles is reported with the
@@ -72,17 +72,18 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
+from snapshotd.crawlers.devices import PROFILES, Profile
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.render import cleanup, readiness
-from snapshotd.render.base import CaptureResult, Shot, first_line
 from snapshotd.render.channel import BINDING, Channel, page_script
 from snapshotd.render.device_probe import BUILDS_THE_PAGE, PROBE_SCRIPT, varies_by_device
 from snapshotd.render.guard import EgressGuard, Resolver
+from snapshotd.render.page_output import QUIET_SCRIPT
 from snapshotd.render.pauses import Pauses
+from snapshotd.render.renderer import CaptureResult, Shot, first_line
 from snapshotd.render.shadow import SHADOW_SCRIPT, serialize
 from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, document_shell, settle
 from snapshotd.render.viewport import Viewport
-from snapshotd.web.devices import PROFILES, Profile
 
 __all__ = ["OPEN_TIMEOUT", "CaptureCrashed", "Slot"]
 
@@ -208,6 +209,7 @@ class Slot:
                 PAGE_SCRIPT,
                 PROBE_SCRIPT,
                 SHADOW_SCRIPT,
+                QUIET_SCRIPT,
                 readiness.settle_script(self.settings.javascript_timeout),
             )
         )

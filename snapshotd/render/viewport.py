@@ -25,7 +25,7 @@ import contextlib
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from snapshotd.web.devices import Profile
+from snapshotd.crawlers.devices import Profile
 
 __all__ = ["FRAME_WAIT", "SCROLL_STEPS", "Viewport"]
 

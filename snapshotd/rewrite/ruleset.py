@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from snapshotd.config.values import MAX_RULES_BYTES
 from snapshotd.rewrite import apache, seo4ajax
-from snapshotd.rewrite.common import MAX_URL_LENGTH
 from snapshotd.rewrite.decision import Decision
 from snapshotd.rewrite.errors import RulesError
+from snapshotd.rewrite.limits import MAX_URL_LENGTH
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import Settings, SiteSettings

@@ -16,10 +16,10 @@ from urllib.parse import unquote
 
 import regex
 
-from snapshotd.rewrite.common import MAX_RESULT_LENGTH, Budget, Stop
+from snapshotd.patterns.bounded_regexes import PatternError, compile_pattern
 from snapshotd.rewrite.decision import Decision
 from snapshotd.rewrite.errors import RulesError
-from snapshotd.web.regexes import PatternError, compile_pattern
+from snapshotd.rewrite.limits import MAX_RESULT_LENGTH, Budget, Stop
 
 _FLAG_GROUP = re.compile(r"\[([^\]]*)\]")
 

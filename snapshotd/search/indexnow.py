@@ -31,10 +31,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from snapshotd.config.settings import Settings, SiteSettings
+from snapshotd.http_text.urls import redact
 from snapshotd.net.fetch import Fetcher, Refused, describe
 from snapshotd.observe.metrics import Metrics
-from snapshotd.web.fingerprints import Print
-from snapshotd.web.urls import redact
+from snapshotd.pages.fingerprints import Print
 
 __all__ = ["MAX_URLS", "IndexNow", "indexnow_due", "key_location"]
 

@@ -28,16 +28,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from snapshotd.api import PREFIX as API_PREFIX
 from snapshotd.api import create_api
+from snapshotd.api.crawlbot_port import CrawlbotPort
 from snapshotd.config.settings import Settings
 from snapshotd.crawl.hostlock import HostLock
-from snapshotd.proxy.handler import Proxy
+from snapshotd.crawlers.verification.resolver import Resolver
+from snapshotd.proxy.handler import Proxy, local_port
 from snapshotd.proxy.passthrough import Upstream
 from snapshotd.proxy.relay import AtOnce
-from snapshotd.render.base import Renderer
+from snapshotd.render.renderer import Renderer
 from snapshotd.rewrite import RuleSet
 from snapshotd.services import Services, build_services
 from snapshotd.store import Store
-from snapshotd.verify.resolver import Resolver
 
 log = logging.getLogger("snapshotd")
 
@@ -60,6 +61,9 @@ class SnapshotdApp:
         self.announce = announce
         self.proxy: Proxy = ctx.proxy
         self.api: ASGIApp = create_api(ctx)
+        # Every request taken on crawlbot_port is Crawlbot's (snapshotd.api.crawlbot_port).
+        self.crawlbot_port = ctx.settings.crawlbot_port
+        self.crawlbot: ASGIApp = CrawlbotPort(self.api)
         self.startup_error: BaseException | None = None
 
     def begin_shutdown(self) -> None:
@@ -87,7 +91,9 @@ class SnapshotdApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        if _is_api(scope.get("path", "")):
+        if self._crawlbots(scope):
+            await self.crawlbot(scope, receive, send)
+        elif _is_api(scope.get("path", "")):
             await self.api(scope, receive, send)
         else:
             await self.proxy(scope, receive, send)
@@ -102,11 +108,15 @@ class SnapshotdApp:
     ) -> AtOnce:
         """A bot's cache hit answered, or a person's GET passed through, before it becomes
         an ASGI call (serve's HTTP protocol, :mod:`snapshotd.server.protocol`); None for anything
-        else. The API's paths, and a path with escapes (which may decode to one of them), go
-        the ASGI way."""
-        if "%" in raw_path or _is_api(raw_path):
+        else. The API's paths, a path with escapes (which may decode to one of them) and every
+        request on ``crawlbot_port`` go the ASGI way."""
+        if "%" in raw_path or _is_api(raw_path) or self._crawlbots(scope):
             return None
         return self.proxy.answer_at_once(method, raw_path, query, headers, scope)
+
+    def _crawlbots(self, scope: Scope | dict[str, Any]) -> bool:
+        """Whether the request came in on ``crawlbot_port``."""
+        return bool(self.crawlbot_port) and local_port(scope) == self.crawlbot_port
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()

@@ -54,18 +54,18 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.crawlers.devices import profiles_served
+from snapshotd.http_text.urls import MAX_PATH, MAX_QUERY
 from snapshotd.rewrite import RuleSet
 from snapshotd.rewrite.decision import Decision as RuleDecision
 from snapshotd.sites import path_policy
-from snapshotd.store.base import (
+from snapshotd.store.interface import (
     PRIORITY_BOT,
     PRIORITY_EXPIRED,
     PathRecord,
     Snapshot,
     Store,
 )
-from snapshotd.web.devices import profiles_served
-from snapshotd.web.urls import MAX_PATH, MAX_QUERY
 
 __all__ = [
     "CRAWL_SOURCES",

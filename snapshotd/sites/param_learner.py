@@ -6,7 +6,7 @@ named and the crawler never found (``PathRecord.found``) is captured and served,
 capture shows is no evidence, so a stranger's made-up URLs teach the site nothing:
 
 - *rendered*: a capture of ``/p?name=v`` shows a reader the same page as the capture of
-  ``/p`` without that parameter (:func:`snapshotd.web.fingerprints.same_page`), or not;
+  ``/p`` without that parameter (:func:`snapshotd.pages.fingerprints.same_page`), or not;
 - *declared*: ``/p`` links to ``/p?name=v`` where ``v`` is the id of one of its own headings,
   sections or anchors: the link only scrolls the page there, as documentation apps' routers
   do (such a link is not queued either, :mod:`snapshotd.crawl.follow`).
@@ -14,7 +14,8 @@ capture shows is no evidence, so a stranger's made-up URLs teach the site nothin
 A parameter whose variants showed the same page on ``LEARN_FROM`` different pages, and a
 different page on none, is learned *ignored*, under the longest directory prefix those pages
 share; it is then dropped from every path under it, as ``ignore_params`` drops a name (the
-site registry hands it to :class:`~snapshotd.web.urls.IgnoredParams`), and the variants already
+site registry hands it to :class:`~snapshotd.http_text.urls.IgnoredParams`), and the variants
+already
 pending are taken off the queue. One page where its variants differ makes it *kept* for
 good, even one learned ignored before: while a learned parameter has evidence on fewer than
 ``MAX_PAGES`` pages, a variant carrying it that the crawler finds on a page without evidence is
@@ -33,10 +34,10 @@ from urllib.parse import unquote
 from selectolax.lexbor import LexborHTMLParser
 
 from snapshotd.config.settings import SiteSettings
+from snapshotd.http_text.urls import split_site_path
+from snapshotd.pages.fingerprints import Print, same_page
 from snapshotd.sites import path_policy
-from snapshotd.store.base import PRIORITY_LINK, PathRecord, Store
-from snapshotd.web.fingerprints import Print, same_page
-from snapshotd.web.urls import split_site_path
+from snapshotd.store.interface import PRIORITY_LINK, PathRecord, Store
 
 __all__ = [
     "LEARN_FROM",

@@ -15,9 +15,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.web.links import normalize_url
-from snapshotd.web.patterns import url_matches
-from snapshotd.web.urls import BadRequest, site_path_from_url
+from snapshotd.http_text.urls import BadRequest, site_path_from_url
+from snapshotd.pages.links import normalize_url
+from snapshotd.patterns.crawl_patterns import url_matches
 
 __all__ = ["crawls", "full", "is_ignored", "path_of", "processes", "processes_html"]
 

@@ -29,11 +29,11 @@ from dataclasses import replace
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.config.values import ConfigError
+from snapshotd.crawlers.bots import BotMatcher
 from snapshotd.observe import logs
 from snapshotd.rewrite import RulesError, RuleSet, site_rules
-from snapshotd.store.base import SiteRow, Store
+from snapshotd.store.interface import SiteRow, Store
 from snapshotd.store.job_state import restart_job
-from snapshotd.web.bots import BotMatcher
 
 __all__ = ["SiteRegistry", "site_json"]
 

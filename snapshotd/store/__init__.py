@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from snapshotd.store.base import STATES, PathRecord, SiteRow, Snapshot, Store, StoreError
+from snapshotd.store.interface import STATES, PathRecord, SiteRow, Snapshot, Store, StoreError
 from snapshotd.store.sqlite import SQLiteStore
 
 __all__ = [

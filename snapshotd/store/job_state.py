@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, fields
 
-from snapshotd.store.base import Store
+from snapshotd.store.interface import Store
 
 __all__ = [
     "JobState",

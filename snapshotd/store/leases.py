@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from snapshotd.store.base import PATH_COLUMNS, PathRecord, path_record
 from snapshotd.store.counters import row_count
+from snapshotd.store.interface import PATH_COLUMNS, PathRecord, path_record
 
 __all__ = ["PostgresLeases", "SQLiteLeases"]
 

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
+from snapshotd.pages.fingerprints import Print
 from snapshotd.store.copies import take_master
 from snapshotd.store.lastmod import TEXT_CHANGED_AT
-from snapshotd.store.profiles import PROFILE_DELETE, PROFILE_PUT
-from snapshotd.web.fingerprints import Print
+from snapshotd.store.profile_snapshots import PROFILE_DELETE, PROFILE_PUT
 
 __all__ = [
     "CaptureOutcome",
@@ -56,7 +56,7 @@ def encode_capture(html: str) -> tuple[str, bytes, str]:
 @dataclass(frozen=True)
 class Variant:
     """A path's capture for one more device profile, stored beside its own snapshot
-    (:mod:`snapshotd.store.profiles`) because it differs from it."""
+    (:mod:`snapshotd.store.profile_snapshots`) because it differs from it."""
 
     profile: str
     html: str

@@ -4,7 +4,7 @@ Chosen by a ``db`` setting starting with ``postgresql://`` (or ``postgres://``);
 the URL is asyncpg's (user, password, host, port, database, and query parameters, which
 become session settings: ``?search_path=snapshotd`` keeps the tables in their own schema).
 
-Invariants, beyond those of ``snapshotd.store.base``:
+Invariants, beyond those of ``snapshotd.store.interface``:
 - every statement that changes a path is one statement, or one transaction that locks the
   row first, so processes on several hosts may share the database;
 - a claim takes the next pending row with ``FOR UPDATE SKIP LOCKED``: two workers claiming
@@ -23,8 +23,11 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import (
+from snapshotd.store.copies import PostgresCopies
+from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.found_urls import PostgresFoundUrls
+from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
+from snapshotd.store.interface import (
     PATH_COLUMNS,
     SNAPSHOT_OF,
     PathRecord,
@@ -34,11 +37,8 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import PostgresCopies
-from snapshotd.store.counters import PostgresCounters, row_count
 from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
-from snapshotd.store.not_found import PostgresNotFound
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import (
     COUNTS,
@@ -49,11 +49,12 @@ from snapshotd.store.path_counts import (
     SITE_COUNTS,
     SITE_SIZE,
 )
-from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, PostgresProfiles
-from snapshotd.store.query_params import PostgresParams
+from snapshotd.store.prints_and_params import PostgresParams
+from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.queueing import queueing
 from snapshotd.store.schema import migrations
-from snapshotd.store.sites import PostgresSites
+from snapshotd.store.site_rows import PostgresSites
+from snapshotd.store.soft_404_rows import PostgresNotFound
 
 __all__ = ["CONNECT_ERRORS", "PostgresStore"]
 
@@ -71,7 +72,7 @@ CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyn
 
 class PostgresStore(
     PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases,
-    PostgresProfiles, PostgresLastmod, PostgresNotFound,
+    PostgresProfiles, PostgresLastmod, PostgresFoundUrls, PostgresNotFound,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from snapshotd.store.base import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE, SQLITE_RECENT_TABLE
+from snapshotd.store.found_urls import FOUND_URLS
+from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
 from snapshotd.store.lastmod import TEXT_CHANGED
-from snapshotd.store.not_found import NOT_FOUND_COLUMN
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
-from snapshotd.store.profiles import POSTGRES_PROFILES, SQLITE_PROFILES
-from snapshotd.store.query_params import PRINTS_AND_PARAMS
-from snapshotd.store.sites import (
+from snapshotd.store.prints_and_params import PRINTS_AND_PARAMS
+from snapshotd.store.profile_snapshots import POSTGRES_PROFILES, SQLITE_PROFILES
+from snapshotd.store.site_rows import (
     EXPIRE_AFTER_FLOOR,
     POSTGRES_NOTIFIED_ROUNDS,
     SITE_TOKENS,
     SITES_TABLE,
     SQLITE_NOTIFIED_ROUNDS,
 )
+from snapshotd.store.soft_404_rows import NOT_FOUND_COLUMN
 
 __all__ = ["ENGINES", "HISTORY", "Step", "migrations"]
 
@@ -149,6 +150,7 @@ HISTORY: tuple[Step, ...] = (
     Step(sqlite=EXPIRE_AFTER_FLOOR["sqlite"], postgres=EXPIRE_AFTER_FLOOR["postgres"]),
     Step(sqlite=SQLITE_PROFILES, postgres=POSTGRES_PROFILES),
     _both(TEXT_CHANGED),
+    Step(sqlite=FOUND_URLS["sqlite"], postgres=FOUND_URLS["postgres"]),
     _both(NOT_FOUND_COLUMN),
 )
 

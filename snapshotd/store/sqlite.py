@@ -16,8 +16,11 @@ from typing import Any
 
 import aiosqlite
 
-from snapshotd.store.base import CRAWL_ORDER as _CRAWL_ORDER
-from snapshotd.store.base import (
+from snapshotd.store.copies import SQLiteCopies
+from snapshotd.store.counters import SQLiteCounters
+from snapshotd.store.found_urls import SQLiteFoundUrls
+from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
+from snapshotd.store.interface import (
     PATH_COLUMNS,
     SNAPSHOT_OF,
     PathRecord,
@@ -27,18 +30,16 @@ from snapshotd.store.base import (
     path_record,
     snapshot_from_row,
 )
-from snapshotd.store.copies import SQLiteCopies
-from snapshotd.store.counters import SQLiteCounters
 from snapshotd.store.lastmod import SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
-from snapshotd.store.not_found import SQLiteNotFound
 from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
-from snapshotd.store.profiles import SNAPSHOT_OF_PROFILE, SQLiteProfiles
-from snapshotd.store.query_params import SQLiteParams
+from snapshotd.store.prints_and_params import SQLiteParams
+from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, SQLiteProfiles
 from snapshotd.store.queueing import queueing
 from snapshotd.store.schema import migrations
-from snapshotd.store.sites import SQLiteSites
+from snapshotd.store.site_rows import SQLiteSites
+from snapshotd.store.soft_404_rows import SQLiteNotFound
 
 __all__ = ["SQLiteStore"]
 
@@ -73,7 +74,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 class SQLiteStore(
     SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
-    SQLiteLastmod, SQLiteNotFound,
+    SQLiteLastmod, SQLiteFoundUrls, SQLiteNotFound,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 

@@ -5,7 +5,7 @@
 """
 
 from snapshotd.rewrite.apache.evaluate import run
-from snapshotd.rewrite.apache.rules import MAX_ROUNDS, Cond, Program, Rule, Template, parse
+from snapshotd.rewrite.apache.parsing import MAX_ROUNDS, Cond, Program, Rule, Template, parse
 from snapshotd.rewrite.apache.uri import absolute_scheme, escape_uri
 
 __all__ = [

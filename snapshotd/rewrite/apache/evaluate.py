@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import regex
 
-from snapshotd.rewrite.apache.rules import Cond, Program, Rule, Template, leading_number
+from snapshotd.rewrite.apache.parsing import Cond, Program, Rule, Template, leading_number
 from snapshotd.rewrite.apache.uri import (
     absolute_scheme,
     decode_path,
@@ -27,8 +27,8 @@ from snapshotd.rewrite.apache.uri import (
     escape_backref,
     escape_uri,
 )
-from snapshotd.rewrite.common import MAX_RESULT_LENGTH, Budget, Stop, split_url
 from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.limits import MAX_RESULT_LENGTH, Budget, Stop, split_url
 
 # What C's atoi skips and reads before the digits: ASCII white space, one sign.
 _SIGN = re.compile(r"[ \t\n\v\f\r]*([+-]?)")

@@ -11,7 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
-from snapshotd.rewrite.common import Stop
+from snapshotd.rewrite.limits import Stop
 
 # Characters ap_escape_uri leaves alone (besides letters and digits).
 _URI_SAFE = frozenset(b"$-_.+!*'(),:;@&=/~")

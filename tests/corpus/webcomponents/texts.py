@@ -1,7 +1,7 @@
 """What a crawler's renderer shows of a page, read from Chromium's layout tree: the words of
 every text box laid out and visible (``DOMSnapshot``), shadow roots included, which
 ``innerText`` leaves out. Rendered as Googlebot Smartphone renders (its profile,
-:mod:`snapshotd.web.devices`): the live page with its scripts, a snapshot without."""
+:mod:`snapshotd.crawlers.devices`): the live page with its scripts, a snapshot without."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 
 from playwright.async_api import Browser, BrowserContext, Route
 
-from snapshotd.web.devices import PROFILES
+from snapshotd.crawlers.devices import PROFILES
 
 _WORD = re.compile(r"\w+")
 

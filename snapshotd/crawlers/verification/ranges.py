@@ -26,8 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from snapshotd.http_text.urls import redact
 from snapshotd.net.fetch import Fetcher, describe, read_body
-from snapshotd.web.urls import redact
 
 __all__ = ["MAX_BYTES", "RangeLists", "Ranges", "parse_ranges"]
 

@@ -1,7 +1,7 @@
 """What a reader sees of a page: the visible text of its main content, and fingerprints of it
 that tell two captures of the same page apart from two different pages (SPEC 5.2).
 
-The page is read in the flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`):
+The page is read in the flat tree a renderer shows (:func:`snapshotd.pages.flat_tree.composed`):
 what shadow roots draw is part of it. The main content is the first ``<main>``, ``role=main``
 or ``<article>`` element, else the body, without scripts, styles, templates, hidden elements
 and the page's chrome (``nav``, ``header``, ``footer``, ``aside``); its text is lower-cased
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborNode
 
-from snapshotd.web.shadow import composed
+from snapshotd.pages.flat_tree import composed
 
 __all__ = [
     "MIN_WORDS", "NEAR_BITS", "NEAR_WORDS", "Print", "fingerprint", "main_content", "same_page",

@@ -1,14 +1,14 @@
 """Crawler families: which bots a family's operator lets you verify, and how (data, not code).
 
 Invariants:
-- the families are ``crawler_families.json``, shipped with the package: each names the lower-case
+- the families are ``families.json``, shipped with the package: each names the lower-case
   User-Agent texts that claim it, the domains its reverse DNS names end in with the operator's
   page that documents them (``dns_source``; a family with domains and no source is refused at
   load), and the address range lists its operator publishes (their URLs only; no address data
   is bundled). A domain or list is one the operator alone holds names or addresses in: never
   one its customers can (a cloud VM's default reverse name forward-confirms);
 - a bot claims the first family one of whose ``agents`` its matched name starts with (the
-  name as :meth:`snapshotd.web.bots.BotMatcher.family` spells it, in any case); a bot of no
+  name as :meth:`snapshotd.crawlers.bots.BotMatcher.family` spells it, in any case); a bot of no
   family is *unverifiable*, as is a family with no DNS domain and no range list loaded;
 - a name matches a DNS domain when it is that domain or ends in ``.`` + that domain, after
   a trailing dot is dropped and in any case, so ``evilgooglebot.com`` is no ``googlebot.com``.
@@ -43,7 +43,7 @@ class Family:
 @cache
 def families() -> dict[str, Family]:
     """The shipped families by name."""
-    data = json.loads((files("snapshotd.web") / "crawler_families.json").read_text("utf-8"))
+    data = json.loads((files("snapshotd.crawlers") / "families.json").read_text("utf-8"))
     out = {
         f["name"]: Family(
             f["name"], tuple(f["agents"]), tuple(d.lower() for d in f["dns"]),

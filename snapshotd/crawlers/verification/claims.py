@@ -1,14 +1,14 @@
 """Crawler claims of snapshot requests: who sent one, and what its claim is worth.
 
 Invariants:
-- a request's client is the address :class:`~snapshotd.web.client_address.TrustedProxies`
+- a request's client is the address :class:`~snapshotd.crawlers.client_address.TrustedProxies`
   gives (the peer's, or the one a trusted front server forwarded); its bot is the bot-list
   entry its User-Agent matched, or "" (an ``_escaped_fragment_`` request of a person, which
   claims no crawler: ``none``);
 - :meth:`Claims.now` never waits, and asks nothing for a site that verifies no bot;
   :meth:`Claims.claim` waits at most ``wait`` seconds;
 - a claim is counted under its crawler family's name, else the bot's
-  (:func:`~snapshotd.web.crawler_families.claim_family`);
+  (:func:`~snapshotd.crawlers.families.claim_family`);
 - the first bot request of a process that carries a forwarding header (``X-Forwarded-For``,
   ``Forwarded``) from a peer not in ``trusted_proxies``, on a site that verifies crawlers,
   is logged once: every crawler behind that peer seems to be the peer, and none is verified.
@@ -21,8 +21,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from snapshotd.verify import Verifier
-from snapshotd.web.client_address import TrustedProxies
+from snapshotd.crawlers.client_address import TrustedProxies
+from snapshotd.crawlers.verification import Verifier
 
 __all__ = ["VERIFY_WAIT", "Claims", "Who", "after_refusal"]
 
@@ -92,7 +92,7 @@ class Claims:
 
     def now(self, who: Who, verify: str = "on") -> str | None:
         """The claim as known without waiting; None while DNS is being asked; ``-`` when
-        the site's ``verify_bots`` (``verify``) is off."""
+        the site's ``verify_bots`` (``crawlers.verification``) is off."""
         if verify == "off":
             return "-"
         return self.verifier.now(who.bot, who.client) if who.bot else "none"

@@ -1,5 +1,5 @@
 """Soft 404s: each site's not-found view, learned and kept, and the verdict on a capture
-(SPEC 5.6; what a view is and when a page shows it: :mod:`snapshotd.web.not_found`).
+(SPEC 5.6; what a view is and when a page shows it: :mod:`snapshotd.pages.not_found_view`).
 
 Invariants:
 - only the product learns: a view is learned in captures the crawler runs of paths it found
@@ -16,7 +16,7 @@ Invariants:
   ``MIN_RELEARN`` seconds, nor within ``RETRY_AFTER`` after a learning that failed (its
   renders failed: the view it had is kept). One learning per site at a time; a capture waits
   for it at most ``LEARN_WAIT`` seconds and within its lease, then is judged by what is known;
-- the view is kept in the store (store/not_found), so every process judges by it, reading
+- the view is kept in the store (store/soft_404_rows), so every process judges by it, reading
   it at most every ``VIEW_TTL`` seconds; a view learned for another origin or seed judges
   nothing;
 - a capture is judged only when its site looks (``soft_404`` not ``off``), it was answered
@@ -39,17 +39,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.render.base import CaptureResult, Renderer
+from snapshotd.crawlers.devices import profiles_served
+from snapshotd.pages.links import extract_links
+from snapshotd.pages.not_found_view import Render, View, learn, shows
+from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.sites import path_policy
-from snapshotd.store.base import PathRecord, Store, iso_time
-from snapshotd.store.not_found import view_key
-from snapshotd.web.devices import profiles_served
-from snapshotd.web.links import extract_links
-from snapshotd.web.not_found import Render, View, learn, shows
+from snapshotd.store.interface import PathRecord, Store, iso_time
+from snapshotd.store.soft_404_rows import view_key
 
 __all__ = ["CONFIRM", "NotFoundViews", "Verdict", "describe"]
 
-log = logging.getLogger("snapshotd.capture.not_found")
+log = logging.getLogger("snapshotd.capture.soft_404")
 
 PROBE_BYTES = 16
 LINKED = 3

@@ -17,8 +17,8 @@ import gzip
 from dataclasses import dataclass
 
 from snapshotd.config.settings import SiteSettings
-from snapshotd.store.base import Store
-from snapshotd.web.sitemap_xml import sitemap_index, urlset
+from snapshotd.pages.sitemap_xml import sitemap_index, urlset
+from snapshotd.store.interface import Store
 
 __all__ = ["PART_URLS", "SitemapFile", "build_sitemap", "part_of", "wants_gzip"]
 

@@ -3,7 +3,8 @@ is answered, and the one way a handler reaches the application's shared pieces.
 
 Invariants:
 - every client error is answered as ``{"error": message, "field": name}`` (``field`` only
-  when one is to blame), a 401 with ``WWW-Authenticate: Bearer``;
+  when one is to blame), a 401 with ``WWW-Authenticate: Bearer``; Crawlbot's endpoints
+  (``/v3/``) add Diffbot's ``errorCode`` (the status), as Crawlbot's scripts read it;
 - a store that cannot be used (:func:`snapshotd.store.unavailable`) is a 503
   ``{"error": "store unavailable"}`` with ``Retry-After``, and a line in the log at most
   once per ``logs.THROTTLE_EVERY`` seconds, never a traceback;
@@ -21,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Send
 
+from snapshotd.crawl.job_json import V3
 from snapshotd.observe import logs
 from snapshotd.store import unavailable
 
@@ -49,8 +51,12 @@ def context(request: Request) -> Services:
     return ctx
 
 
-def error_response(status: int, message: str, field: str | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": message}
+def error_response(
+    status: int, message: str, field: str | None = None, *, error_code: bool = False
+) -> JSONResponse:
+    """An error's answer; ``error_code``: Diffbot's ``errorCode`` too (Crawlbot's endpoints)."""
+    body: dict[str, Any] = {"errorCode": status, "error": message} if error_code else {
+        "error": message}
     if field:
         body["field"] = field
     headers = {"WWW-Authenticate": 'Bearer realm="snapshotd"'} if status == 401 else None
@@ -66,18 +72,24 @@ async def _no_receive() -> dict[str, Any]:
     return {"type": "http.disconnect"}
 
 
+def _crawlbots(request: Request) -> bool:
+    """Whether the request is for one of Crawlbot's endpoints."""
+    return request.url.path.startswith(V3 + "/")
+
+
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, str(exc), exc.field)
+    return error_response(exc.status, str(exc), exc.field, error_code=_crawlbots(request))
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    code = _crawlbots(request)
     if exc.status_code == 404:
-        return error_response(404, f"no such endpoint: {request.url.path[:200]}")
+        return error_response(404, f"no such endpoint: {request.url.path[:200]}", error_code=code)
     if exc.status_code == 405:
-        return error_response(405, f"{request.method} is not allowed here")
-    return error_response(exc.status_code, str(exc.detail))
+        return error_response(405, f"{request.method} is not allowed here", error_code=code)
+    return error_response(exc.status_code, str(exc.detail), error_code=code)
 
 
 async def store_error(request: Request, exc: Exception) -> Response:
@@ -86,6 +98,6 @@ async def store_error(request: Request, exc: Exception) -> Response:
     if not unavailable(exc):
         raise exc
     logs.throttled(log, logging.WARNING, "store unavailable, the API answers 503: %s", exc)
-    response = error_response(503, "store unavailable")
+    response = error_response(503, "store unavailable", error_code=_crawlbots(request))
     response.headers["Retry-After"] = str(RETRY_AFTER)
     return response

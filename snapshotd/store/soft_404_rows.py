@@ -6,7 +6,7 @@ Invariants:
   (:mod:`snapshotd.store.outcome`): a capture that shows the view sets it, any other clears
   it; a failed capture leaves it as it was;
 - a site's learned view is one ``meta`` row (:func:`view_key`), removed with the site's paths
-  (:mod:`snapshotd.store.sites`);
+  (:mod:`snapshotd.store.site_rows`);
 - counting a site's not-found paths reads its partial index alone.
 """
 

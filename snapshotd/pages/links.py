@@ -9,7 +9,7 @@ Pure: HTML and the page's URL in, absolute URLs out. Invariants:
   (it names a page of its own);
 - relative references resolve against ``<base href>`` when the page has one, else against the
   page's final URL;
-- links are read in the flat tree a renderer shows (:func:`snapshotd.web.shadow.composed`):
+- links are read in the flat tree a renderer shows (:func:`snapshotd.pages.flat_tree.composed`):
   those of every declarative shadow root too;
 - ``rel="nofollow"`` anchors are left out; ``<meta name="robots" content="nofollow">`` (or
   ``none``) is reported in ``nofollow`` and the caller decides.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
-from snapshotd.web.shadow import composed
+from snapshotd.pages.flat_tree import composed
 
 __all__ = ["PageLinks", "extract_links", "normalize_url"]
 

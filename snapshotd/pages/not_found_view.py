@@ -3,7 +3,7 @@ renders of such paths, and whether a capture shows it (SPEC 5.6). Pure: HTML in,
 out; no list of words that say "not found" in any language, only what the site itself draws.
 
 A page is read as its *lines*: each text of its main content as a reader sees it
-(:func:`snapshotd.web.fingerprints.main_content`, shadow roots included), lower-cased, white
+(:func:`snapshotd.pages.fingerprints.main_content`, shadow roots included), lower-cased, white
 space collapsed, each date and time one word, and every part that names the page's own path
 (the path, its segments and query values, decoded, a slug's words) the one word ``{path}``.
 A line is known with the element it is drawn in (``h1|page not found``), and so is each of its
@@ -43,7 +43,7 @@ from urllib.parse import unquote
 
 from selectolax.lexbor import LexborHTMLParser
 
-from snapshotd.web.fingerprints import main_content, without_times
+from snapshotd.pages.fingerprints import main_content, without_times
 
 __all__ = [
     "AGREE", "COVER", "EXTRA_MIN", "EXTRA_SHARE", "MIN_REFERENCES", "MIN_VIEW_WORDS", "Match",

@@ -18,12 +18,12 @@ from collections import deque
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import ApiError, context
 from snapshotd.api.inputs import is_number, query
 from snapshotd.api.openapi import AUTH_ERRORS, operation, param
+from snapshotd.api.shared import ApiError, context
 from snapshotd.observe.minute_counts import RENDER_BUCKETS
 from snapshotd.proxy.handler import WORKER_HEADER
-from snapshotd.store.base import STATES
+from snapshotd.store.interface import STATES
 
 RATE_WINDOW = 60.0
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from snapshotd.web.fingerprints import fingerprint
+from snapshotd.pages.fingerprints import fingerprint
 
 __all__ = [
     "DEVICES_CHOICES",
@@ -149,7 +149,7 @@ def renders_alike(
     a: tuple[int, dict[str, str], str], b: tuple[int, dict[str, str], str]
 ) -> bool:
     """Whether two profiles' captures (status, honoured headers, HTML) show a crawler the same
-    page: the same status and headers and the same main text (:mod:`snapshotd.web.fingerprints`'s
+    page: the same status and headers and the same main text (:mod:`snapshotd.pages.fingerprints`'s
     fingerprint), so one copy serves both."""
     if a[0] != b[0] or a[1] != b[1]:
         return False

@@ -17,15 +17,15 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from snapshotd.web.fingerprints import Print
-from snapshotd.web.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
+from snapshotd.http_text.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
+from snapshotd.pages.fingerprints import Print
 
 if TYPE_CHECKING:
     from snapshotd.store.outcome import CaptureOutcome
@@ -203,8 +203,8 @@ class Snapshot:
     captured_at: float = 0.0
     expires_at: float | None = None
     state: str = "processed"
-    profile: str = "mobile"  # the device profile it was rendered as (snapshotd.web.devices)
-    # The profile of the path's own snapshot: its last capture's first (store/profiles.py).
+    profile: str = "mobile"  # the device profile it was rendered as (snapshotd.crawlers.devices)
+    # The profile of the path's own snapshot: its last capture's first (store/profile_snapshots.py).
     own_profile: str = "mobile"
 
     @cached_property
@@ -292,12 +292,12 @@ class Store(Protocol):
         self, site: str, path: str, profile: str | None = None
     ) -> Snapshot | None:
         """The snapshot served for ``profile`` (its own row, else the path's own snapshot;
-        :mod:`snapshotd.store.profiles`); with None, the path's own snapshot."""
+        :mod:`snapshotd.store.profile_snapshots`); with None, the path's own snapshot."""
         ...
 
     async def own_profiles(self, site: str, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each of ``paths`` with a snapshot of its own, the device profiles it holds one
-        for, its own snapshot's first (:mod:`snapshotd.store.profiles`)."""
+        for, its own snapshot's first (:mod:`snapshotd.store.profile_snapshots`)."""
         ...
 
     async def enqueue(
@@ -362,6 +362,12 @@ class Store(Protocol):
     async def count_copies(self, site: str) -> int:
         """How many of the site's processed paths are copies of another (``duplicate_of``)."""
         ...
+
+    async def add_found_urls(self, site: str, urls: Iterable[str]) -> None:
+        """Count ``urls`` as found by the site's job (:mod:`snapshotd.store.found_urls`)."""
+        ...
+
+    async def found_urls(self, site: str) -> int: ...
 
     async def requeue_expired(
         self, site: str, *, limit: int = 1000, states: Sequence[str] | None = None

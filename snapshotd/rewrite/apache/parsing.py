@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import regex
 
+from snapshotd.patterns.bounded_regexes import PatternError, compile_pattern
 from snapshotd.rewrite.errors import RulesError
-from snapshotd.web.regexes import PatternError, compile_pattern
 
 # The status codes httpd 2.4 knows; R= accepts only these.
 _APACHE_CODES = frozenset(

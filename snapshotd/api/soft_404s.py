@@ -8,17 +8,17 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from snapshotd.api.base import context
 from snapshotd.api.openapi import AUTH_ERRORS, NOT_FOUND, SITE, operation
 from snapshotd.api.paths import site_or_404
-from snapshotd.capture.not_found import describe
+from snapshotd.api.shared import context
+from snapshotd.capture.soft_404 import describe
 from snapshotd.config.settings import SiteSettings
 
 __all__ = ["learn_not_found_view", "not_found_answer"]
 
 
 async def not_found_answer(ctx: Any, site: SiteSettings) -> dict[str, Any]:
-    """The site's view as :func:`~snapshotd.capture.not_found.describe` tells it, with
+    """The site's view as :func:`~snapshotd.capture.soft_404.describe` tells it, with
     ``paths`` (its paths whose last capture showed it) and ``answered`` (those answered
     404 or 410)."""
     shown, answered = await ctx.store.not_found_count(site.name)

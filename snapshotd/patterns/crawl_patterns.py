@@ -7,7 +7,7 @@ instead of the pattern (``re.search`` semantics on the whole URL).
 
 Invariants:
 - a regex setting is checked and compiled as the rules files' patterns are
-  (:func:`~snapshotd.web.regexes.compile_pattern`): one that can backtrack
+  (:func:`~snapshotd.patterns.bounded_regexes.compile_pattern`): one that can backtrack
   catastrophically is refused where it is set, so it never runs;
 - a search is given at most ``REGEX_SECONDS``; each regex setting (:class:`UrlRegex`, one
   per site) at most ``SHARE_SECONDS`` of each second, whoever asks (a bot's request, the
@@ -27,7 +27,7 @@ from contextvars import ContextVar
 
 import regex
 
-from snapshotd.web.regexes import PatternError, compile_pattern
+from snapshotd.patterns.bounded_regexes import PatternError, compile_pattern
 
 __all__ = [
     "PatternError",

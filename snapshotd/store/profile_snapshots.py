@@ -1,4 +1,4 @@
-"""What the stores keep per device profile (:mod:`snapshotd.web.devices`): a path's snapshot is
+"""What the stores keep per device profile (:mod:`snapshotd.crawlers.devices`): a path's snapshot is
 known by (site, path, profile). Shared by both engines.
 
 Invariants:
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from snapshotd.store.base import SNAPSHOT_COLUMNS
+from snapshotd.store.interface import SNAPSHOT_COLUMNS
 
 __all__ = [
     "POSTGRES_PROFILES",

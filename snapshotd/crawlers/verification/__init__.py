@@ -9,13 +9,14 @@ Invariants:
   loaded); a family's ranges and its DNS both count: either one verifies;
 - :meth:`Verifier.now` answers without I/O and without awaiting: from the ranges (what they
   say of an address kept until they are loaded again), then from the cache of DNS answers;
-  an address is the text :mod:`snapshotd.web.client_address` gives (one spelling per address);
+  an address is the text :mod:`snapshotd.crawlers.client_address` gives (one spelling per address);
   when DNS must be asked it starts the look-up in the background and answers None (not
   known yet), so a cache hit never waits on DNS;
 - :meth:`Verifier.claim` waits for a look-up under way at most ``wait`` seconds (when its
   network's share of look-ups is taken, for one of its own network's to end); not known by
   then is ``unverified`` (the answer lands in the cache for the next request);
-- fair per network (:mod:`snapshotd.verify.fairness`: an IPv4 /24; an IPv6 /64 and its
+- fair per network (:mod:`snapshotd.crawlers.verification.fairness`: an IPv4 /24; an IPv6 /64
+  and its
   /48): at most ``max_lookups`` look-ups run at once, of them at most each of the address's
   networks' share; past either an address is judged unverified for now and looked up again
   by a later request, so a hit starts at most one look-up, each bounded by twice
@@ -33,11 +34,11 @@ import ipaddress
 import logging
 import time
 
+from snapshotd.crawlers.families import Family, family_of, name_in
+from snapshotd.crawlers.verification.fairness import Network, NetworkCache, networks_of, share_of
+from snapshotd.crawlers.verification.ranges import RangeLists
+from snapshotd.crawlers.verification.resolver import DnsFailure, Resolver, SystemResolver
 from snapshotd.observe import logs
-from snapshotd.verify.fairness import Network, NetworkCache, networks_of, share_of
-from snapshotd.verify.ranges import RangeLists
-from snapshotd.verify.resolver import DnsFailure, Resolver, SystemResolver
-from snapshotd.web.crawler_families import Family, family_of, name_in
 
 __all__ = ["UNVERIFIABLE", "UNVERIFIED", "VERIFIED", "Verifier"]
 

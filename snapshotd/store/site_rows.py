@@ -13,8 +13,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from snapshotd.store.base import SiteRow
 from snapshotd.store.counters import sqlite_transaction
+from snapshotd.store.interface import SiteRow
 
 __all__ = [
     "EXPIRE_AFTER_FLOOR", "SITES_TABLE", "SITE_TOKENS", "PostgresSites", "SQLiteSites",
@@ -103,7 +103,9 @@ _CLEAR = (
     "DELETE FROM meta WHERE key = 'job-notify-failed:' || {0}",  # and why it could not be
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
-    "DELETE FROM meta WHERE key = 'not-found-view:' || {0}",  # store/not_found.view_key
+    "DELETE FROM found_urls WHERE site = {0}",  # the URLs its job found
+    "DELETE FROM found_url_counts WHERE site = {0}",
+    "DELETE FROM meta WHERE key = 'not-found-view:' || {0}",  # store/soft_404_rows.view_key
 )
 
 

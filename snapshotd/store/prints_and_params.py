@@ -1,5 +1,6 @@
 """What the stores keep for knowing a page by what it shows: the fingerprints of each
-snapshot (:mod:`snapshotd.web.fingerprints`), and the query parameters a site learned or was told to
+snapshot (:mod:`snapshotd.pages.fingerprints`), and the query parameters a site learned or was
+told to
 ignore, with the evidence behind them (:mod:`snapshotd.sites.param_learner`). Mixins of both
 engines.
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from snapshotd.store.base import ParamRow
+from snapshotd.pages.fingerprints import Print
 from snapshotd.store.counters import sqlite_transaction
-from snapshotd.web.fingerprints import Print
+from snapshotd.store.interface import ParamRow
 
 __all__ = ["PRINTS_AND_PARAMS", "PostgresParams", "SQLiteParams"]
 

@@ -23,7 +23,7 @@ class CaptureResult:
     renders alike in every profile (:mod:`snapshotd.render.device_probe`). ``declared``: the
     page said its status itself (a status meta tag, or ``onCaptureReady``'s), so no one judges
     it in its place. ``shell``: what names the app's build in the document as its origin
-    served it (:func:`snapshotd.web.not_found.app_shell`); "" when unknown.
+    served it (:func:`snapshotd.pages.not_found_view.app_shell`); "" when unknown.
     """
 
     url: str

@@ -1,0 +1,1 @@
+"""The texts of HTTP: URLs and site paths, header names and values."""

@@ -1,0 +1,1 @@
+"""Reading captured pages: links, fingerprints, the flat tree of shadow roots, sitemap XML."""

@@ -1,1 +1,0 @@
-"""Pure functions of the web's texts: URLs, links, patterns, regexes, bots, page fingerprints."""
