@@ -105,13 +105,19 @@ async def test_each_app(corpus: tuple[Corpus, str], tmp_path: Path) -> None:
     assert all("shows the not-found view learned" in got[p].not_found for p in SOFT_404)
 
 
+@pytest.fixture
+async def crawled(corpus: tuple[Corpus, str], tmp_path: Path) -> tuple[Corpus, str, Path]:
+    """The app, its origin, and the store one crawl of it filled."""
+    app, origin = corpus
+    await crawl(origin, tmp_path / "shop.db")
+    return app, origin, tmp_path / "shop.db"
+
+
 @pytest.mark.parametrize("corpus", ["vue"], indirect=True)
 async def test_a_new_build_that_words_its_view_otherwise_is_learned_again(
-    corpus: tuple[Corpus, str], tmp_path: Path
+    crawled: tuple[Corpus, str, Path],
 ) -> None:
-    app, origin = corpus
-    db = tmp_path / "shop.db"
-    await crawl(origin, db)
+    app, origin, db = crawled
     before = await stored_view(db)
     assert "oops" in before["view"]["text"], before
     app.version = 2  # a new build: another script, the not-found view drawn in other words
@@ -128,11 +134,9 @@ async def test_a_new_build_that_words_its_view_otherwise_is_learned_again(
 
 @pytest.mark.parametrize("corpus", ["react"], indirect=True)
 async def test_a_real_page_that_comes_to_show_the_view_is_answered_404_once_confirmed(
-    corpus: tuple[Corpus, str], tmp_path: Path
+    crawled: tuple[Corpus, str, Path],
 ) -> None:
-    app, origin = corpus
-    db = tmp_path / "shop.db"
-    await crawl(origin, db)
+    app, origin, db = crawled
     app.gone.add("4")  # taken off the shop: its page now draws the not-found view
     await queue_again(db, ("/products/4",))
     first = (await crawl(origin, db))["/products/4"]
