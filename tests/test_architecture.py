@@ -203,7 +203,10 @@ def test_function_level_imports_count(tmp_path) -> None:
 # The questions of a site's path policy, each answered by one function of
 # snapshotd/sites/path_policy.py and by no other function of that name in the parts that ask
 # them (a render slot's ``full`` is another matter).
-PATH_POLICY = {"path_of", "crawls", "processes", "processes_html", "is_ignored", "full"}
+PATH_POLICY = {
+    "path_of", "crawls", "processes", "processes_html", "is_ignored", "full",
+    "limits_processing", "at_max_pages",
+}
 ASKING = ("config", "sites", "crawl", "capture", "proxy", "api", "services")
 
 
@@ -219,3 +222,66 @@ def test_a_site_s_path_policy_is_answered_in_one_place():
             ):
                 defined.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
     assert defined == {name: [str(home.relative_to(PACKAGE))] for name in PATH_POLICY}
+
+
+# The settings those questions are answered from: outside sites/path_policy.py, the parts
+# that ask them read them only to show or store them, never to judge by them.
+POLICY_VALUES = {
+    "max_pages", "max_to_process", "ignore", "url_crawl_pattern", "url_crawl_regex",
+    "url_process_pattern", "url_process_regex", "page_process_pattern", "url_regexes",
+}
+
+
+def _judged_by_policy_values(tree: ast.Module) -> list[str]:
+    """Each comparison or condition of ``tree`` that reads one of :data:`POLICY_VALUES` of
+    a site, as ``line: source``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            parts = [node.test]
+        elif isinstance(node, ast.BoolOp):
+            parts = list(node.values)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            parts = [node.operand]
+        else:
+            continue
+        for part in parts:
+            read = part if isinstance(part, ast.Attribute) else None
+            if isinstance(part, ast.Compare):
+                continue  # its own node
+            if read is None:
+                reads = [a for a in ast.walk(part) if isinstance(a, ast.Attribute)]
+            else:
+                reads = [read]
+            if any(
+                a.attr in POLICY_VALUES and isinstance(a.value, ast.Name) and a.value.id != "args"
+                for a in reads
+            ):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+                break
+    return sorted(found)
+
+
+def test_only_the_path_policy_judges_by_its_settings():
+    home = PACKAGE / "sites" / "path_policy.py"
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        part = path.relative_to(PACKAGE).with_suffix("").parts[0]
+        if part in ASKING and path != home:
+            if judged := _judged_by_policy_values(ast.parse(path.read_text(), str(path))):
+                found[str(path.relative_to(PACKAGE))] = judged
+    assert found == {}
+
+
+def test_the_policy_check_finds_a_site_judged_by_its_limits():
+    tree = ast.parse(
+        "def f(site, n):\n    if site.max_to_process < 0:\n        return n >= site.max_pages\n"
+        "    return not site.ignore\n"
+    )
+    assert _judged_by_policy_values(tree) == [
+        "2: site.max_to_process < 0",
+        "3: n >= site.max_pages",
+        "4: not site.ignore",
+    ]

@@ -368,7 +368,7 @@ class CaptureService:
     async def reached_max(self, site: SiteSettings) -> bool:
         """Whether the site has ``max_to_process`` processed pages already (never when it
         is -1, unlimited), by a :class:`CountCache` of them."""
-        if site.max_to_process < 0:
+        if not path_policy.limits_processing(site):
             return False
         if not path_policy.full(site, await self._processed.get(site.name)):
             return False

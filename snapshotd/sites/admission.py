@@ -240,7 +240,7 @@ def decide(
         return Decision("refused", path, reason="too long")
 
     if path_policy.is_ignored(site, path) and not capture_flag:
-        if crawling and (yield Size()) >= site.max_pages:
+        if crawling and path_policy.at_max_pages(site, (yield Size())):
             return Decision("refused", path, reason="max_pages")
         return Decision("ignored", path)
     if source == "api":
@@ -324,7 +324,7 @@ def _new_path(
         return Decision("refused", path, reason="capture_new is off")
     if source == "bot" and not site.capture_new:
         return Decision("pass", path, reason="capture_new is off")
-    if (yield Size()) >= site.max_pages:
+    if path_policy.at_max_pages(site, (yield Size())):
         return Decision("refused", path, reason="max_pages")
     if source == "bot":
         if site.verify_bots != "off" and not claim:
