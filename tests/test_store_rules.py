@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from snapshotd.store import SQLiteStore, StoreError
-from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.outcome import ERROR_KEPT, CaptureOutcome
+from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.queueing import Queueing, queueing
 
 STORE = Path(__file__).resolve().parent.parent / "snapshotd" / "store"

@@ -1,7 +1,8 @@
 """A site's path policy: which URLs name its pages, and which of its paths it crawls,
-processes or ignores, and when it is full (of processed pages, or of paths). Each question is answered here, in one function,
-for admission, the crawler, its rounds and the capture service alike; a site's settings
-(:class:`~snapshotd.config.settings.SiteSettings`) hold only the values.
+processes or ignores, and when it is full (of processed pages, or of paths). Each question
+is answered here, in one function, for admission, the crawler, its rounds and the capture
+service alike; a site's settings (:class:`~snapshotd.config.settings.SiteSettings`) hold
+only the values.
 
 Invariants:
 - nothing here does I/O or keeps state (a site's regexes are compiled once, with its

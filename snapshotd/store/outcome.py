@@ -1,6 +1,7 @@
 """A capture's outcome, and what storing it writes: the rules of ``Store.complete`` (and of
-``Store.fail``) that do not depend on the database, written once for both engines. An engine runs :func:`capture_writes`'
-statements in one transaction of its own; it keeps only that transaction and its marks.
+``Store.fail``) that do not depend on the database, written once for both engines. An engine
+runs :func:`capture_writes`' statements in one transaction of its own; it keeps only that
+transaction and its marks.
 
 Invariants:
 - a :class:`CaptureOutcome` is checked when it is made: one that could not be stored (a copy
