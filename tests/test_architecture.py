@@ -233,34 +233,26 @@ POLICY_VALUES = {
 
 
 def _judged_by_policy_values(tree: ast.Module) -> list[str]:
-    """Each comparison or condition of ``tree`` that reads one of :data:`POLICY_VALUES` of
-    a site, as ``line: source``."""
+    """Each comparison of ``tree`` that reads one of :data:`POLICY_VALUES` of a site, and
+    each condition that is one of them, as ``line: source``."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            parts = [node.left, *node.comparators]
+            reads = [a for part in (node.left, *node.comparators) for a in ast.walk(part)]
         elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
-            parts = [node.test]
+            reads = [node.test]
         elif isinstance(node, ast.BoolOp):
-            parts = list(node.values)
+            reads = list(node.values)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            parts = [node.operand]
+            reads = [node.operand]
         else:
             continue
-        for part in parts:
-            read = part if isinstance(part, ast.Attribute) else None
-            if isinstance(part, ast.Compare):
-                continue  # its own node
-            if read is None:
-                reads = [a for a in ast.walk(part) if isinstance(a, ast.Attribute)]
-            else:
-                reads = [read]
-            if any(
-                a.attr in POLICY_VALUES and isinstance(a.value, ast.Name) and a.value.id != "args"
-                for a in reads
-            ):
-                found.append(f"{node.lineno}: {ast.unparse(node)}")
-                break
+        if any(
+            isinstance(a, ast.Attribute) and a.attr in POLICY_VALUES
+            and isinstance(a.value, ast.Name) and a.value.id != "args"
+            for a in reads
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
     return sorted(found)
 
 
@@ -278,10 +270,50 @@ def test_only_the_path_policy_judges_by_its_settings():
 def test_the_policy_check_finds_a_site_judged_by_its_limits():
     tree = ast.parse(
         "def f(site, n):\n    if site.max_to_process < 0:\n        return n >= site.max_pages\n"
-        "    return not site.ignore\n"
+        "    return not site.ignore or site.page_process_pattern\n"
     )
     assert _judged_by_policy_values(tree) == [
         "2: site.max_to_process < 0",
         "3: n >= site.max_pages",
         "4: not site.ignore",
+        "4: not site.ignore or site.page_process_pattern",
+    ]
+
+
+def _patched_and_reached(tree: ast.Module) -> list[str]:
+    """What a module does to the pieces it made after making them: each attribute of one it
+    sets (``capture.learner.on_change = ...``) and each reach past a piece's own parts
+    (``self.proxy.claims.verifier.start``), as ``line: source``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute):
+                    found.append(f"{node.lineno}: {ast.unparse(target)} =")
+        if isinstance(node, ast.Attribute):
+            depth, inner = 0, node
+            while isinstance(inner, ast.Attribute):
+                depth, inner = depth + 1, inner.value
+            if depth > 3 and isinstance(inner, ast.Name):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    # An attribute chain is found at each of its lengths past the bound: the longest says it.
+    return sorted({f for f in found if not any(g != f and g.startswith(f) for g in found)})
+
+
+def test_services_give_each_piece_what_it_uses_when_it_is_made():
+    services = PACKAGE / "services.py"
+    assert _patched_and_reached(ast.parse(services.read_text(), str(services))) == []
+
+
+def test_the_wiring_check_finds_a_piece_patched_or_reached_into():
+    tree = ast.parse(
+        "def f(self, capture, sites):\n"
+        "    capture.learner.on_change = sites.refresh\n"
+        "    self.proxy.claims.verifier.start()\n"
+        "    self.metrics.minutes.start(self.store)\n"
+    )
+    assert _patched_and_reached(tree) == [
+        "2: capture.learner.on_change =",
+        "3: self.proxy.claims.verifier.start",
     ]

@@ -136,6 +136,7 @@ class CaptureService:
         reclaim_every: float = RECLAIM_SECONDS,
         links: LinksToFollow | None = None,
         indexnow: IndexNow | None = None,
+        learner: ParamLearner | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -144,7 +145,7 @@ class CaptureService:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clock = clock
         self.links = links
-        self.learner = ParamLearner(store)
+        self.learner = learner or ParamLearner(store)
         # Told of each stored capture that is news to search engines (search.indexnow).
         self.indexnow = indexnow or IndexNow(settings, metrics=self.metrics)
         self.profiles = ProfileRenders(renderer, store)
