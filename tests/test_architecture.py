@@ -317,3 +317,25 @@ def test_the_wiring_check_finds_a_piece_patched_or_reached_into():
         "2: capture.learner.on_change =",
         "3: self.proxy.claims.verifier.start",
     ]
+
+
+def _shared_class_names(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """The public class names more than one module of ``modules`` defines, with those
+    modules."""
+    defined: dict[str, list[str]] = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(name)
+    return {cls: where for cls, where in defined.items() if len(where) > 1}
+
+
+def test_each_class_name_says_one_thing():
+    assert _shared_class_names(_modules()) == {}
+
+
+def test_the_name_check_finds_two_classes_of_one_name(tmp_path):
+    (tmp_path / "a.py").write_text("class Decision:\n    pass\n\nclass _Own:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Decision:\n    pass\n\nclass _Own:\n    pass\n")
+    modules = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
+    assert _shared_class_names(modules) == {"Decision": ["a", "b"]}

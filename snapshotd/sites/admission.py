@@ -55,7 +55,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import RuleSet
-from snapshotd.rewrite.decision import Decision as RuleDecision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.sites import path_policy
 from snapshotd.store.base import (
     PRIORITY_BOT,
@@ -218,21 +218,21 @@ def decide(
             return Decision("person", path, reason=claim, claim=claim)
     if rules is not None and len(rules):
         for _ in range(MAX_RULE_REDIRECTS):
-            decision = yield from _ruling(rules, path, host, headers)
-            if decision.action == "redirect":
-                location = decision.location or decision.path
+            ruled = yield from _ruling(rules, path, host, headers)
+            if ruled.action == "redirect":
+                location = ruled.location or ruled.path
                 if not crawling:
-                    return Decision("redirect", path, status=decision.status, location=location)
+                    return Decision("redirect", path, status=ruled.status, location=location)
                 target = path_policy.path_of(site, location)
                 if target is None or target == path:
                     return Decision("refused", path, reason="rules redirect off-site or to itself")
                 path = target
                 continue
-            if decision.action == "status":
+            if ruled.action == "status":
                 if not crawling:
-                    return Decision("status", path, status=decision.status)
-                return Decision("refused", path, reason=f"rules answer {decision.status}")
-            path, capture_flag = decision.path, decision.capture
+                    return Decision("status", path, status=ruled.status)
+                return Decision("refused", path, reason=f"rules answer {ruled.status}")
+            path, capture_flag = ruled.path, ruled.capture
             break
         else:
             return Decision("refused", path, reason="too many rules redirects")
@@ -306,8 +306,8 @@ def _trusted(site: SiteSettings, claim: str) -> bool:
 
 def _ruling(
     rules: RuleSet, path: str, host: str, headers: Mapping[str, str] | None
-) -> Generator[Question, Any, RuleDecision]:
-    """The rules' decision for ``path``, their ``NF`` questions passed on as :class:`Captured`."""
+) -> Generator[Question, Any, RulesOutcome]:
+    """The rules' outcome for ``path``, their ``NF`` questions passed on as :class:`Captured`."""
     ruling = rules.ruling(path, host=host, headers=headers)
     try:
         asked = next(ruling)
