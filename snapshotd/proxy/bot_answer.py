@@ -54,7 +54,9 @@ from snapshotd.sites.view import SiteView
 from snapshotd.store import unavailable as store_unavailable
 from snapshotd.store.base import PRIORITY_EXPIRED, Snapshot, Store
 from snapshotd.store.shared_read import SharedRead
+from snapshotd.verify import Verifier
 from snapshotd.verify.claims import Claims, Who, after_refusal
+from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.devices import PROFILE_NAMES, served_profile
 
 __all__ = ["WORKER_HEADER", "BotAnswers", "access_log"]
@@ -97,7 +99,8 @@ class _BotFacts(StoreFacts):
 
 class BotAnswers:
     """The bot answers of one process: its snapshot cache, the counts behind the flood
-    bounds, the claims of its requests."""
+    bounds, the claims of its requests. ``verifier``: the crawler verifier its claims ask
+    (started and closed by whoever made it, :mod:`snapshotd.services`)."""
 
     def __init__(
         self,
@@ -105,16 +108,21 @@ class BotAnswers:
         store: Store,
         capture: CaptureService,
         upstream: Upstream,
-        claims: Claims,
         *,
         metrics: Metrics | None = None,
         processes: int = 1,
+        verifier: Verifier | None = None,
     ) -> None:
         self.sites = sites
         self.store = store
         self.capture = capture
         self.upstream = upstream
-        self.claims = claims
+        settings = sites.settings
+        self.claims = Claims(
+            verifier or Verifier(),
+            TrustedProxies(settings.trusted_proxies, settings.forwarded_header),
+            self._bot_family,
+        )
         self.metrics = metrics or capture.metrics
         self.miss_wait = sites.settings.miss_wait
         self.cache = SnapshotCache()
@@ -128,6 +136,11 @@ class BotAnswers:
         self._read_snapshot: SharedRead[tuple[str, str, str], Snapshot | None] = SharedRead(
             self._read
         )
+
+    def _bot_family(self, site: str, agent: str) -> str | None:
+        """The bot-list entry ``agent`` matches by the site's current bots."""
+        view = self.sites.view(site)
+        return None if view is None else view.bots.family(agent)
 
     @staticmethod
     def profile_for(site: SiteSettings, headers: dict[str, str]) -> str:
@@ -156,26 +169,6 @@ class BotAnswers:
 
     async def snapshot_request(
         self,
-        site: SiteSettings,
-        path: str,
-        headers: dict[str, str],
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        *,
-        fail_open: bool = True,
-        profile: str | None = None,
-    ) -> None:
-        """:meth:`answer_bot` by the site's current view (:meth:`SiteRegistry.view_of
-        <snapshotd.sites.registry.SiteRegistry.view_of>`), for a caller that holds the site's
-        settings (the render endpoint)."""
-        await self.answer_bot(
-            self.sites.view_of(site), path, headers, scope, receive, send,
-            fail_open=fail_open, profile=profile,
-        )
-
-    async def answer_bot(
-        self,
         view: SiteView,
         path: str,
         headers: dict[str, str],
@@ -194,7 +187,10 @@ class BotAnswers:
         (:meth:`profile_for`).
 
         ``scope`` must name the same path, as pass-through forwards it. ``view``: the site's
-        settings, rules and bots, all of one version, which the whole answer goes by."""
+        settings, rules and bots, all of one version, which the whole answer goes by (the
+        route's, or :meth:`SiteRegistry.view_of
+        <snapshotd.sites.registry.SiteRegistry.view_of>` for a caller that holds the site's
+        settings)."""
         site = view.settings
         started = time.monotonic()
         result, status = "BYPASS", 0  # what the answer is when this raises (fail-open)
@@ -253,7 +249,7 @@ class BotAnswers:
         profile: str,
         fail_open: bool = True,
     ) -> tuple[str, int, str]:
-        """The answer of :meth:`answer_bot`: its result (``HIT``, ``STALE``, ``MISS``,
+        """The answer of :meth:`snapshot_request`: its result (``HIT``, ``STALE``, ``MISS``,
         ``RETRY``, ``BYPASS``, ``UNAVAILABLE``, ``RULE`` or ``PASS``), status, and the claim
         admission asked (``refused`` when it was not trusted and was refused). What raises
         has sent nothing."""

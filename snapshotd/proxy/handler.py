@@ -17,28 +17,22 @@ the rules its answer goes by are of one version.
 from __future__ import annotations
 
 import zlib
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from starlette.types import Receive, Scope, Send
 
-from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import SiteSettings
-from snapshotd.observe.metrics import Metrics
 from snapshotd.proxy.bot_answer import WORKER_HEADER, BotAnswers
-from snapshotd.proxy.passthrough import Upstream, relay_target
+from snapshotd.proxy.passthrough import relay_target
 from snapshotd.proxy.passthrough import send_text as _send_simple
 from snapshotd.proxy.relay import AtOnce, Relay
 from snapshotd.proxy.search_files import answer_search_file, is_search_file
 from snapshotd.proxy.seo4ajax_face import Face, origin_scope
 from snapshotd.proxy.snapshots import rule_answer, snapshot_answer
 from snapshotd.sites.admission import decide_now
-from snapshotd.sites.registry import SiteRegistry
 from snapshotd.sites.view import SiteView
-from snapshotd.store.base import Store
-from snapshotd.verify import Verifier
-from snapshotd.verify.claims import Claims
 from snapshotd.web.bots import is_static_asset
-from snapshotd.web.client_address import TrustedProxies
 from snapshotd.web.urls import (
     BadRequest,
     check_origin_form,
@@ -65,36 +59,13 @@ ALLOW = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 
 class Proxy(BotAnswers):
-    """ASGI app: snapshot requests from the store, everything else to the origin.
-    ``verifier``: the crawler verifier its claims ask (started and closed by whoever made
-    it, :mod:`snapshotd.services`)."""
+    """ASGI app: snapshot requests from the store, everything else to the origin."""
 
-    def __init__(
-        self,
-        sites: SiteRegistry,
-        store: Store,
-        capture: CaptureService,
-        upstream: Upstream,
-        *,
-        metrics: Metrics | None = None,
-        processes: int = 1,
-        verifier: Verifier | None = None,
-    ) -> None:
-        settings = sites.settings
-        claims = Claims(
-            verifier or Verifier(),
-            TrustedProxies(settings.trusted_proxies, settings.forwarded_header),
-            self._bot_family,
-        )
-        super().__init__(
-            sites, store, capture, upstream, claims, metrics=metrics, processes=processes
-        )
-        self.face = Face(settings.seo4ajax_hosts, settings.seo4ajax_port, sites.view_for_token)
-
-    def _bot_family(self, site: str, agent: str) -> str | None:
-        """The bot-list entry ``agent`` matches by the site's current bots."""
-        view = self.sites.view(site)
-        return None if view is None else view.bots.family(agent)
+    @cached_property
+    def face(self) -> Face:
+        """The SEO4Ajax-compatible face of this process."""
+        settings = self.sites.settings
+        return Face(settings.seo4ajax_hosts, settings.seo4ajax_port, self.sites.view_for_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -113,7 +84,7 @@ class Proxy(BotAnswers):
             scope = origin_scope(scope, route.target)
         if route.kind in ("bot", "face"):
             assert route.view is not None
-            await self.answer_bot(
+            await self.snapshot_request(
                 route.view, route.path, headers, scope, receive, send,
                 fail_open=route.kind == "bot",
             )
