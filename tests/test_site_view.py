@@ -38,9 +38,11 @@ def version_of(view) -> tuple[int, int, bool]:  # type: ignore[no-untyped-def]
 
 async def test_a_reader_holding_a_view_holds_one_version_across_updates(store) -> None:  # type: ignore[no-untyped-def]
     registry = SiteRegistry(Settings(sites=(shop(0),)), store, refresh_every=60)
+    assert dict(registry.created) == {}  # nothing read of the store yet
     await registry.open()
     try:
         held, whole = registry.view("shop"), registry.now
+        assert held is not None and registry.created == {"shop": held.created}
         assert held is not None and version_of(held) == (0, 0, True)
         seen: list[tuple[int, int, bool]] = []
         updating = True

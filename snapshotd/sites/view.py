@@ -31,14 +31,14 @@ __all__ = ["SiteView", "SitesView"]
 @dataclass(frozen=True)
 class SiteView:
     """One site as this process sees it: its ``settings``, the ``rules`` parsed from them,
-    its ``bots`` matcher, whether its crawl is ``paused``, when it was ``created`` (0 before
-    the store was read) and its site ``token`` ("" before the store gave it one)."""
+    its ``bots`` matcher, whether its crawl is ``paused``, when it was ``created`` (None
+    before the store was read) and its site ``token`` ("" before the store gave it one)."""
 
     settings: SiteSettings
     rules: RuleSet
     bots: BotMatcher
     paused: bool = False
-    created: float = 0.0
+    created: float | None = None
     token: str = ""
 
     @property
@@ -71,8 +71,10 @@ class SitesView:
 
     @cached_property
     def created(self) -> Mapping[str, float]:
-        """When each site was created, by name."""
-        return MappingProxyType({name: view.created for name, view in self.by_name.items()})
+        """When each site the store was read for was created, by name."""
+        return MappingProxyType(
+            {name: view.created for name, view in self.by_name.items() if view.created is not None}
+        )
 
     def for_host(self, host: str) -> SiteView | None:
         """The view of the site serving a Host header (``Settings.site_for_host``)."""
