@@ -7,14 +7,16 @@ all build their :class:`Services` with :func:`build_services` and run inside
 Invariants:
 - every piece is made once, from the frozen settings, before anything opens: the default
   renderer (a :class:`~snapshotd.render.BrowserPool`) and the sites' rules only here, the
-  proxy before the API that serves its render endpoint, so nothing is patched in afterwards;
+  proxy before the API that serves its render endpoint; each is given what it uses when it
+  is made (the parameter learner the registry's refresh, the capture service that learner,
+  the proxy the crawler verifier), so nothing is patched in afterwards;
 - ``running`` opens the store (and starts storing the minute counters), then the sites
-  (the configured ones written to the store, all of them read), then the renderer,
-  then the capture service (which takes back
-  expired leases), then the crawler; it closes the capture service first (no capture starts;
-  those under way get their grace, the rest are cut short and every lease of this process is
-  handed back), then the crawler, the renderer, the upstream and the store. A piece whose
-  opening failed is not closed; everything opened before it is;
+  (the configured ones written to the store, all of them read), then the renderer, then the
+  crawler verifier (serve only), then the capture service (which takes back expired
+  leases), then the crawler; it closes the capture service first (no capture starts; those
+  under way get their grace, the rest are cut short and every lease of this process is
+  handed back), then the crawler, the verifier, the renderer, the upstream and the store. A
+  piece whose opening failed is not closed; everything opened before it is;
 - in a process that runs a crawler, the capture service is built with the queue through which
   it hands the crawler the captures it makes on its own (proxy misses, the render endpoint),
   so their links are followed too (:mod:`snapshotd.capture.service`);
@@ -50,6 +52,7 @@ from snapshotd.render import BrowserPool
 from snapshotd.render.procs import BrowserProcesses
 from snapshotd.render.renderer import Renderer
 from snapshotd.rewrite import RuleSet
+from snapshotd.sites.param_learner import ParamLearner
 from snapshotd.sites.registry import SiteRegistry
 from snapshotd.store import Store, open_store
 
@@ -74,6 +77,8 @@ class Services:
     capture: CaptureService
     upstream: Upstream | None = None  # serve only
     proxy: Proxy | None = None  # serve only
+    # The crawler verifier the proxy's claims ask: its range lists and look-ups (serve only).
+    verifier: Verifier | None = None
     crawler: Crawler | None = None
     # Drawn at start when no token is configured; the API of this process takes only it.
     generated_token: str | None = None
@@ -93,8 +98,8 @@ class Services:
             except Exception as exc:
                 raise BrowserStartError(str(exc)) from exc
             try:
-                if self.proxy is not None:
-                    await self.proxy.claims.verifier.start()
+                if self.verifier is not None:
+                    await self.verifier.start()
                 await self.capture.start()
                 waiting: asyncio.Task[None] | None = None
                 try:
@@ -113,8 +118,8 @@ class Services:
                     if self.crawler_lock is not None:
                         self.crawler_lock.release()
             finally:
-                if self.proxy is not None:
-                    await self.proxy.claims.verifier.close()
+                if self.verifier is not None:
+                    await self.verifier.close()
                 await self.renderer.close()
                 if self.upstream is not None:
                     await self.upstream.close()
@@ -184,13 +189,16 @@ def build_services(
     # The pool's browsers: a worker's are below its supervisor, which forked every worker.
     metrics.add_collector(BrowserProcesses(os.getppid() if processes > 1 else None))
     links: LinksToFollow | None = asyncio.Queue() if crawler else None
-    capture = CaptureService(settings, store, renderer, metrics=metrics, links=links)
-    capture.learner.on_change = sites.refresh  # what is learned is used here at once
-    proxy = None
+    learner = ParamLearner(store, on_change=sites.refresh)  # what is learned used here at once
+    capture = CaptureService(
+        settings, store, renderer, metrics=metrics, links=links, learner=learner
+    )
+    proxy = verifier = None
     if upstream is not None:
+        verifier = default_verifier(settings, resolver)
         proxy = Proxy(
             sites, store, capture, upstream, metrics=metrics, processes=processes,
-            verifier=default_verifier(settings, resolver),
+            verifier=verifier,
         )
     return Services(
         settings=settings,
@@ -201,6 +209,7 @@ def build_services(
         capture=capture,
         upstream=upstream,
         proxy=proxy,
+        verifier=verifier,
         crawler=(
             Crawler(
                 sites, store, capture, metrics=metrics, once=once, seeds=seeds,

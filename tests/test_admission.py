@@ -9,6 +9,7 @@ import pytest
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.rewrite import parse_rules
+from snapshotd.sites import path_policy
 from snapshotd.sites.admission import (
     PRIORITY_NEW,
     Captured,
@@ -369,3 +370,18 @@ async def test_the_driver_answers_from_facts() -> None:
     decision = await admit(gen, facts)
     assert facts.asked == ["/p/a"]
     assert brief(decision) == ("capture", "/p/a", PRIORITY_NEW, False, True)
+
+
+@pytest.mark.parametrize(
+    ("max_to_process", "processed", "limits", "full"),
+    [(-1, 10**9, False, False), (0, 0, True, True), (5, 4, True, False), (5, 5, True, True)],
+)
+def test_when_a_site_is_full_of_processed_pages(max_to_process, processed, limits, full):
+    site = replace(SITE, max_to_process=max_to_process)
+    assert path_policy.limits_processing(site) is limits
+    assert path_policy.full(site, processed) is full
+
+
+@pytest.mark.parametrize(("paths", "at_max"), [(9, False), (10, True), (11, True)])
+def test_when_a_site_has_all_the_paths_it_may_have(paths, at_max):
+    assert path_policy.at_max_pages(SITE, paths) is at_max

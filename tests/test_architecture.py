@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "snapshotd"
-MAX_LINES = 700
+MAX_LINES = 500
 
 # The parts of the package, from the top down (docs/ARCHITECTURE.md): a module may import
 # its own part and the parts below it, never one above; parts on one line are siblings that
@@ -226,7 +226,10 @@ def test_function_level_imports_count(tmp_path) -> None:
 # The questions of a site's path policy, each answered by one function of
 # snapshotd/sites/path_policy.py and by no other function of that name in the parts that ask
 # them (a render slot's ``full`` is another matter).
-PATH_POLICY = {"path_of", "crawls", "processes", "processes_html", "is_ignored", "full"}
+PATH_POLICY = {
+    "path_of", "crawls", "processes", "processes_html", "is_ignored", "full",
+    "limits_processing", "at_max_pages",
+}
 ASKING = ("config", "sites", "crawl", "capture", "proxy", "api", "services")
 
 
@@ -242,3 +245,120 @@ def test_a_site_s_path_policy_is_answered_in_one_place():
             ):
                 defined.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
     assert defined == {name: [str(home.relative_to(PACKAGE))] for name in PATH_POLICY}
+
+
+# The settings those questions are answered from: outside sites/path_policy.py, the parts
+# that ask them read them only to show or store them, never to judge by them.
+POLICY_VALUES = {
+    "max_pages", "max_to_process", "ignore", "url_crawl_pattern", "url_crawl_regex",
+    "url_process_pattern", "url_process_regex", "page_process_pattern", "url_regexes",
+}
+
+
+def _judged_by_policy_values(tree: ast.Module) -> list[str]:
+    """Each comparison of ``tree`` that reads one of :data:`POLICY_VALUES` of a site, and
+    each condition that is one of them, as ``line: source``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            reads = [a for part in (node.left, *node.comparators) for a in ast.walk(part)]
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            reads = [node.test]
+        elif isinstance(node, ast.BoolOp):
+            reads = list(node.values)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            reads = [node.operand]
+        else:
+            continue
+        if any(
+            isinstance(a, ast.Attribute) and a.attr in POLICY_VALUES
+            and isinstance(a.value, ast.Name) and a.value.id != "args"
+            for a in reads
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(found)
+
+
+def test_only_the_path_policy_judges_by_its_settings():
+    home = PACKAGE / "sites" / "path_policy.py"
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        part = path.relative_to(PACKAGE).with_suffix("").parts[0]
+        if part in ASKING and path != home:
+            if judged := _judged_by_policy_values(ast.parse(path.read_text(), str(path))):
+                found[str(path.relative_to(PACKAGE))] = judged
+    assert found == {}
+
+
+def test_the_policy_check_finds_a_site_judged_by_its_limits():
+    tree = ast.parse(
+        "def f(site, n):\n    if site.max_to_process < 0:\n        return n >= site.max_pages\n"
+        "    return not site.ignore or site.page_process_pattern\n"
+    )
+    assert _judged_by_policy_values(tree) == [
+        "2: site.max_to_process < 0",
+        "3: n >= site.max_pages",
+        "4: not site.ignore",
+        "4: not site.ignore or site.page_process_pattern",
+    ]
+
+
+def _patched_and_reached(tree: ast.Module) -> list[str]:
+    """What a module does to the pieces it made after making them: each attribute of one it
+    sets (``capture.learner.on_change = ...``) and each reach past a piece's own parts
+    (``self.proxy.claims.verifier.start``), as ``line: source``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute):
+                    found.append(f"{node.lineno}: {ast.unparse(target)} =")
+        if isinstance(node, ast.Attribute):
+            depth, inner = 0, node
+            while isinstance(inner, ast.Attribute):
+                depth, inner = depth + 1, inner.value
+            if depth > 3 and isinstance(inner, ast.Name):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    # An attribute chain is found at each of its lengths past the bound: the longest says it.
+    return sorted({f for f in found if not any(g != f and g.startswith(f) for g in found)})
+
+
+def test_services_give_each_piece_what_it_uses_when_it_is_made():
+    services = PACKAGE / "services.py"
+    assert _patched_and_reached(ast.parse(services.read_text(), str(services))) == []
+
+
+def test_the_wiring_check_finds_a_piece_patched_or_reached_into():
+    tree = ast.parse(
+        "def f(self, capture, sites):\n"
+        "    capture.learner.on_change = sites.refresh\n"
+        "    self.proxy.claims.verifier.start()\n"
+        "    self.metrics.minutes.start(self.store)\n"
+    )
+    assert _patched_and_reached(tree) == [
+        "2: capture.learner.on_change =",
+        "3: self.proxy.claims.verifier.start",
+    ]
+
+
+def _shared_class_names(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """The public class names more than one module of ``modules`` defines, with those
+    modules."""
+    defined: dict[str, list[str]] = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(name)
+    return {cls: where for cls, where in defined.items() if len(where) > 1}
+
+
+def test_each_class_name_says_one_thing():
+    assert _shared_class_names(_modules()) == {}
+
+
+def test_the_name_check_finds_two_classes_of_one_name(tmp_path):
+    (tmp_path / "a.py").write_text("class Decision:\n    pass\n\nclass _Own:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Decision:\n    pass\n\nclass _Own:\n    pass\n")
+    modules = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
+    assert _shared_class_names(modules) == {"Decision": ["a", "b"]}

@@ -389,9 +389,9 @@ async def test_a_site_serving_both_profiles_keeps_contexts_of_each_instead_of_tr
 async def test_garbage_collection_between_captures_keeps_the_slot(
     servers, site, monkeypatch
 ) -> None:
-    from snapshotd.render import slot
+    from snapshotd.render import wipe
 
-    monkeypatch.setattr(slot, "_COLLECT_ABOVE", 0)  # collect at every wipe the bound allows
+    monkeypatch.setattr(wipe, "_COLLECT_ABOVE", 0)  # collect at every wipe the bound allows
     pool = BrowserPool(replace(SETTINGS, concurrency=1), spares=0)
     await pool.start()
     try:

@@ -16,7 +16,7 @@ import pytest
 
 from snapshotd.cli.rules import check_command, eval_command
 from snapshotd.config.settings import SiteSettings
-from snapshotd.rewrite import Decision, RulesError, RuleSet, load_rules, parse_rules
+from snapshotd.rewrite import RulesError, RuleSet, RulesOutcome, load_rules, parse_rules
 from snapshotd.rewrite.apache import MAX_ROUNDS
 from snapshotd.rewrite.limits import TIME_BUDGET, Budget
 from snapshotd.sites.admission import StoreFacts, admit, decide
@@ -146,24 +146,25 @@ def test_nf_asks_only_when_the_pattern_matches():
 
 def test_apache_async_and_sync_agree():
     rules = parse_rules("RewriteEngine On\nRewriteRule ^/a$ /b [R=301]")
-    expected = Decision("redirect", "/b", 301, "/b")
+    expected = RulesOutcome("redirect", "/b", 301, "/b")
     assert rules.evaluate("/a") == expected
 
 
-# --- Decision JSON (SPEC section 6) -------------------------------------------------------
+# --- RulesOutcome JSON (SPEC section 6) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("decision", "url", "expected"),
     [
-        (Decision("redirect", "/new/a?x=1", 301, "/new/a?x=1"), "/old/a?x=1",
+        (RulesOutcome("redirect", "/new/a?x=1", 301, "/new/a?x=1"), "/old/a?x=1",
          {"url": "/old/a?x=1", "action": "redirect", "status": 301, "location": "/new/a?x=1"}),
-        (Decision("rewrite", "/p"), "/p?utm_source=x",
+        (RulesOutcome("rewrite", "/p"), "/p?utm_source=x",
          {"url": "/p?utm_source=x", "action": "rewrite", "path": "/p"}),
-        (Decision("status", "/admin", 403), "/admin",
+        (RulesOutcome("status", "/admin", 403), "/admin",
          {"url": "/admin", "action": "status", "status": 403}),
-        (Decision("none", "/same"), "/same", {"url": "/same", "action": "none", "path": "/same"}),
-        (Decision("none", "/c", capture=True), "/c",
+        (RulesOutcome("none", "/same"), "/same",
+         {"url": "/same", "action": "none", "path": "/same"}),
+        (RulesOutcome("none", "/c", capture=True), "/c",
          {"url": "/c", "action": "none", "path": "/c", "capture": True}),
     ],
 )  # fmt: skip
@@ -192,7 +193,7 @@ def test_dialect_and_count(text, dialect, count):
 
 
 def test_empty_ruleset_is_none():
-    assert RuleSet.empty().evaluate("/a?b=1#!/c") == Decision("none", "/a?b=1#!/c")
+    assert RuleSet.empty().evaluate("/a?b=1#!/c") == RulesOutcome("none", "/a?b=1#!/c")
     assert RuleSet.empty().dialect == "empty"
 
 

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from snapshotd.rewrite import Decision, parse_rules
+from snapshotd.rewrite import RulesOutcome, parse_rules
 from tests.apache.harness import HOST, ApacheServer, Outcome, apache_available
 from tests.test_rewrite import budget_clock_stopped  # noqa: F401  (autouse here too)
 
@@ -243,7 +243,7 @@ APACHE_ROWS = [
 ]
 
 
-def ours(decision: Decision) -> tuple[object, ...]:
+def ours(decision: RulesOutcome) -> tuple[object, ...]:
     """A decision in the shape the table records: local path decoded, as Apache logs it."""
     if decision.action == "status":
         return ("status", decision.status)

@@ -116,13 +116,14 @@ async def test_the_registry_sees_another_process_change_within_its_refresh(store
         await store.put_site("blog", site_json(blog))  # as another process would
         assert await _eventually(lambda: registry.site("blog") == blog)
         assert registry.site_for_host("blog.test") == blog
-        assert "blog" in registry.rules and "blog" in registry.bots
+        view = registry.view("blog")
+        assert view is not None and view.settings is registry.site("blog")
         await store.set_site_paused("blog", True)
         assert await _eventually(lambda: registry.is_paused("blog"))
         await store.put_site("bad", '{"origin": "ftp://x"}')  # logged, left out
         await store.clear_site("blog", remove=True)
         assert await _eventually(lambda: registry.site("blog") is None)
-        assert registry.site("bad") is None and "blog" not in registry.rules
+        assert registry.site("bad") is None and registry.view("blog") is None
         assert ({"blog"}, set()) in heard and (set(), {"blog"}) in heard
     finally:
         await registry.close()

@@ -11,7 +11,13 @@ engines: what a capture's outcome writes (store/outcome.py) and which states exp
   written in the engine;
 - each engine's ``complete`` takes the outcome whole, never reads a field of it, and runs the
   statements of ``mark_path_stored`` and ``capture_writes``; each ``requeue_expired`` asks
-  ``expiring``; ``complete`` has the same parameters in the interface and in each engine.
+  ``expiring``; ``complete`` has the same parameters in the interface and in each engine;
+- no engine module checks an argument (raises ValueError or TypeError) or cuts a value to a
+  length of its own (a slice bounded by a number): each engine's ``enqueue`` and
+  ``enqueue_many`` ask ``check_priority``, its ``fail`` runs ``mark_path_failed``'s
+  statement, and its ``_migrate`` asks ``versions_after`` which versions a database lacks.
+
+Beside them, what those rules do, on both engines (the ``store`` fixture).
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from snapshotd.store.outcome import CaptureOutcome
+from snapshotd.store import SQLiteStore, StoreError
+from snapshotd.store.outcome import ERROR_KEPT, CaptureOutcome
+from snapshotd.store.postgres import PostgresStore
 from snapshotd.store.queueing import Queueing, queueing
 
 STORE = Path(__file__).resolve().parent.parent / "snapshotd" / "store"
@@ -35,6 +43,8 @@ RULE_NAMES = {
     "PROFILE_DELETE",
     "SNAPSHOT_PUT",
     "_SNAPSHOT_PUT",
+    "_FAILED",  # a failed capture's row: outcome.mark_path_failed
+    "ERROR_KEPT",
 }
 
 
@@ -76,6 +86,11 @@ def _calls(node: ast.AST) -> set[str]:
     return {c.func.id for c in calls if isinstance(c.func, ast.Name)}
 
 
+def _called_methods(node: ast.AST) -> set[str]:
+    calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+    return {c.func.attr for c in calls if isinstance(c.func, ast.Attribute)}
+
+
 def test_the_engines_and_their_mixins_are_found():
     found = _engine_modules()
     engines = {"sqlite.py", "postgres.py", "copies.py", "profile_snapshots.py", "leases.py"}
@@ -101,6 +116,89 @@ def test_an_engine_stores_a_capture_by_running_the_shared_statements(module):
     assert read == [], "an engine reads no field of the outcome"
     assert {"mark_path_stored", "capture_writes"} <= _calls(complete)
     assert "expiring" in _calls(_method(_tree(module), "requeue_expired"))
+
+
+# Checks of an argument: above the engines, once.
+CHECKS = {"ValueError", "TypeError"}
+
+
+def _own_checks(tree: ast.Module) -> list[str]:
+    """What an engine module checks or cuts by itself, in its functions: each ``raise`` of an
+    argument's error and each value cut to a length (a slice whose end is a number), as
+    ``line: source``."""
+    found = []
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in (n for f in ast.walk(tree) if isinstance(f, functions) for n in ast.walk(f)):
+        raised = node.exc if isinstance(node, ast.Raise) else None
+        called = raised.func if isinstance(raised, ast.Call) else raised
+        if isinstance(called, ast.Name) and called.id in CHECKS:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Slice) and isinstance(node.upper, ast.Constant):
+            found.append(f"{node.lineno}: [{ast.unparse(node)}]")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("module", _engine_modules())
+def test_no_engine_module_checks_an_argument_or_cuts_a_value(module):
+    assert _own_checks(_tree(module)) == []
+
+
+def test_the_check_finds_an_argument_checked_or_a_value_cut():
+    tree = ast.parse(
+        "def f(p, e):\n    if p > 3:\n        raise ValueError(p)\n    return e[:500]\n"
+    )
+    assert _own_checks(tree) == ["3: raise ValueError(p)", "4: [:500]"]
+
+
+@pytest.mark.parametrize("module", ENGINES)
+def test_an_engine_asks_the_shared_checks(module):
+    tree = _tree(module)
+    for method in ("enqueue", "enqueue_many"):
+        # Asked, or left to the engine's enqueue_many.
+        asks = _calls(_method(tree, method)) | _called_methods(_method(tree, method))
+        assert "check_priority" in asks or "enqueue_many" in asks, method
+    assert "check_priority" in _calls(_method(tree, "enqueue_many"))
+    assert "mark_path_failed" in _calls(_method(tree, "fail"))
+    assert "versions_after" in _calls(_method(tree, "_migrate"))
+
+
+async def test_a_priority_outside_0_to_3_is_refused(store):
+    for priority in (-1, 4):
+        with pytest.raises(ValueError, match="priority must be 0-3"):
+            await store.enqueue("s", "/a", priority)
+        with pytest.raises(ValueError, match="priority must be 0-3"):
+            await store.enqueue_many("s", [("/a", 0)], priority)
+    assert await store.get_path("s", "/a") is None
+
+
+async def test_a_failed_capture_keeps_its_snapshot_and_the_start_of_its_error(store):
+    await store.enqueue("s", "/a", 1)
+    await store.claim("me", 60)
+    outcome = CaptureOutcome(html="<p>kept</p>", status=200, headers={}, final_url="u",
+                             expires_at=0)
+    assert await store.complete("s", "/a", "me", outcome)
+    await store.enqueue("s", "/a", 1, force=True)
+    await store.claim("me", 60)
+    assert not await store.fail("s", "/a", "another", error="x", retry_at=5.0)
+    assert await store.fail("s", "/a", "me", error="é" * 600, retry_at=5.0, status=503)
+    record = await store.get_path("s", "/a")
+    assert (record.state, record.error, record.status) == ("error", "é" * ERROR_KEPT, 503)
+    snapshot = await store.get_snapshot("s", "/a")
+    assert snapshot is not None and snapshot.html == "<p>kept</p>"
+
+
+async def test_a_database_at_a_version_this_snapshotd_does_not_know_is_refused(store):
+    newer = "INSERT INTO schema_migrations (version, applied_at) VALUES (1000, 0)"
+    if isinstance(store, SQLiteStore):
+        await store._writer.execute(newer)
+        again = SQLiteStore(store.path)
+    else:
+        await store._db.execute(newer)
+        again = PostgresStore(store.dsn)
+    await store.close()
+    with pytest.raises(StoreError, match="schema version 1000 is newer than this snapshotd"):
+        await again.open()
+    await again.close()
 
 
 def test_the_interface_takes_the_outcome_whole():

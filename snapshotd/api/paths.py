@@ -90,7 +90,8 @@ async def queue(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Rules first (no writes), then one transaction for every path that is queued, or
     one per ``chunk`` paths, so a long list does not hold the store's writer for long."""
-    rules = ctx.sites.rules.get(site.name)
+    view = ctx.sites.view_of(site)  # its settings and rules of one version
+    site, rules = view.settings, view.rules
     facts = StoreFacts(ctx.store, site.name)
     now = time.time()
     results: list[dict[str, Any]] = []

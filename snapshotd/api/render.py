@@ -155,7 +155,8 @@ async def render_endpoint(ctx: Services, scope: Scope, receive: Receive, send: S
         await ctx.upstream.forward(site.origin, target_scope, receive, send)
         return
     await ctx.proxy.snapshot_request(
-        site, path, by_name, target_scope, receive, send, profile=render_profile(scope)
+        ctx.sites.view_of(site), path, by_name, target_scope, receive, send,
+        profile=render_profile(scope),
     )
 
 

@@ -144,6 +144,7 @@ class CaptureService:
         reclaim_every: float = RECLAIM_SECONDS,
         links: LinksToFollow | None = None,
         indexnow: IndexNow | None = None,
+        learner: ParamLearner | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -152,7 +153,7 @@ class CaptureService:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clock = clock
         self.links = links
-        self.learner = ParamLearner(store)
+        self.learner = learner or ParamLearner(store)
         # Told of each stored capture that is news to search engines (search.indexnow).
         self.indexnow = indexnow or IndexNow(settings, metrics=self.metrics)
         self.profiles = ProfileRenders(renderer, store)
@@ -406,7 +407,7 @@ class CaptureService:
     async def reached_max(self, site: SiteSettings) -> bool:
         """Whether the site has ``max_to_process`` processed pages already (never when it
         is -1, unlimited), by a :class:`CountCache` of them."""
-        if site.max_to_process < 0:
+        if not path_policy.limits_processing(site):
             return False
         if not path_policy.full(site, await self._processed.get(site.name)):
             return False

@@ -115,14 +115,13 @@ class Crawler:
         self.store = store
         self.capture = capture
         self.metrics = metrics or capture.metrics
-        self.rules = sites.rules
         self.once = once
         self.seeds = seeds  # instead of each site's own
         self.clock = clock
         self.grace = grace
         self.maintenance_every = maintenance_every
-        self.frontier = Frontier(store, self.rules, clock=clock, wake=self._notify, http=http,
-                                 learner=capture.learner)
+        self.frontier = Frontier(store, sites.view_of, clock=clock, wake=self._notify,
+                                 http=http, learner=capture.learner)
         self.follower = Follower(self.frontier, store, clock=clock, learner=capture.learner)
         self.finished = asyncio.Event()
         self._stopping = False

@@ -42,10 +42,10 @@ from snapshotd.crawl.sitemaps import SitemapEntry, fetch_sitemap
 from snapshotd.net.fetch import Fetcher
 from snapshotd.pages.links import normalize_url
 from snapshotd.patterns.crawl_patterns import regex_budget
-from snapshotd.rewrite import RuleSet
 from snapshotd.sites import path_policy
 from snapshotd.sites.admission import Source, StoreFacts, admit, decide
 from snapshotd.sites.param_learner import ParamLearner
+from snapshotd.sites.view import SiteView
 from snapshotd.store.interface import PRIORITY_EXPIRED, PRIORITY_LINK, PathRecord, Store
 
 log = logging.getLogger("snapshotd.crawler")
@@ -105,7 +105,7 @@ class Frontier:
     def __init__(
         self,
         store: Store,
-        rules: dict[str, RuleSet],
+        view_of: Callable[[SiteSettings], SiteView],
         *,
         clock: Callable[[], float],
         wake: Callable[[], None],
@@ -114,7 +114,7 @@ class Frontier:
     ) -> None:
         self.store = store
         self.learner = learner
-        self.rules = rules
+        self.view_of = view_of  # a site's current view (SiteRegistry.view_of)
         self.clock = clock
         self.wake = wake
         self._own_http = http is None
@@ -228,20 +228,23 @@ class Frontier:
         """Set one URL of ``site`` pending if admission allows it
         (:mod:`snapshotd.sites.admission`). Answers what happened: queued, requeued, pending, fresh,
         ignored, skipped, external. ``found``: the page it is on was found by the crawler (see the
-        module's rules)."""
+        module's rules). It is judged by the site's current view, its settings and rules of
+        one version."""
+        view = self.view_of(site)
+        site = view.settings
         path = path_policy.path_of(site, url)
         if path is None:
             return "external"
-        outcome = await self._admit_path(site, path, hops, priority, source, lastmod, found)
+        outcome = await self._admit_path(view, path, hops, priority, source, lastmod, found)
         if found and self.learner is not None:
             check = await self.learner.check_of(site, url)
             if check is not None:
-                await self._admit_path(site, check, hops, PRIORITY_VARIANT, source, lastmod, True)
+                await self._admit_path(view, check, hops, PRIORITY_VARIANT, source, lastmod, True)
         return outcome
 
     async def _admit_path(
         self,
-        site: SiteSettings,
+        view: SiteView,
         path: str,
         hops: int,
         priority: int,
@@ -249,11 +252,12 @@ class Frontier:
         lastmod: float | None,
         found: bool,
     ) -> str:
+        site = view.settings
         facts = _CrawlFacts(self, site)
         decision = await admit(
             decide(
                 site,
-                self.rules.get(site.name),
+                view.rules,
                 path,
                 source=source,
                 now=self.clock(),

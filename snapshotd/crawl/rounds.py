@@ -163,7 +163,7 @@ def round_over(site: SiteSettings, counts: dict[str, int]) -> int | None:
         return None
     if not known:
         return None
-    if known >= site.max_pages:
+    if path_policy.at_max_pages(site, known):
         return 2
     if not processed and not counts.get("crawled", 0):
         return 10

@@ -31,10 +31,10 @@ from typing import Any
 
 from starlette.types import Scope, Send
 
-from snapshotd.config.settings import SiteSettings
 from snapshotd.crawlers.bots import is_static_asset
 from snapshotd.http_text.urls import BadRequest, site_path_from_request
 from snapshotd.proxy.passthrough import send_text
+from snapshotd.sites.view import SiteView
 
 __all__ = ["RETRY_AFTER", "Face", "FaceDestination"]
 
@@ -45,23 +45,23 @@ MARK = (b"x-snapshotd", b"face")
 
 
 class FaceDestination:
-    """Where a request of the face goes: ``kind`` is ``bot`` (``site``, its site ``path``),
-    ``pass`` (``site``, the ``target`` without the token) or ``error`` (``status``,
-    ``text``)."""
+    """Where a request of the face goes: ``kind`` is ``bot`` (the site's ``view``, its site
+    ``path``), ``pass`` (``view``, the ``target`` without the token) or ``error``
+    (``status``, ``text``)."""
 
-    __slots__ = ("kind", "path", "site", "status", "target", "text")
+    __slots__ = ("kind", "path", "status", "target", "text", "view")
 
     def __init__(
         self,
         kind: str,
-        site: SiteSettings | None = None,
+        view: SiteView | None = None,
         *,
         path: str = "",
         target: str = "",
         status: int = 0,
         text: str = "",
     ) -> None:
-        self.kind, self.site, self.path, self.target = kind, site, path, target
+        self.kind, self.view, self.path, self.target = kind, view, path, target
         self.status, self.text = status, text
 
 
@@ -72,11 +72,11 @@ class Face:
         self,
         hosts: tuple[str, ...],
         port: int,
-        site_for_token: Callable[[str], SiteSettings | None],
+        view_for_token: Callable[[str], SiteView | None],
     ) -> None:
         self.hosts = frozenset(h.lower().removesuffix(".") for h in hosts)
         self.port = port
-        self.site_for_token = site_for_token
+        self.view_for_token = view_for_token
 
     def claims(self, host: str, port: int | None) -> bool:
         """Whether a request with this Host header, taken on this local port, is the face's."""
@@ -92,24 +92,24 @@ class Face:
     ) -> FaceDestination:
         """The site of the token and what becomes of the request (see the module's rules)."""
         token, slash, rest = raw_path[1:].partition("/")
-        site = self.site_for_token(token) if token else None
-        if site is None:
+        view = self.view_for_token(token) if token else None
+        if view is None:
             return FaceDestination("error", status=404, text="Not Found: no site has this token\n")
         if "x-snapshotd" in headers:
             return FaceDestination(
-                "error", site, status=508,
+                "error", view, status=508,
                 text="Loop Detected: the origin sent the face's own request back to it\n",
             )
         target = slash + rest or "/"
         if method not in ("GET", "HEAD") or is_static_asset(target):
-            return FaceDestination("pass", site, target=target)
+            return FaceDestination("pass", view, target=target)
         try:
             path, _escaped = site_path_from_request(
-                target, query, site.ignored_params, encoding="latin-1"
+                target, query, view.settings.ignored_params, encoding="latin-1"
             )
         except BadRequest as exc:
-            return FaceDestination("error", site, status=exc.status, text=f"Bad Request: {exc}\n")
-        return FaceDestination("bot", site, path=path, target=target)
+            return FaceDestination("error", view, status=exc.status, text=f"Bad Request: {exc}\n")
+        return FaceDestination("bot", view, path=path, target=target)
 
 
 def origin_scope(scope: Scope, target: str) -> dict[str, Any]:

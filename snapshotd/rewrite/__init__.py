@@ -1,6 +1,6 @@
 """Rewrite rules in two dialects (SEO4Ajax's and Apache mod_rewrite's); see SPEC section 6."""
 
-from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.rewrite.errors import RulesError
 from snapshotd.rewrite.ruleset import (
     RuleSet,
@@ -12,7 +12,7 @@ from snapshotd.rewrite.ruleset import (
 )
 
 __all__ = [
-    "Decision",
+    "RulesOutcome",
     "RuleSet",
     "RulesError",
     "load_rules",

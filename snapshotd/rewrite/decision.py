@@ -9,7 +9,7 @@ ACTIONS = ("none", "rewrite", "redirect", "status")
 
 
 @dataclass(frozen=True)
-class Decision:
+class RulesOutcome:
     """The outcome of a rule set for one site path.
 
     `path` is the resulting site path (query and `#!` fragment included) for none/rewrite, and

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from snapshotd.config.values import MAX_RULES_BYTES
 from snapshotd.rewrite import apache, seo4ajax
-from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.rewrite.errors import RulesError
 from snapshotd.rewrite.limits import MAX_URL_LENGTH
 
@@ -36,7 +36,7 @@ class RuleSet:
         filename: str = "<rules>",
         *,
         apache_program: apache.Program | None = None,
-        seo4ajax_rules: tuple[seo4ajax.Rule, ...] = (),
+        seo4ajax_rules: tuple[seo4ajax.Seo4AjaxRule, ...] = (),
     ) -> None:
         self.dialect = dialect
         self.filename = filename
@@ -58,15 +58,15 @@ class RuleSet:
 
     def ruling(
         self, url: str, *, host: str = "", headers: Mapping[str, str] | None = None
-    ) -> Generator[str, bool, Decision]:
+    ) -> Generator[str, bool, RulesOutcome]:
         """Decide for one site path, asking the caller by ``yield`` whether a path has been
         captured (``NF``) and receiving the answer; returns the decision."""
         if len(url) > MAX_URL_LENGTH:
-            return Decision("status", url, 414)
+            return RulesOutcome("status", url, 414)
         if self._apache is not None:
             return apache.run(self._apache, url, host, headers)
         if not self._seo4ajax:
-            return Decision("none", url)
+            return RulesOutcome("none", url)
         return (yield from seo4ajax.run(self._seo4ajax, url))
 
     def evaluate(
@@ -76,7 +76,7 @@ class RuleSet:
         host: str = "",
         headers: Mapping[str, str] | None = None,
         is_captured: Callable[[str], bool] | None = None,
-    ) -> Decision:
+    ) -> RulesOutcome:
         """Decide for one site path (path, optional ?query, optional #! fragment)."""
         ruling = self.ruling(url, host=host, headers=headers)
         try:

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import regex
 
 from snapshotd.patterns.bounded_regexes import PatternError, compile_pattern
-from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.rewrite.errors import RulesError
 from snapshotd.rewrite.limits import MAX_RESULT_LENGTH, Budget, Stop
 
@@ -25,7 +25,7 @@ _FLAG_GROUP = re.compile(r"\[([^\]]*)\]")
 
 
 @dataclass(frozen=True)
-class Rule:
+class Seo4AjaxRule:
     line: int
     pattern: regex.Pattern[str]
     template: tuple[tuple[str, str | int], ...] | None
@@ -112,7 +112,7 @@ def _drop_empty_query(path: str) -> str:
     return before + hash_ + frag
 
 
-def parse_line(text: str, line: int, filename: str) -> Rule:
+def parse_line(text: str, line: int, filename: str) -> Seo4AjaxRule:
     """Parse one non-comment line."""
     words = text.split(None, 2)
     pattern_text = words[0]
@@ -136,7 +136,7 @@ def parse_line(text: str, line: int, filename: str) -> Rule:
     except PatternError as e:
         raise RulesError(filename, line, str(e)) from None
     status = flags.get("status")
-    return Rule(
+    return Seo4AjaxRule(
         line=line,
         pattern=pattern,
         template=template,
@@ -171,7 +171,7 @@ def _flag(raw: str, flags: dict[str, object], filename: str, line: int) -> None:
     raise RulesError(filename, line, f"unknown flag {raw!r} (known: L, R=xxx, NC, D, U, NF, C)")
 
 
-def run(rules: tuple[Rule, ...], url: str) -> Generator[str, bool, Decision]:
+def run(rules: tuple[Seo4AjaxRule, ...], url: str) -> Generator[str, bool, RulesOutcome]:
     """Apply the rules to `url`; yields a path to ask whether it is captured (NF)."""
     budget = Budget()
     path = url
@@ -195,11 +195,11 @@ def run(rules: tuple[Rule, ...], url: str) -> Generator[str, bool, Decision]:
             if rule.status is not None:
                 if 300 <= rule.status < 400:
                     target = _drop_empty_query(path)
-                    return Decision("redirect", target, rule.status, target, capture)
-                return Decision("status", url, rule.status, None, capture)
+                    return RulesOutcome("redirect", target, rule.status, target, capture)
+                return RulesOutcome("status", url, rule.status, None, capture)
             if rule.last:
                 break
     except Stop as stop:
-        return Decision("status", url, stop.status, None, capture)
+        return RulesOutcome("status", url, stop.status, None, capture)
     path = _drop_empty_query(path)
-    return Decision("none" if path == url else "rewrite", path, capture=capture)
+    return RulesOutcome("none" if path == url else "rewrite", path, capture=capture)

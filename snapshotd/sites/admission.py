@@ -57,7 +57,7 @@ from snapshotd.config.settings import SiteSettings
 from snapshotd.crawlers.devices import profiles_served
 from snapshotd.http_text.urls import MAX_PATH, MAX_QUERY
 from snapshotd.rewrite import RuleSet
-from snapshotd.rewrite.decision import Decision as RuleDecision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.sites import path_policy
 from snapshotd.store.interface import (
     PRIORITY_BOT,
@@ -218,21 +218,21 @@ def decide(
             return Decision("person", path, reason=claim, claim=claim)
     if rules is not None and len(rules):
         for _ in range(MAX_RULE_REDIRECTS):
-            decision = yield from _ruling(rules, path, host, headers)
-            if decision.action == "redirect":
-                location = decision.location or decision.path
+            ruled = yield from _ruling(rules, path, host, headers)
+            if ruled.action == "redirect":
+                location = ruled.location or ruled.path
                 if not crawling:
-                    return Decision("redirect", path, status=decision.status, location=location)
+                    return Decision("redirect", path, status=ruled.status, location=location)
                 target = path_policy.path_of(site, location)
                 if target is None or target == path:
                     return Decision("refused", path, reason="rules redirect off-site or to itself")
                 path = target
                 continue
-            if decision.action == "status":
+            if ruled.action == "status":
                 if not crawling:
-                    return Decision("status", path, status=decision.status)
-                return Decision("refused", path, reason=f"rules answer {decision.status}")
-            path, capture_flag = decision.path, decision.capture
+                    return Decision("status", path, status=ruled.status)
+                return Decision("refused", path, reason=f"rules answer {ruled.status}")
+            path, capture_flag = ruled.path, ruled.capture
             break
         else:
             return Decision("refused", path, reason="too many rules redirects")
@@ -240,7 +240,7 @@ def decide(
         return Decision("refused", path, reason="too long")
 
     if path_policy.is_ignored(site, path) and not capture_flag:
-        if crawling and (yield Size()) >= site.max_pages:
+        if crawling and path_policy.at_max_pages(site, (yield Size())):
             return Decision("refused", path, reason="max_pages")
         return Decision("ignored", path)
     if source == "api":
@@ -306,8 +306,8 @@ def _trusted(site: SiteSettings, claim: str) -> bool:
 
 def _ruling(
     rules: RuleSet, path: str, host: str, headers: Mapping[str, str] | None
-) -> Generator[Question, Any, RuleDecision]:
-    """The rules' decision for ``path``, their ``NF`` questions passed on as :class:`Captured`."""
+) -> Generator[Question, Any, RulesOutcome]:
+    """The rules' outcome for ``path``, their ``NF`` questions passed on as :class:`Captured`."""
     ruling = rules.ruling(path, host=host, headers=headers)
     try:
         asked = next(ruling)
@@ -324,7 +324,7 @@ def _new_path(
         return Decision("refused", path, reason="capture_new is off")
     if source == "bot" and not site.capture_new:
         return Decision("pass", path, reason="capture_new is off")
-    if (yield Size()) >= site.max_pages:
+    if path_policy.at_max_pages(site, (yield Size())):
         return Decision("refused", path, reason="max_pages")
     if source == "bot":
         if site.verify_bots != "off" and not claim:

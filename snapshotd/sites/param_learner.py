@@ -89,13 +89,15 @@ def _scope(pages: list[str]) -> str:
 
 class ParamLearner:
     """Gathers the evidence and makes the decisions; one per process, its state in the
-    store (so every process and host adds to the same evidence)."""
+    store (so every process and host adds to the same evidence). ``on_change`` is called
+    once a decision changed (the site registry's refresh, so this process uses it at once;
+    the others read it within their refresh)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, *, on_change: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.store = store
-        # Called once a decision changed (the site registry's refresh, so this process uses
-        # it at once; the others read it within their refresh).
-        self.on_change: Callable[[], Awaitable[None]] | None = None
+        self.on_change = on_change
         # Each site as it would be without what it learned: (the site, that copy).
         self._unlearned: dict[str, tuple[SiteSettings, SiteSettings]] = {}
 

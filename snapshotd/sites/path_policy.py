@@ -1,13 +1,17 @@
 """A site's path policy: which URLs name its pages, and which of its paths it crawls,
-processes or ignores, and when it is full. Each question is answered here, in one function,
-for admission, the crawler, its rounds and the capture service alike; a site's settings
-(:class:`~snapshotd.config.settings.SiteSettings`) hold only the values.
+processes or ignores, and when it is full (of processed pages, or of paths). Each question
+is answered here, in one function, for admission, the crawler, its rounds and the capture
+service alike; a site's settings (:class:`~snapshotd.config.settings.SiteSettings`) hold
+only the values.
 
 Invariants:
 - nothing here does I/O or keeps state (a site's regexes are compiled once, with its
   settings: ``SiteSettings.url_regexes``);
 - a question about a path is answered from the site's settings and the path alone (``full``
-  from the number of processed pages its caller counted).
+  from the number of processed pages its caller counted, ``at_max_pages`` from the number
+  of paths);
+- nothing outside this module judges by the settings these questions read
+  (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from snapshotd.http_text.urls import BadRequest, site_path_from_url
 from snapshotd.pages.links import normalize_url
 from snapshotd.patterns.crawl_patterns import url_matches
 
-__all__ = ["crawls", "full", "is_ignored", "path_of", "processes", "processes_html"]
+__all__ = [
+    "at_max_pages",
+    "crawls",
+    "full",
+    "is_ignored",
+    "limits_processing",
+    "path_of",
+    "processes",
+    "processes_html",
+]
 
 
 def path_of(site: SiteSettings, url: str) -> str | None:
@@ -74,6 +87,18 @@ def is_ignored(site: SiteSettings, path: str) -> bool:
     return bool(site.ignore) and any(f and f in path for f in site.ignore)
 
 
+def limits_processing(site: SiteSettings) -> bool:
+    """Whether the site stops processing pages at some number (``max_to_process`` is not -1):
+    else it is never :func:`full`, and its processed pages need no counting."""
+    return site.max_to_process >= 0
+
+
 def full(site: SiteSettings, processed: int) -> bool:
     """Whether ``processed`` pages reach ``max_to_process`` (never when it is -1)."""
-    return 0 <= site.max_to_process <= processed
+    return limits_processing(site) and site.max_to_process <= processed
+
+
+def at_max_pages(site: SiteSettings, paths: int) -> bool:
+    """Whether a site of ``paths`` paths (of any state) has all it may have (``max_pages``):
+    no new path is added to it."""
+    return paths >= site.max_pages

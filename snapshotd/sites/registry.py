@@ -8,9 +8,14 @@ settings replaced), so the file stays the place to declare them when that suits.
 
 Invariants:
 - one :class:`SiteRegistry` a process; proxy, crawler and API look sites up only here;
-- ``rules`` and ``bots`` are dicts shared with their readers and changed in place, so a
-  reader holding them sees every change; a site whose stored settings or rules file cannot
-  be read is logged once and keeps its last good version (or is left out if it has none);
+- what it holds of its sites is one immutable value, :attr:`SiteRegistry.now` (a
+  :class:`~snapshotd.sites.view.SitesView`: each site's settings, rules, bot matcher, pause,
+  creation time and token), replaced whole by each change it reads and never changed in
+  place: a reader takes the current one (``now``, :meth:`SiteRegistry.view`) and holds one
+  whole version for as long as it keeps it, never half of an update; nothing else of a site
+  is kept here for readers to hold;
+- a site whose stored settings or rules file cannot be read is logged once and keeps its last
+  good version (or is left out if it has none);
 - listeners hear of every site added or changed (restarted too) and every site removed;
 - reads of the store are applied one at a time, in the order they were made, so an older read
   never undoes a newer one; :meth:`SiteRegistry.fresh` answers only once a read begun after
@@ -23,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from snapshotd.config.loading import site_from_mapping, site_to_mapping
@@ -32,6 +37,7 @@ from snapshotd.config.values import ConfigError
 from snapshotd.crawlers.bots import BotMatcher
 from snapshotd.observe import logs
 from snapshotd.rewrite import RulesError, RuleSet, site_rules
+from snapshotd.sites.view import SitesView, SiteView
 from snapshotd.store.interface import SiteRow, Store
 from snapshotd.store.job_state import restart_job
 
@@ -61,7 +67,6 @@ class SiteRegistry:
         refresh_every: float = REFRESH_SECONDS,
     ) -> None:
         self.configured = settings.sites
-        self.settings = settings  # its ``sites`` replaced by the store's on every change
         self.store = store
         self.refresh_every = refresh_every
         # Given rules stand for the configured sites' rules, while a site has those.
@@ -70,12 +75,6 @@ class SiteRegistry:
             s.name: ((s.rules, s.rules_text), given[s.name])
             for s in settings.sites if s.name in given
         }
-        self.rules: dict[str, RuleSet] = {}
-        self.bots: dict[str, BotMatcher] = {}
-        self.paused: set[str] = set()
-        self.created: dict[str, float] = {}
-        # Each site's SEO4Ajax-compatible token (snapshotd.proxy.seo4ajax_face), by token.
-        self.tokens: dict[str, str] = {}
         self._rows: dict[str, SiteRow] = {}
         self._listeners: list[Listener] = []
         self._poll: asyncio.Task[None] | None = None
@@ -85,17 +84,45 @@ class SiteRegistry:
         self._learned: dict[str, tuple[tuple[str, str], ...]] = {}
         self._reading = asyncio.Lock()
         self._reads = 0  # reads of the store begun, each under _reading
-        for site in self.configured:  # a broken rules file stops start-up (RulesError)
-            self._load(site)
+        # A broken rules file stops start-up (RulesError).
+        views = {site.name: self._view_of(site) for site in self.configured}
+        # The sites as they are now: replaced whole by each change read, never changed.
+        self.now = SitesView.of(settings, views)
 
     # ------------------------------------------------------------------ lookups
 
     @property
+    def settings(self) -> Settings:
+        """The server's settings, its ``sites`` the current ones."""
+        return self.now.settings
+
+    @property
     def sites(self) -> tuple[SiteSettings, ...]:
-        return self.settings.sites
+        return self.now.sites
+
+    def view(self, name: str) -> SiteView | None:
+        """The current view of a site: its settings, rules and bots of one version."""
+        return self.now.site(name)
+
+    def view_of(self, site: SiteSettings) -> SiteView:
+        """The view to go by for ``site``, which a caller took earlier: the current one of its
+        name (whose settings are newer than ``site`` when the site changed since), or, for a
+        site removed since, a view of ``site`` alone, its rules parsed again (RulesError
+        when they no longer can be)."""
+        view = self.now.site(site.name)
+        return view if view is not None else self._view_of(site)
+
+    def view_for_host(self, host: str) -> SiteView | None:
+        return self.now.for_host(host)
+
+    def view_for_token(self, token: str) -> SiteView | None:
+        """The view of the site whose site token this is (the SEO4Ajax face's way to name a
+        site)."""
+        return self.now.for_token(token)
 
     def site(self, name: str) -> SiteSettings | None:
-        return self.settings.site(name)
+        view = self.now.site(name)
+        return None if view is None else view.settings
 
     def site_for_host(self, host: str) -> SiteSettings | None:
         return self.settings.site_for_host(host)
@@ -104,17 +131,23 @@ class SiteRegistry:
         return self.settings.site_for_url(url)
 
     def site_for_token(self, token: str) -> SiteSettings | None:
-        """The site whose site token this is (the SEO4Ajax face's way to name a site)."""
-        name = self.tokens.get(token)
-        return self.settings.site(name) if name is not None else None
+        """The site whose site token this is."""
+        view = self.now.for_token(token)
+        return None if view is None else view.settings
 
     def token_of(self, name: str) -> str:
         """A site's site token ("" for a site the store has not given one)."""
-        row = self._rows.get(name)
-        return row.site_token if row is not None else ""
+        view = self.now.site(name)
+        return "" if view is None else view.token
 
     def is_paused(self, name: str) -> bool:
-        return name in self.paused
+        view = self.now.site(name)
+        return view is not None and view.paused
+
+    @property
+    def created(self) -> Mapping[str, float]:
+        """When each current site was created, by name."""
+        return self.now.created
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -147,7 +180,7 @@ class SiteRegistry:
 
     async def put(self, site: SiteSettings) -> None:
         """Create or replace a site, seen by this process at once."""
-        self._load(site)  # a broken rules file is refused before anything is stored
+        self._view_of(site)  # a broken rules file is refused before anything is stored
         await self.store.put_site(site.name, site_json(site))
         await self.refresh()
 
@@ -205,34 +238,38 @@ class SiteRegistry:
         removed = set(self._rows) - set(rows)
         self._removed |= removed
         paused = {name for name, row in rows.items() if row.paused}
-        if not changed and not removed and paused == self.paused:
-            return
-        current = {s.name: s for s in self.settings.sites}
+        if not changed and not removed and paused == {n for n, r in self._rows.items() if r.paused}:
+            return  # nothing a view holds has changed
+        current = dict(self.now.by_name)
         for name in removed:
             current.pop(name, None)
-            self.rules.pop(name, None)
-            self.bots.pop(name, None)
         for name in sorted(changed):
             row = rows[name]
             old = self._rows.get(name)
-            if old is None or old.settings != row.settings or name not in current:
-                site = self._parse(row)
-                if site is None:
+            view = current.get(name)
+            if old is None or old.settings != row.settings or view is None:
+                view = self._parse(row)
+                if view is None:
                     continue
-                current[name] = site
-            current[name] = replace(current[name], learned_params=learned.get(name, ()))
+            site = replace(view.settings, learned_params=learned.get(name, ()))
+            current[name] = replace(view, settings=site)
+        for name, view in current.items():  # what the row says beside the settings
+            if (kept := rows.get(name)) is None:
+                continue
+            if (kept.paused, kept.created_at, kept.site_token) != (
+                view.paused, view.created, view.token
+            ):
+                current[name] = replace(
+                    view, paused=kept.paused, created=kept.created_at, token=kept.site_token
+                )
         self._rows = rows
         self._learned = learned
-        self.paused = paused
-        self.created = {name: row.created_at for name, row in rows.items()}
-        self.tokens = {
-            row.site_token: name for name, row in rows.items() if row.site_token and name in current
-        }
         # The configured sites first, in the file's order (the first with no hosts is the
         # one serving any Host), then the others by name.
         first = [s.name for s in self.configured if s.name in current]
         order = first + sorted(set(current) - set(first))
-        self.settings = replace(self.settings, sites=tuple(current[n] for n in order))
+        settings = replace(self.now.settings, sites=tuple(current[n].settings for n in order))
+        self.now = SitesView.of(settings, current)
         changed &= set(current)
         if (changed or removed) and self._poll is not None:  # not the first read, at start
             log.info(
@@ -242,31 +279,29 @@ class SiteRegistry:
         for listener in self._listeners:
             listener(changed, removed)
 
-    def _parse(self, row: SiteRow) -> SiteSettings | None:
-        """The site a row holds, with its rules and bots loaded; None (logged once a version)
-        when it cannot be read."""
+    def _parse(self, row: SiteRow) -> SiteView | None:
+        """The view of the site a row holds, its rules and bots loaded; None (logged once a
+        version) when it cannot be read."""
         try:
             raw = json.loads(row.settings)
             if not isinstance(raw, dict):
                 raise ConfigError("not a JSON object")
-            site = site_from_mapping(raw, f"site {row.name!r} in the store")
-            self._load(site)
-            return site
+            return self._view_of(site_from_mapping(raw, f"site {row.name!r} in the store"))
         except (ValueError, ConfigError, RulesError) as exc:
             if (row.name, row.updated_at) not in self._bad:
                 self._bad.add((row.name, row.updated_at))
                 log.error("site %s kept as it was: %s", row.name, exc)
             return None
 
-    def _load(self, site: SiteSettings) -> None:
-        """Parse the site's rules and make its bot matcher (RulesError for broken rules)."""
+    def _view_of(self, site: SiteSettings) -> SiteView:
+        """A view of ``site``: its rules parsed and its bot matcher made (RulesError for
+        broken rules); not yet anyone's."""
         source, given = self._given_rules.get(site.name, (None, None))
         if given is not None and (site.rules, site.rules_text) == source:
             rules = given
         else:
             rules = site_rules(site)
-        self.rules[site.name] = rules
-        self.bots[site.name] = _matcher(site)
+        return SiteView(site, rules, _matcher(site))
 
     def orphans(self, names: Iterable[str]) -> set[str]:
         """Of ``names`` (sites that have paths), those this process saw removed from the

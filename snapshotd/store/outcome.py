@@ -1,6 +1,7 @@
-"""A capture's outcome, and what storing it writes: the rules of ``Store.complete`` that do not
-depend on the database, written once for both engines. An engine runs :func:`capture_writes`'
-statements in one transaction of its own; it keeps only that transaction and its marks.
+"""A capture's outcome, and what storing it writes: the rules of ``Store.complete`` (and of
+``Store.fail``) that do not depend on the database, written once for both engines. An engine
+runs :func:`capture_writes`' statements in one transaction of its own; it keeps only that
+transaction and its marks.
 
 Invariants:
 - a :class:`CaptureOutcome` is checked when it is made: one that could not be stored (a copy
@@ -10,7 +11,9 @@ Invariants:
   (``shared`` with ``duplicate_of``) keeps none of its own either, and is served its
   master's;
 - a capture replaces all of the path's profile rows (store/profiles), and a path taking over
-  a group does so in the same transaction (store/copies).
+  a group does so in the same transaction (store/copies);
+- a failed capture (:func:`mark_path_failed`) keeps the path's snapshot, and the first
+  :data:`ERROR_KEPT` characters of its error.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "capture_writes",
     "content_hash",
     "encode_capture",
+    "mark_path_failed",
     "mark_path_stored",
 ]
 
@@ -132,6 +136,14 @@ _SNAPSHOT_PUT = (
     "simhash = excluded.simhash, words = excluded.words, " + TEXT_CHANGED_AT
 )
 _SNAPSHOT_DROP = "DELETE FROM snapshots WHERE path_id = {0}1"
+# The claimed path's row once its capture failed (placeholders 1 to 6): its snapshot stays.
+_FAILED = (
+    "UPDATE paths SET state = 'error', error = {0}1, expires_at = {0}2, "
+    "status = COALESCE({0}3, status), lease_owner = NULL, lease_until = NULL "
+    "WHERE site = {0}4 AND path = {0}5 AND state = 'processing' AND lease_owner = {0}6"
+)
+# The characters of a failed capture's error a path keeps.
+ERROR_KEPT = 500
 
 
 def mark_path_stored(
@@ -144,6 +156,16 @@ def mark_path_stored(
         outcome.duplicate_of if outcome.keep else None, outcome.links_due,
         outcome.readiness_limit, site, path, owner, outcome.not_found,
     )
+
+
+def mark_path_failed(
+    site: str, path: str, owner: str, *, error: str, retry_at: float, status: int | None,
+    mark: str,
+) -> Statement:
+    """The statement that marks the path ``owner`` holds the lease of ``error`` until
+    ``retry_at`` (``status``, when given, the origin's answer); it changes no row when the
+    lease was lost. ``mark``: ``?`` or ``$``."""
+    return _FAILED.format(mark), (error[:ERROR_KEPT], retry_at, status, site, path, owner)
 
 
 def capture_writes(

@@ -39,7 +39,12 @@ from snapshotd.store.interface import (
 )
 from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
-from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
+from snapshotd.store.outcome import (
+    CaptureOutcome,
+    capture_writes,
+    mark_path_failed,
+    mark_path_stored,
+)
 from snapshotd.store.path_counts import (
     COUNTS,
     FOLD,
@@ -51,8 +56,8 @@ from snapshotd.store.path_counts import (
 )
 from snapshotd.store.prints_and_params import PostgresParams
 from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, PostgresProfiles
-from snapshotd.store.queueing import queueing
-from snapshotd.store.schema import migrations
+from snapshotd.store.queueing import check_priority, queueing
+from snapshotd.store.schema import migrations, versions_after
 from snapshotd.store.site_rows import PostgresSites
 from snapshotd.store.soft_404_rows import PostgresNotFound
 
@@ -148,12 +153,12 @@ class PostgresStore(
             current = await conn.fetchval(
                 "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
             )
-            if current > len(MIGRATIONS):
-                raise StoreError(
-                    f"{self.where}: schema version {current} is newer than this snapshotd knows"
-                )
-            for version in range(current + 1, len(MIGRATIONS) + 1):
-                await conn.execute(MIGRATIONS[version - 1])
+            try:
+                lacking = versions_after(MIGRATIONS, current)
+            except StoreError as exc:
+                raise StoreError(f"{self.where}: {exc}") from None
+            for version, script in lacking:
+                await conn.execute(script)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                     version,
@@ -386,8 +391,7 @@ class PostgresStore(
     ) -> str:
         """One path (the crawler's every link): no transaction, no id reserved, usually one
         round trip. Each statement stands alone, as a batch's do."""
-        if not 0 <= priority <= 3:
-            raise ValueError(f"priority must be 0-3, not {priority}")
+        check_priority(priority)
         async with self._db.acquire() as conn:
             return await self._enqueue_one(
                 conn, None, site, path, priority, hops, force, self.clock(), found
@@ -397,8 +401,7 @@ class PostgresStore(
         self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False,
         found: bool = True,
     ) -> list[str]:
-        if not 0 <= priority <= 3:
-            raise ValueError(f"priority must be 0-3, not {priority}")
+        check_priority(priority)
         now = self.clock()
         # Rows are locked in path order, the same in every process, so two batches sharing
         # paths wait for each other instead of deadlocking; a deadlock with some other
@@ -455,13 +458,10 @@ class PostgresStore(
         status: int | None = None,
     ) -> bool:
         """Mark a claimed path ``error`` until ``retry_at``; its old snapshot stays."""
-        result = await self._db.execute(
-            "UPDATE paths SET state = 'error', error = $1, expires_at = $2, "
-            "status = COALESCE($3, status), lease_owner = NULL, lease_until = NULL "
-            "WHERE site = $4 AND path = $5 AND state = 'processing' AND lease_owner = $6",
-            error[:500], retry_at, status, site, path, owner,
+        sql, args = mark_path_failed(
+            site, path, owner, error=error, retry_at=retry_at, status=status, mark="$"
         )
-        return row_count(result) > 0
+        return row_count(await self._db.execute(sql, *args)) > 0
 
     async def links_followed(self, site: str, path: str) -> None:
         await self._db.execute(

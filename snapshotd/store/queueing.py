@@ -6,14 +6,21 @@ Invariants:
 - a path being captured is left alone; a pending one only ever rises (higher priority, fewer
   hops); a processed one not yet expired stays unless forced; any other (expired, crawled,
   failed, ignored, forced) becomes pending again with the new priority;
-- a path's hops never grow.
+- a path's hops never grow;
+- a priority is one of 0 to 3 (:func:`check_priority`), whatever the engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Queueing", "queueing"]
+__all__ = ["Queueing", "check_priority", "queueing"]
+
+
+def check_priority(priority: int) -> None:
+    """ValueError unless ``priority`` is one a path may be queued at (0 to 3)."""
+    if not 0 <= priority <= 3:
+        raise ValueError(f"priority must be 0-3, not {priority}")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 Invariants:
 - a database records the last version it is at (``schema_migrations``); an engine applies the
-  steps it lacks in order, in one transaction, and refuses a database at a version it does
-  not know;
+  steps it lacks (:func:`versions_after`) in order, in one transaction, and refuses a
+  database at a version it does not know;
 - a step is never edited once released, and a new one goes at the end, for both engines at
   once;
 - an engine's versions are its steps in order, a step it has no part in (``None``) counting
@@ -13,12 +13,13 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE, SQLITE_RECENT_TABLE
 from snapshotd.store.found_urls import FOUND_URLS
-from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN
+from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN, StoreError
 from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.prints_and_params import PRINTS_AND_PARAMS
@@ -32,7 +33,7 @@ from snapshotd.store.site_rows import (
 )
 from snapshotd.store.soft_404_rows import NOT_FOUND_COLUMN
 
-__all__ = ["ENGINES", "HISTORY", "Step", "migrations"]
+__all__ = ["ENGINES", "HISTORY", "Step", "migrations", "versions_after"]
 
 ENGINES = ("sqlite", "postgres")
 
@@ -159,3 +160,11 @@ def migrations(engine: str) -> list[str]:
     """The engine's versions in order: its SQL of each step it has a part in."""
     steps = (getattr(step, engine) for step in HISTORY)
     return [sql for sql in steps if sql is not None]
+
+
+def versions_after(versions: Sequence[str], current: int) -> list[tuple[int, str]]:
+    """The versions a database at ``current`` lacks of an engine's ``versions``, each with its
+    SQL, in order; StoreError for a database at a version this snapshotd does not know."""
+    if current > len(versions):
+        raise StoreError(f"schema version {current} is newer than this snapshotd knows")
+    return list(enumerate(versions, 1))[current:]

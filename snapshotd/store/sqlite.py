@@ -32,12 +32,17 @@ from snapshotd.store.interface import (
 )
 from snapshotd.store.lastmod import SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
-from snapshotd.store.outcome import CaptureOutcome, capture_writes, mark_path_stored
+from snapshotd.store.outcome import (
+    CaptureOutcome,
+    capture_writes,
+    mark_path_failed,
+    mark_path_stored,
+)
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
 from snapshotd.store.prints_and_params import SQLiteParams
 from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, SQLiteProfiles
-from snapshotd.store.queueing import queueing
-from snapshotd.store.schema import migrations
+from snapshotd.store.queueing import check_priority, queueing
+from snapshotd.store.schema import migrations, versions_after
 from snapshotd.store.site_rows import SQLiteSites
 from snapshotd.store.soft_404_rows import SQLiteNotFound
 
@@ -112,7 +117,7 @@ class SQLiteStore(
                 await self._wr.close()
                 self._wr = None
                 raise
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, StoreError) as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
     async def close(self) -> None:
@@ -137,13 +142,8 @@ class SQLiteStore(
             )
             async with wr.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as c:
                 row = await c.fetchone()
-            current = row[0] if row else 0
-            if current > len(MIGRATIONS):
-                raise sqlite3.DatabaseError(
-                    f"schema version {current} is newer than this snapshotd knows"
-                )
-            for version in range(current + 1, len(MIGRATIONS) + 1):
-                for statement in _statements(MIGRATIONS[version - 1]):
+            for version, script in versions_after(MIGRATIONS, row[0] if row else 0):
+                for statement in _statements(script):
                     await wr.execute(statement)
                 await wr.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
@@ -349,8 +349,7 @@ class SQLiteStore(
         self, site: str, paths: Sequence[tuple[str, int]], priority: int, *, force: bool = False,
         found: bool = True,
     ) -> list[str]:
-        if not 0 <= priority <= 3:
-            raise ValueError(f"priority must be 0-3, not {priority}")
+        check_priority(priority)
         now = self.clock()
         async with self._lock:
             wr = self._writer
@@ -408,13 +407,11 @@ class SQLiteStore(
         status: int | None = None,
     ) -> bool:
         """Mark a claimed path ``error`` until ``retry_at``; its old snapshot stays."""
+        failed = mark_path_failed(
+            site, path, owner, error=error, retry_at=retry_at, status=status, mark="?"
+        )
         async with self._lock:
-            cur = await self._writer.execute(
-                "UPDATE paths SET state = 'error', error = ?, expires_at = ?, "
-                "status = COALESCE(?, status), lease_owner = NULL, lease_until = NULL "
-                "WHERE site = ? AND path = ? AND state = 'processing' AND lease_owner = ?",
-                (error[:500], retry_at, status, site, path, owner),
-            )
+            cur = await self._writer.execute(*failed)
             return cur.rowcount > 0
 
     async def links_due(

@@ -27,7 +27,7 @@ from snapshotd.rewrite.apache.uri import (
     escape_backref,
     escape_uri,
 )
-from snapshotd.rewrite.decision import Decision
+from snapshotd.rewrite.decision import RulesOutcome
 from snapshotd.rewrite.limits import MAX_RESULT_LENGTH, Budget, Stop, split_url
 
 # What C's atoi skips and reads before the digits: ASCII white space, one sign.
@@ -248,10 +248,10 @@ def _apply_rule(rule: Rule, ctx: _Ctx) -> int:
     return 1
 
 
-def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -> Decision:
+def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -> RulesOutcome:
     """Apply an Apache-dialect rule set to one site path."""
     if not prog.engine_on or not prog.rules:
-        return Decision("none", url)
+        return RulesOutcome("none", url)
     raw_path, query, fragment = split_url(url)
     hdrs = {k.lower(): v for k, v in (headers or {}).items()}
     host_header = hdrs.get("host") or host
@@ -280,7 +280,7 @@ def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -
             if len(ctx.uri) > MAX_RESULT_LENGTH:
                 raise Stop(500)
             if rule.status:
-                return Decision("status", url, rule.code)
+                return RulesOutcome("status", url, rule.code)
             if rc == 1:
                 changed = 2 if rule.noescape else 1
             if rule.passthrough or rule.end or rule.last:
@@ -293,7 +293,7 @@ def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -
                 continue
             i += 1 + rule.skip
         if not changed:
-            return Decision("none", url)
+            return RulesOutcome("none", url)
         skip, _ = absolute_scheme(ctx.uri)
         if skip:
             location = ctx.uri if changed == 2 else escape_absolute(ctx.uri, skip)
@@ -305,15 +305,15 @@ def run(prog: Program, url: str, host: str, headers: Mapping[str, str] | None) -
             if location[: len(prefix) + 1].lower() == (prefix + "/").lower():
                 location = location[len(prefix) :]
             location += fragment
-            return Decision("redirect", location, status, location)
+            return RulesOutcome("redirect", location, status, location)
         if not ctx.uri.startswith("/"):
             raise Stop(400)
         if ctx.args and any(ch <= " " or ch == "\x7f" for ch in ctx.args):
             raise Stop(403)  # mod_rewrite refuses spaces and controls in a rewritten query
         path = escape_uri(ctx.uri) + ("?" + ctx.args if ctx.args else "") + fragment
     except Stop as stop:
-        return Decision("status", url, stop.status)
-    return Decision("none" if path == url else "rewrite", path)
+        return RulesOutcome("status", url, stop.status)
+    return RulesOutcome("none" if path == url else "rewrite", path)
 
 
 def _has_port(host: str) -> bool:
