@@ -13,8 +13,8 @@ Floods are bounded: a miss for a path the store does not know adds it only withi
 only while a miss place is free (``CaptureService.start_miss``); otherwise the bot gets
 ``BYPASS`` at once and nothing is queued or stored. Every refusal is counted; the log gets
 a line now and then. A trusted crawler's new path
-(:mod:`snapshotd.crawlers.verification.claims`) is queued even when no render starts now; a path queued but not had in time gets ``miss_answer``: 503
-(``RETRY``) or origin.
+(:mod:`snapshotd.crawlers.verification.claims`) is queued even when no render starts now; a
+path queued but not had in time gets ``miss_answer``: 503 (``RETRY``) or origin.
 
 Memory per snapshot, whatever the number of clients: concurrent requests for one snapshot
 share one store read and one ``Snapshot`` object, the in-process cache holds at most
