@@ -126,3 +126,19 @@ async def test_an_app_that_answers_unknown_paths_itself_has_no_view(store, probe
     assert await views.judge(site, record("/tea"), capture("/tea"), may_learn=True) is None
     known = json.loads(await store.get_meta(view_key("shop")))
     assert known["view"] is None and f"with {probe} itself" in known["why"]
+
+
+async def test_a_soft_404_only_reported_is_no_real_page_to_learn_from(store) -> None:
+    # With "report" a soft 404 stays 200 and in the site's sitemap: were it taken for a real
+    # page, the next learning would find a real page showing the view, and learn nothing.
+    views = NotFoundViews(store, Shop())  # type: ignore[arg-type]
+    site = SiteSettings(name="shop", origin=ORIGIN, soft_404="report")
+    for path in ("/gone", "/tea"):
+        await store.enqueue("shop", path, 1)
+        await store.claim_path("shop", path, "w", 60)
+        await store.complete("shop", path, "w", CaptureOutcome(
+            html=capture(path).html, status=200, headers={}, final_url="", expires_at=9e12,
+            not_found="shows the not-found view" if path == "/gone" else None))
+    assert [p for p, _ in await store.sitemap_pages("shop", 0, 10)] == ["/gone", "/tea"]
+    known = await views.learn_now(site)
+    assert known is not None and known["view"] is not None, known

@@ -106,6 +106,17 @@ def test_nothing_is_learned_when_the_view_cannot_be_told_from_a_real_page():
     assert "shows nothing" in learn(tiny, [Render(p, h) for p, h in REAL.items()])
 
 
+def test_an_app_that_draws_its_first_page_for_any_path_crawled_from_a_deep_seed():
+    # AngularJS's `otherwise("/")` (a router's catch-all drawing the home page), the crawl
+    # started at a product: the home page is one of the pages the seed links to, so its
+    # lines are no chrome; were they the view, the home page would be answered 404.
+    home = REAL["/"]
+    references = [Render("/c/1", REAL["/c/1"]), Render("/", home), Render("/c/2", REAL["/c/2"]),
+                  Render("/about", REAL["/about"])]
+    learned = learn((Render("/a1b2c3d4", home), Render("/e5f6a7b8", home)), references)
+    assert learned == "the real page / looks like the page drawn for a path that cannot exist"
+
+
 def test_a_seed_that_shows_the_view_stops_the_learning():
     seed = Render("/", missing("/").replace("</h1>", "</h1><p>Welcome back</p>"))
     probes = (Render("/a1b2c3d4", missing("/a1b2c3d4")), Render("/e5f6a7b8", missing("/e5f6a7b8")))

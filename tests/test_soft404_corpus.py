@@ -41,9 +41,11 @@ def corpus(request: pytest.FixtureRequest) -> Iterator[tuple[Corpus, str]]:
         yield app, origin
 
 
-async def crawl(origin: str, db: Path, soft_404: str = "answer") -> dict[str, PathRecord]:
-    """Crawl the app at ``origin`` into ``db``; every path's record."""
-    site = SiteSettings(name="shop", origin=origin, soft_404=soft_404)
+async def crawl(
+    origin: str, db: Path, soft_404: str = "answer", seeds: tuple[str, ...] = ("/",)
+) -> dict[str, PathRecord]:
+    """Crawl the app at ``origin`` into ``db`` from ``seeds``; every path's record."""
+    site = SiteSettings(name="shop", origin=origin, soft_404=soft_404, seeds=seeds)
     settings = Settings(db=str(db), browser=browser(), sites=(site,))
     out = io.StringIO()
     assert await run_crawl(settings, out=out, progress=io.StringIO(), tty=False) == 0, out
@@ -146,3 +148,18 @@ async def test_a_real_page_that_comes_to_show_the_view_is_answered_404_once_conf
     await queue_again(db, ("/products/4",))
     second = (await crawl(origin, db))["/products/4"]
     assert (second.state, second.status) == ("processed", 404) and second.not_found
+
+
+@pytest.mark.parametrize("corpus", ["vue"], indirect=True)
+async def test_an_app_drawing_its_home_page_for_any_path_learns_no_view_from_a_deep_seed(
+    corpus: tuple[Corpus, str], tmp_path: Path
+) -> None:
+    app, origin = corpus
+    app.version = 3  # the catch-all route draws the home page
+    got = await crawl(origin, tmp_path / "shop.db", seeds=("/products/1",))
+    # The crawl started at a product: the home page is a page it links to, and it is what
+    # the app draws for a path that cannot exist. It is no soft 404.
+    assert got["/"].status == 200 and got["/"].not_found is None, got["/"]
+    assert not [p for p in REAL if got[p].not_found is not None]
+    view = await stored_view(tmp_path / "shop.db")
+    assert view["view"] is None and "the real page / looks like" in view["why"], view

@@ -9,7 +9,7 @@ Invariants:
   one can guess (``PROBE_BYTES`` random bytes each, one level deep) and the site's first seed
   with the first ``LINKED`` pages it links to, one render after another, ``crawl_delay``
   apart, through the renderer (the pool and egress guard of every capture); pages the site serves
-  (``STORED`` of its sitemap's) are read from the store;
+  (``STORED`` of its sitemap's, soft 404s apart) are read from the store;
 - a site's view is learned again when it has none, when its origin or first seed changed,
   ``RELEARN_EVERY`` after it was learned, and when a capture shows an app shell (the build
   its document loads) that no learning of this process saw; never twice within
@@ -237,8 +237,12 @@ class NotFoundViews:
             if 200 <= result.status < 300 and result.html:
                 references.append(Render(path, result.html))
         for path, _ in await self.store.sitemap_pages(site.name, 0, STORED):
+            if path in (seed, *linked):
+                continue
+            stored = await self.store.get_path(site.name, path)
             snapshot = await self.store.get_snapshot(site.name, path)
-            if snapshot is not None and path not in (seed, *linked):
+            # a soft 404 ("report" keeps it 200 and listed) is no real page to learn from
+            if snapshot is not None and stored is not None and stored.not_found is None:
                 references.append(Render(path, snapshot.html))
         record["references"] = len(references)
         learned = learn((Render(probes[0], drawn[0].html), Render(probes[1], drawn[1].html)),

@@ -21,8 +21,9 @@ it serves):
 - nothing is learned (a reason instead) from fewer than ``MIN_REFERENCES`` references (the
   layout cannot be told from the view: a side bar the seed lacks would be taken for part of
   it), when the probes share less than ``AGREE`` of their own words (the app draws unknown
-  paths differently), when the view holds fewer than ``MIN_VIEW_WORDS`` words, or when the
-  site's first seed would be judged to show it.
+  paths differently), when the view holds fewer than ``MIN_VIEW_WORDS`` words, or when one
+  of the references would be judged to show it (the app draws a real page, such as its home
+  page, for any path it does not know).
 
 Judging (:func:`shows`): a capture shows the view when, its chrome lines set aside, at least
 ``COVER`` of the view's words are there in order, and at most its slack plus
@@ -199,7 +200,7 @@ def learn(probes: tuple[Render, Render], references: Sequence[Render]) -> View |
     slack = most - len(words)
     text = " ".join(line.partition("|")[2] for line in both)[:_EXCERPT]
     view = View(tuple(words), chrome, slack, text)
-    for reference in references[:1]:
+    for reference in references:  # the seed, and a home page a catch-all route draws
         if shows(view, reference.html, reference.path) is not None:
             return f"the real page {reference.path} looks like the page drawn for a path " \
                    "that cannot exist"
