@@ -99,8 +99,8 @@ def page_handler(substitutions: dict[str, str]) -> Callable[[Request], Response]
 
 
 def rules_met(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The readiness rules (``settled``, ``limit``, ``quiet``) met in the captures made from
-    now until the test ends, by name, in the order they were met: what ended a capture's
+    """The readiness rules (``settled``, ``limit``, ``hard``, ``quiet``) met in the captures
+    made from now until the test ends, by name, in the order they were met: what ended a capture's
     wait, whatever time it took on this machine (a rule the page's own readiness beat is
     cancelled, never met)."""
     from snapshotd.render import readiness
@@ -116,6 +116,6 @@ def rules_met(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return run
 
-    for name in ("settled", "limit", "quiet"):
+    for name in ("settled", "limit", "hard", "quiet"):
         monkeypatch.setattr(readiness, name, watched(name))
     return met

@@ -66,16 +66,19 @@ async def test_adaptive_captures_what_the_page_shows_once_done_and_says_when_a_l
     pool, reader, origin, case: Case, monkeypatch
 ) -> None:
     require_apps(case)
-    site = SiteSettings(origin=origin)
+    # A page whose requests never stop is held to the hard limit: a short render_timeout.
+    site = SiteSettings(origin=origin, render_timeout=12.0 if case.held else -1.0)
     assert site.readiness == "adaptive"  # the default
     met = rules_met(monkeypatch)
     result = await pool.capture(origin + case.path, site)
     assert result.ok, result
     assert await visible_text(reader, result.html) == case.expected
-    # Only a page that never stops changing is captured at a limit, and said to be.
-    assert result.readiness_limit is case.endless
+    # Only a page that never stops changing, or asking, is captured at a limit, and said to be.
+    assert result.readiness_limit is (case.endless or case.held)
     if case.endless:
         assert met == ["limit"], met  # javascript_timeout's, not render_timeout
+    if case.held:
+        assert met == ["hard"], met  # render_timeout's, captured all the same
     if case.app:  # nothing late: ready once settled after its last request, not at the limit
         assert met == ["settled"], met
 

@@ -27,7 +27,7 @@ from snapshotd.render.readiness import SETTLE_KEY
 from snapshotd.render.renderer import first_line
 from snapshotd.render.signals import MAX_URL, MAX_URLS, Signals
 from snapshotd.render.slot import Slot
-from tests.chromium import require_chromium
+from tests.chromium import require_chromium, rules_met
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -82,8 +82,23 @@ ORDINARY = """<!doctype html><html><body><h1 id="h">loading</h1>
 </script></body></html>"""
 
 
+# Shows its content at once, then sets timers forever: a 0 ms timeout chain, and a chain of
+# 100 ms timeouts each asking for a new URL.
+FOREVER = """<!doctype html><html><body><h1>Shown at once</h1>
+<script>
+  let n = 0;
+  const spin = () => setTimeout(spin, 0);
+  const ask = () => setTimeout(() => { fetch("/t" + ++n).catch(() => {}); ask(); }, 100);
+  spin();
+  ask();
+</script></body></html>"""
+
+
 def _serve(body: str) -> HTTPServer:
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.expect_request("/forever").respond_with_handler(
+        lambda _r: Response(FOREVER, content_type="text/html")
+    )
     server.expect_request(re.compile("/page.*")).respond_with_handler(
         lambda _r: Response(body, content_type="text/html")
     )
@@ -146,8 +161,8 @@ async def test_a_hostile_page_reaches_nothing_of_the_capture_and_another_site_re
     # Whatever it sent, the capture kept a bounded amount of it.
     signals = next(s for slot, s in kept if s.origin == a.origin)
     assert not signals.ready.done()
-    for urls in (signals.shared_workers, signals.background, signals.tasked):
-        assert len(urls) <= MAX_URLS and all(len(u) <= MAX_URL for u in urls)
+    urls = signals.shared_workers
+    assert len(urls) <= MAX_URLS and all(len(u) <= MAX_URL for u in urls)
     # Nothing the capture listens to is on the page's window: what the page finds are the
     # capture's wrappers of the browser's own functions (setTimeout, SharedWorker, ...) and
     # the function the capture asks how long the page needs (it answers, and tells nothing).
@@ -160,6 +175,24 @@ async def test_a_hostile_page_reaches_nothing_of_the_capture_and_another_site_re
     for _ in range(3):
         after = await pool.capture(f"{b.origin}/page", b)
         assert after.ok and "Site B page" in after.html, after
+
+
+async def test_a_page_that_sets_timers_forever_is_captured_at_the_hard_limit_beside_others(
+    pool, sites, monkeypatch
+) -> None:
+    a, b = sites
+    met = rules_met(monkeypatch)
+    held = replace(a, render_timeout=20.0)
+    hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/forever", held))
+    # Another site's pages render in the pool's other slot meanwhile.
+    for _ in range(3):
+        during = await pool.capture(f"{b.origin}/page", b)
+        assert during.ok and "Site B page" in during.html, during
+    assert not hostile.done()
+    result = await hostile
+    assert result.ok and "Shown at once" in result.html, result
+    assert result.readiness_limit
+    assert met == ["settled", "settled", "settled", "hard"], met
 
 
 async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(

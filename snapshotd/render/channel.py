@@ -34,10 +34,9 @@ __all__ = [
 ]
 
 BINDING = "__snapshotdChannel"
-# ready: onCaptureReady's arguments, as JSON; shared: a shared worker's script URL; task, idle:
-# a URL a task asked for, the task busy or idle (readiness); device: a read (device_probe);
-# shadow: a script made a shadow root (shadow).
-KINDS = frozenset({"ready", "shared", "task", "idle", "device", "shadow"})
+# ready: onCaptureReady's arguments, as JSON; shared: a shared worker's script URL; device: a
+# read (device_probe); shadow: a script made a shadow root (shadow).
+KINDS = frozenset({"ready", "shared", "device", "shadow"})
 MAX_TEXT = 16384  # characters of one message
 PER_DOCUMENT = 2048  # messages a document may send
 PER_CAPTURE = 8192  # messages a capture hears

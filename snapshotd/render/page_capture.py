@@ -165,10 +165,12 @@ class PageCapture:
         waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
         rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
-            seconds = self.settings.timeouts(site)[0]
+            seconds, total = self.settings.timeouts(site)
             if site.readiness == "adaptive":
+                left = readiness.hard_limit(total) - (time.monotonic() - started)
                 rules.append(_rule(page, readiness.settled(signals, page)))
-                rules.append(_rule(page, readiness.limit(signals, seconds)))
+                rules.append(_rule(page, readiness.limit(signals, page, seconds)))
+                rules.append(_rule(page, readiness.hard(left)))
             else:
                 rules.append(_rule(page, readiness.quiet(signals, seconds)))
         try:
@@ -181,9 +183,12 @@ class PageCapture:
         if signals.lost.done():
             # What the page shows was built without an answer from its origin.
             return result(status=0, error=self._unreachable(signals))
-        # Ended by a limit while the page was still at work: said with the snapshot.
-        by_page = signals.ready.done() or (site.readiness == "adaptive" and rules[0].done())
-        cut = not by_page and await readiness.still_working(signals, page)
+        # Ended by a limit while the page was still at work: said with the snapshot. The hard
+        # limit ends only a page whose requests never stopped.
+        adaptive = site.readiness == "adaptive" and bool(rules)
+        by_page = signals.ready.done() or (adaptive and rules[0].done())
+        held = adaptive and rules[2].done() and not rules[1].done()
+        cut = not by_page and (held or await readiness.still_working(signals, page))
 
         html = await self._serialize(page, signals)
         # What the page shows now, as its HTML was taken (the first screen, no scrolling).

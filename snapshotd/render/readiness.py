@@ -4,38 +4,43 @@ Invariants:
 
 - ``quiet`` is SEO4Ajax's rule: no request in flight for ``javascript_timeout`` seconds after
   the main frame's load event; a new request restarts the wait.
-- ``settled`` (the ``adaptive`` readiness) is ready once, after the load event, no request
-  that holds the page has been in flight, started or ended for ``SETTLE`` seconds, the DOM
-  has not changed for ``SETTLE`` seconds (a MutationObserver), and no task holds the page.
+- The adaptive readiness is never less true than ``quiet``: whatever a page shows when
+  ``quiet`` would end its wait, it shows when ``settled`` or ``limit`` ends it. A request
+  holds the page while in flight (whoever started it), and its start and end restart the
+  quiet period; a timer due within the quiet period holds it until it has run, whatever the
+  document did meanwhile (its callback may start a request). What does not hold the page, as
+  it would hold ``quiet`` forever: a request in flight for more than ``LONG_REQUEST`` seconds
+  (a long poll), or of a streaming kind (EventSource, WebSocket).
+- ``settled`` is ready once, after the load event, no request that holds the page has been
+  in flight, started or ended for ``SETTLE`` seconds, the DOM has not changed for ``SETTLE``
+  seconds (a MutationObserver), and no task holds the page.
 - A task is one piece of scheduled work: a timeout, interval, animation frame or dedicated
   worker asked for outside any such callback, together with every one its callbacks ask for
   (a chain of timeouts, an animation loop, an interval's ticks). A task holds the page while
-  it has something due within ``javascript_timeout`` (or a worker yet to answer) and is not
-  idle; it is idle once it has run ``javascript_timeout`` seconds without changing the
-  document while no request started outside every task was in flight or ended (a poll
-  waiting for data is waited for). Requests an idle task starts no longer hold the page (by
-  URL, for the rest of the capture); so a poll that changes nothing holds a page
-  ``javascript_timeout`` at most.
-- ``limit`` bounds ``settled`` (they run side by side): ``javascript_timeout`` seconds after
-  the load event and the last start or end of a holding request that no task started, once
-  the holding requests then in flight have ended, and ``SETTLE`` more. A page still at work
-  when a limit ended the wait (``still_working``) is captured marked ``readiness_limit``.
-  So a page that changes forever (a clock, a carousel, an endless animation) is captured at
-  about ``javascript_timeout``; one that polls or streams cannot hold it longer either: a
-  request in flight for more than ``LONG_REQUEST`` seconds (a long poll) or of a streaming
-  kind (EventSource, WebSocket) does not hold the page.
+  it has something due within ``javascript_timeout`` (or a worker yet to answer).
+- ``limit`` bounds ``settled`` (they run side by side): it is ``quiet``'s period, ended
+  ``SETTLE`` later, once no timer that fell due within it is yet to run. So a page that
+  changes forever (a clock, a carousel, an endless animation) is captured at about
+  ``javascript_timeout`` after its last request. A page still at work when a limit ended the
+  wait (``still_working``: its DOM changing, a request in flight, or a task that is not
+  *idle* holding it) is captured marked ``readiness_limit``. A task is idle once it has run
+  ``javascript_timeout`` seconds without changing the document while no request started
+  outside every task was in flight or ended (a poll that changes nothing).
+- ``hard`` bounds them both: a page whose requests never stop for ``javascript_timeout`` (a
+  poll, a chain of timers and requests without end) is captured ``hard_limit`` seconds after
+  its capture started, before ``render_timeout``, marked ``readiness_limit``.
 - A page that sets ``window.prerenderReady = false`` (Prerender's convention) is not ready
   by any rule until it sets it true (which is ``onCaptureReady()``), or calls
   ``onCaptureReady``; ``render_timeout`` bounds it. A page that declares nothing is not
   waited for past the rules.
-- The page's side is ``settle_script``, run before any page script and reporting through
-  the capture's channel (:mod:`.channel`); it wraps ``setTimeout``,
-  ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel`` functions, ``fetch``,
-  ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's work until it first
-  posts a message or fails), each calling the browser's own, so the page sees the same ids
-  and timing. A running CSS animation, transition or Web Animation that ends within
-  ``javascript_timeout`` also holds the page, until 50 ms after its end (its end event may
-  show content).
+- The page's side is ``settle_script``, run before any page script, asked through the
+  function at ``SETTLE_KEY`` (it answers how long to wait, and tells nothing); it wraps
+  ``setTimeout``, ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel``
+  functions, ``fetch``, ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's
+  work until it first posts a message or fails), each calling the browser's own, so the page
+  sees the same ids and timing. A running CSS animation, transition or Web Animation that
+  ends within ``javascript_timeout`` also holds the page, until 50 ms after its end (its end
+  event may show content).
 """
 
 from __future__ import annotations
@@ -50,8 +55,11 @@ from playwright.async_api import Page, Request
 
 __all__ = [
     "LONG_REQUEST",
+    "RESERVE",
     "SETTLE",
     "SETTLE_KEY",
+    "hard",
+    "hard_limit",
     "limit",
     "quiet",
     "settle_script",
@@ -66,6 +74,9 @@ SETTLE_KEY = "__snapshotdSettle"
 _STREAMING = frozenset({"eventsource", "websocket"})
 _MAX_NAP = 0.5  # the longest the page's own estimate is trusted before asking again
 _DECLARED_POLL = 0.1  # how often a page that will say when it is ready is asked again
+RESERVE = 5.0  # seconds of render_timeout at most kept for serialising a held page
+# What the page's side is asked: whether it settled, is still at work, has a timer overdue.
+_SETTLED, _AT_WORK, _DUE = 0, 1, 2
 
 _SETTLE_SCRIPT = """
 (() => {
@@ -182,39 +193,26 @@ _SETTLE_SCRIPT = """
       value: Worker, writable: true, configurable: true, enumerable: false,
     });
   }
-  // A request started by a task is reported, and whether the task was idle: an idle task's
-  // (a poll that changes nothing) no longer holds the page, for the rest of the capture. One
-  // started outside every task restarts each task's quiet period (a poll may wait for it).
-  const started = (url) => {
-    if (current) {
-      try {
-        const u = new URL(url, document.baseURI);
-        u.hash = "";
-        say(idle(current, now()) ? "idle" : "task", u.href);
-      } catch (e) {}
-      return null;
-    }
+  // A request started outside every task restarts each task's quiet period (a poll may be
+  // waiting for it): counted while in flight, and when it ended.
+  const started = () => {
+    if (current) return null;
     untracked++;
     return () => { untracked--; lastRequest = now(); };
   };
   if (typeof W.fetch === "function") {
     const nativeFetch = W.fetch;
     define("fetch", function fetch(input, init) {
-      const ended = started(input instanceof Request ? input.url : String(input));
+      const ended = started();
       const answer = nativeFetch.apply(this, arguments);
       if (ended) answer.then(ended, ended);
       return answer;
     });
   }
   if (W.XMLHttpRequest) {
-    const urls = new WeakMap(), proto = W.XMLHttpRequest.prototype;
-    const open = proto.open, send = proto.send;
-    proto.open = function (method, url) {
-      urls.set(this, String(url));
-      return open.apply(this, arguments);
-    };
-    proto.send = function () {
-      const ended = urls.has(this) ? started(urls.get(this)) : null;
+    const send = W.XMLHttpRequest.prototype.send;
+    W.XMLHttpRequest.prototype.send = function () {
+      const ended = started();
       if (ended) this.addEventListener("loadend", ended, { once: true });
       return send.apply(this, arguments);
     };
@@ -238,15 +236,22 @@ _SETTLE_SCRIPT = """
     subtree: true, childList: true, characterData: true, attributes: true,
   });
   // Milliseconds to wait before asking again: 0 once the page has settled; -1 while it has
-  // declared it will say when it is ready.
+  // declared it will say when it is ready. ``ask`` 1: whether the page is still at work
+  // (idle tasks left out); 2: whether a timer that fell due has yet to run (nothing else).
   Object.defineProperty(W, key, {
-    value: () => {
-      if (declared === false) return -1;
+    value: (ask) => {
       const t = now();
+      if (ask === 2) {
+        for (const task of tasks) {
+          for (const [id, due] of task.due) if (id[0] === "t" && due <= t) return 5;
+        }
+        return 0;
+      }
+      if (declared === false) return -1;
       if (document.readyState !== "complete") return 50;
       let wait = Math.max(0, settleMs - (t - lastChange));
       for (const task of tasks) {
-        if (idle(task, t)) continue;
+        if (ask === 1 && idle(task, t)) continue;
         for (const [id, due] of task.due) {
           if (due - t > quietMs) continue;  // not due within the quiet period
           // A timer when due; a frame in the next one; a worker's answer soon.
@@ -280,12 +285,9 @@ def settle_script(javascript_timeout: float) -> str:
 
 class NetworkSignals(Protocol):
     """What readiness reads of a capture's network: requests in flight with the time each
-    started, each URL's last start or end, the URLs idle tasks asked for (``background``) and
-    the URLs other tasks asked for (``tasked``), and events for idle, busy and loaded."""
+    started, each URL's last start or end, and events for idle, busy and loaded."""
 
     in_flight: dict[Request, float]
-    background: set[str]
-    tasked: set[str]
     last_seen: dict[str, float]
     idle: asyncio.Event
     busy: asyncio.Event
@@ -310,9 +312,7 @@ def _holding(signals: NetworkSignals, now: float) -> list[Request]:
     return [
         request
         for request, started in signals.in_flight.items()
-        if now - started < LONG_REQUEST
-        and request.resource_type not in _STREAMING
-        and request.url not in signals.background
+        if now - started < LONG_REQUEST and request.resource_type not in _STREAMING
     ]
 
 
@@ -323,37 +323,29 @@ async def _wake(signals: NetworkSignals, timeout: float) -> None:
         await asyncio.wait_for(signals.busy.wait(), max(timeout, 0.001))
 
 
-async def _network_rest(
-    signals: NetworkSignals, seconds: float, skip: set[str], since: float = 0.0
-) -> None:
-    """Return once no request that holds the page, but those for ``skip``, has been in
-    flight, started or ended for ``seconds`` (nor has ``since`` been that recent)."""
+async def _network_rest(signals: NetworkSignals, seconds: float, since: float = 0.0) -> None:
+    """Return once no request that holds the page has been in flight, started or ended for
+    ``seconds`` (nor has ``since`` been that recent)."""
     while True:
         now = time.monotonic()
-        holding = [r for r in _holding(signals, now) if r.url not in skip]
+        holding = _holding(signals, now)
         if holding:
             # Woken by the next start or end, or when the oldest becomes a long request.
             timeout = LONG_REQUEST - (now - min(signals.in_flight[r] for r in holding))
         else:
-            last = max(
-                (
-                    t
-                    for url, t in signals.last_seen.items()
-                    if url not in signals.background and url not in skip
-                ),
-                default=since,
-            )
+            last = max(signals.last_seen.values(), default=since)
             timeout = seconds - (now - max(last, since))
             if timeout <= 0:
                 return
         await _wake(signals, timeout)
 
 
-async def _page_wait(page: Page) -> float:
-    """Seconds the page says it needs before it settles: 0 once settled, -1 while it has
-    declared it will say when it is ready."""
+async def _page_wait(page: Page, ask: int = _SETTLED) -> float:
+    """Seconds the page says it needs before it settles (``ask``: :data:`_SETTLED`,
+    :data:`_AT_WORK` or :data:`_DUE`, as the page's side reads them): 0 once settled, -1
+    while it has declared it will say when it is ready."""
     try:
-        wait: Any = await page.evaluate(f"() => window.{SETTLE_KEY}()")
+        wait: Any = await page.evaluate(f"a => window.{SETTLE_KEY}(a)", ask)
     except PlaywrightError:  # a navigation replaced the document meanwhile
         return 0.05
     return float(wait) / 1000 if isinstance(wait, int | float) and wait >= 0 else -1.0
@@ -370,27 +362,40 @@ async def settled(signals: NetworkSignals, page: Page) -> None:
     """Return once the page has settled (the module's rule); run beside ``limit``."""
     await signals.loaded.wait()
     while True:
-        await _network_rest(signals, SETTLE, set())
+        await _network_rest(signals, SETTLE)
         wait = await _page_wait(page)
         if wait == 0 and not _holding(signals, time.monotonic()):
             return
         await asyncio.sleep(_DECLARED_POLL if wait < 0 else min(max(wait, 0.005), _MAX_NAP))
 
 
-async def limit(signals: NetworkSignals, seconds: float) -> None:
-    """Return once no request but a task's has been in flight, started or ended for
-    ``seconds`` after the load event, and the requests in flight then have ended (or become
-    long), ``SETTLE`` ago."""
+async def limit(signals: NetworkSignals, page: Page, seconds: float) -> None:
+    """Return once no request that holds the page has been in flight, started or ended for
+    ``seconds`` after the load event, no timer that fell due meanwhile is yet to run, and
+    ``SETTLE`` more has passed."""
     await signals.loaded.wait()
-    await _network_rest(signals, seconds, signals.tasked, since=time.monotonic())
-    pending = set(_holding(signals, time.monotonic()))
-    while pending:
-        await _wake(signals, LONG_REQUEST)
-        pending &= set(_holding(signals, time.monotonic()))
+    since = time.monotonic()
+    while True:
+        await _network_rest(signals, seconds, since)
+        wait = await _page_wait(page, _DUE)
+        if wait <= 0 and not _holding(signals, time.monotonic()):
+            break
+        await asyncio.sleep(max(wait, 0.005))
     await asyncio.sleep(SETTLE)
 
 
+def hard_limit(render_timeout: float) -> float:
+    """Seconds after a capture's start at which ``hard`` ends the wait: ``render_timeout``
+    less what serialising the page may take (a fifth of it, :data:`RESERVE` at most)."""
+    return render_timeout - min(RESERVE, render_timeout / 5)
+
+
+async def hard(seconds: float) -> None:
+    """Return after ``seconds``: the bound of a page whose requests never stop."""
+    await asyncio.sleep(max(seconds, 0.0))
+
+
 async def still_working(signals: NetworkSignals, page: Page) -> bool:
-    """Whether the page has not settled now: the DOM changed within ``SETTLE``, a task still
-    holds it, or a request that holds it is in flight."""
-    return bool(_holding(signals, time.monotonic())) or await _page_wait(page) != 0
+    """Whether the page has not settled now: the DOM changed within ``SETTLE``, a task that
+    is not idle holds it, or a request that holds it is in flight."""
+    return bool(_holding(signals, time.monotonic())) or await _page_wait(page, _AT_WORK) != 0

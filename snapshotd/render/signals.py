@@ -1,5 +1,5 @@
 """What the page and the network tell one capture: the requests in flight and when each URL
-was last seen, the tasks that asked for URLs, shared workers, the documents, the page's own
+was last seen, shared workers, the documents, the page's own
 "ready", a redirect, a crash, the first request to the site's origin that never got a
 whole answer, and what differs by device that the page read or an answer said.
 
@@ -7,7 +7,7 @@ Invariants:
 - a request is in flight from its start to its end or failure, a shared worker's script
   never (its request never ends); ``idle`` is set exactly when nothing is in flight;
 - the page's side (:data:`PAGE_SCRIPT`) speaks only through :mod:`.channel`; what it reports
-  is kept bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` URLs of each kind), and
+  is kept bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` shared workers' URLs), and
   ``onCaptureReady`` counts from the main frame alone, once per document;
 - each future is settled once, by the first thing that happened.
 """
@@ -114,8 +114,6 @@ class Signals:
     in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
     last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
     shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
-    background: set[str] = field(default_factory=set)  # requested by idle tasks
-    tasked: set[str] = field(default_factory=set)  # requested by other tasks
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -164,14 +162,6 @@ class Signals:
         self.last_seen[request.url] = time.monotonic()
         if not self.in_flight:
             self.idle.set()
-        self.busy.set()
-
-    def in_background(self, url: str, idle: bool) -> None:
-        """A task of the page asked for ``url``; an idle one's no longer holds the page
-        (:mod:`.readiness`)."""
-        urls = self.background if idle else self.tasked
-        if len(url) <= MAX_URL and len(urls) < MAX_URLS:  # what a page sends is bounded
-            urls.add(url)
         self.busy.set()
 
     def shared_worker(self, url: str) -> None:

@@ -253,8 +253,6 @@ class Slot:
                 settle(signals.ready, (status, redirect if isinstance(redirect, str) else None))
         elif kind == "shared":
             signals.shared_worker(text)
-        elif kind in ("idle", "task"):
-            signals.in_background(text, kind == "idle")
         elif kind == "shadow":
             signals.shadow_roots = True
         else:

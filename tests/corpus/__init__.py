@@ -27,6 +27,7 @@ class Case:
     app: bool = False  # a real app built with a real framework
     endless: bool = False  # it changes its document forever: only a limit ends the wait
     timers: bool = False  # it finishes with timers, frames or polls within the quiet period
+    held: bool = False  # requests keep coming within the quiet period: the hard limit ends it
     declares: bool = False  # it sets prerenderReady = false, then says when it is ready
 
 
@@ -47,7 +48,7 @@ CASES = (
     ),
     Case("clock ticking forever", "/c/clock", "A page with a clock Ticks:", endless=True),
     Case("long poll", "/c/longpoll", "Polling: alpha"),
-    Case("requests every 150 ms, forever", "/c/polling", "Polled page: alpha"),
+    Case("requests every 150 ms, forever", "/c/polling", "Polled page: alpha", held=True),
     Case("EventSource", "/c/eventsource", "Streamed: first news"),
     Case("WebSocket", "/c/websocket", "Socket says: hello over a socket"),
     Case("shared worker", "/c/sharedworker", "Beside a shared worker: alpha"),
@@ -81,6 +82,16 @@ CASES = (
         timers=True,
     ),
     Case("worker posting at 1.5 s", "/c/worker", "Computed in a worker", timers=True),
+    Case(
+        "shimmer, 2 s timer, request, 1 s timer",
+        "/c/timerfirst",
+        "After a timer: delta",
+        timers=True,
+    ),
+    Case(
+        "2 s timer, request, three times", "/c/requestchain", "Chain of three: gamma", timers=True
+    ),
+    Case("one chain polling every 2 s", "/c/pollchain", "Polled three: gamma", timers=True),
     Case("six awaited 300 ms sleeps", "/c/promisechain", "Awaited six sleeps", timers=True),
     Case("AngularJS + ngRoute, item", "/apps/angular/#!/items/3", _item(3), app=True),
     Case("AngularJS + ngRoute, list", "/apps/angular/#!/", _LIST, app=True),
