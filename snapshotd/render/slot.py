@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
@@ -81,7 +80,7 @@ from snapshotd.render.guard import EgressGuard, Resolver
 from snapshotd.render.pauses import Pauses
 from snapshotd.render.shadow import SHADOW_SCRIPT, serialize
 from snapshotd.render.signals import PAGE_SCRIPT, UNREACHABLE, Signals, settle
-from snapshotd.render.viewport import Viewport
+from snapshotd.render.viewport import GROW_SCRIPT, Viewport
 from snapshotd.web.devices import PROFILES, Profile
 
 __all__ = ["OPEN_TIMEOUT", "CaptureCrashed", "Slot"]
@@ -206,6 +205,7 @@ class Slot:
         await context.add_init_script(
             page_script(
                 PAGE_SCRIPT,
+                GROW_SCRIPT,
                 PROBE_SCRIPT,
                 SHADOW_SCRIPT,
                 readiness.settle_script(self.settings.javascript_timeout),
@@ -294,7 +294,7 @@ class Slot:
         await self._pause()
 
     def _on_binding(self, event: dict[str, Any]) -> None:
-        channel, signals = self._channel, self._signals
+        channel = self._channel
         message = channel.hear(event)
         if channel.deaf and self.usable:
             log.info("a page said too much through its channel; its slot will be replaced")
@@ -302,19 +302,8 @@ class Slot:
             if self._cdp is not None:
                 stop = self._cdp.send("Runtime.removeBinding", {"name": BINDING})
                 _consume(asyncio.ensure_future(stop))
-        if message is None:
-            return
-        kind, text = message
-        if kind == "ready":
-            with contextlib.suppress(ValueError, TypeError):
-                status, redirect = json.loads(text)
-                settle(signals.ready, (status, redirect if isinstance(redirect, str) else None))
-        elif kind == "shared":
-            signals.shared_worker(text)
-        elif kind == "shadow":
-            signals.shadow_roots = True
-        else:
-            signals.device_read(text)
+        if message is not None:
+            self._signals.heard(*message, normal_height=self.profile.height)
 
     def _on_response(self, response: Response) -> None:
         request = response.request
@@ -454,7 +443,8 @@ class Slot:
         if document is not None and document.status >= 500:
             return result(status=document.status, error=f"http {document.status}")
         if shot is None:  # a screenshot is of its own first screen
-            await self._viewport.grow(page, int(getattr(site, self.profile.tall_setting)))
+            tall = int(getattr(site, self.profile.tall_setting))
+            await self._viewport.grow(page, tall, signals.painted, signals.grown)
             if site.scroll:
                 await self._viewport.scroll(page)
 
@@ -615,11 +605,15 @@ class Slot:
                         self.usable = False
                         return False
                     await asyncio.sleep(0.005)
-                # One concurrent round: the blank page has no script left to race with.
+                # One concurrent round: the blank page has no script left to race with, and
+                # the cache, the viewport and the heap are none of the storage's business.
                 clears: list[Awaitable[Any]] = [
                     context.clear_cookies(),
                     self._reset_history(cdp),
                     page.evaluate("() => { window.name = ''; }"),
+                    self._forget_fetched(cdp),
+                    self._viewport.reset(page),
+                    self._collect_garbage(cdp),
                 ]
                 # "all" covers cookies, local and session storage, IndexedDB, Cache Storage,
                 # service workers, file systems and the rest, for that origin.
@@ -628,9 +622,6 @@ class Slot:
                     for o in origins
                 ]
                 await asyncio.gather(*clears)
-                await self._forget_fetched(cdp)
-                await self._viewport.reset(page)
-                await self._collect_garbage(cdp)
             return True
         except (TimeoutError, PlaywrightError) as exc:
             reason = first_line(exc)
