@@ -13,7 +13,7 @@ TEST_JOBS ?= 3
 # tests are listed above it).
 PYTEST_ARGS ?=
 
-.PHONY: run test test-floors lint bench chromium clean screenshot lock
+.PHONY: run test test-floors lint bench bench-apps chromium clean screenshot lock
 
 # The versions installed are the lock's (requirements-dev.lock: the application's with the
 # tests' tools, every file's hash); snapshotd itself is installed from this tree on top.
@@ -152,10 +152,20 @@ bench/docs_spa/node_modules/.package-lock.json: bench/docs_spa/package-lock.json
 		npm ci --prefix bench/docs_spa --ignore-scripts --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: bench_crawl_waste.py needs docsify"; fi
 
+# The real apps bench/bench_apps.py serves: docsify's documentation and AngularJS PhoneCat from
+# their repositories at the commits it measures, their libraries from npm.
+bench/real_apps/checkouts/.fetched: bench/real_apps/fetch.sh
+	sh bench/real_apps/fetch.sh && touch $@
+
+bench/real_apps/node_modules/.package-lock.json: bench/real_apps/package-lock.json
+	npm ci --prefix bench/real_apps --ignore-scripts --no-audit --no-fund --loglevel=error
+
+bench-apps: bench/real_apps/checkouts/.fetched bench/real_apps/node_modules/.package-lock.json
+
 bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json \
 		tests/corpus/devices/node_modules/.package-lock.json \
 		tests/corpus/webcomponents/node_modules/.package-lock.json \
-		bench/docs_spa/node_modules/.package-lock.json
+		bench/docs_spa/node_modules/.package-lock.json bench-apps
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

@@ -19,8 +19,9 @@ render time bounded at ``--timeout`` seconds:
 
 For each page: the time of one capture alone, and its truth: the word-level similarity
 (difflib) of the snapshot's visible text, shown with JavaScript off, to a live render's once
-done (after network idle, and once its visible text has stayed the same for 4 s, longer than
-SEO4Ajax's 3 s window, and a page that set ``prerenderReady = false`` has said it is ready);
+done (after network idle, and once its visible text has stayed the same, and no request has
+started or ended, for 4 s, longer than SEO4Ajax's 3 s window, and a page that set
+``prerenderReady = false`` has said it is ready);
 1.00 when they are the same. Then pages per second at
 concurrency 2 over the real-app pages, ``--rounds`` passes, and the ratios to prerender.
 """
@@ -56,7 +57,7 @@ from snapshotd.capture.profiles import ProfileRenders  # noqa: E402
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.crawlers.devices import profiles_served  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
-from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
+from snapshotd.render.chromium import LAUNCH_ARGS, sandbox_choice  # noqa: E402
 from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise, visible_text  # noqa: E402
 from tests.corpus.server import NODE_MODULES, create_app  # noqa: E402
 
@@ -118,6 +119,9 @@ async def prerender(executable: str, timeout: float):  # type: ignore[no-untyped
         "--hide-scrollbars",
         *LAUNCH_ARGS,
     ]
+    # As snapshotd launches it: as root, Chromium refuses to start in its sandbox.
+    if not sandbox_choice("auto", os.geteuid())[0]:
+        flags.append("--no-sandbox")
     env = dict(
         os.environ,
         PORT=str(port),
@@ -158,8 +162,24 @@ async def prerender(executable: str, timeout: float):  # type: ignore[no-untyped
 async def live_text(browser: Browser, url: str) -> str:
     """What a person sees once the page is done: after network idle (10 s at most), once a
     page that set ``prerenderReady = false`` has set it otherwise (10 s at most), when the
-    visible text has not changed for ``STILL`` seconds (15 s at most)."""
+    visible text has not changed, nor a request started or ended, for ``STILL`` seconds (15 s
+    at most; a request held open for over ``STILL`` seconds, a long poll or a stream, does not
+    count)."""
     context = await browser.new_context()
+    last_request = [time.monotonic()]
+    started: dict[Any, float] = {}
+
+    def seen(request: Any, start: bool) -> None:
+        now = time.monotonic()
+        if start:
+            started[request] = now
+        elif now - started.pop(request, now) > STILL:
+            return  # the end of a long poll or a stream
+        last_request[0] = now
+
+    context.on("request", lambda r: seen(r, True))
+    context.on("requestfinished", lambda r: seen(r, False))
+    context.on("requestfailed", lambda r: seen(r, False))
     try:
         page = await context.new_page()
         await page.goto(url, wait_until="load")
@@ -168,10 +188,12 @@ async def live_text(browser: Browser, url: str) -> str:
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_function("window.prerenderReady !== false", timeout=10_000)
         text, still, deadline = "", 0.0, time.monotonic() + 15
-        while still < STILL and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             now = normalise(await page.evaluate(VISIBLE_TEXT))
             still = still + 0.25 if now == text else 0.0
             text = now
+            if still >= STILL and time.monotonic() - last_request[0] >= STILL:
+                break
             await asyncio.sleep(0.25)
         return text
     finally:

@@ -98,6 +98,23 @@ def page_handler(substitutions: dict[str, str]) -> Callable[[Request], Response]
     return handle
 
 
+def recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
+    """Each capture's slot and what its page told it (its ``Signals``), as the capture ends."""
+    from snapshotd.render.slot import Slot
+
+    kept: list[tuple[Any, Any]] = []
+    capture = Slot.capture
+
+    async def recorded(self: Slot, url: str, site: Any, shot: Any = None) -> Any:
+        try:
+            return await capture(self, url, site, shot)
+        finally:
+            kept.append((self, self._signals))
+
+    monkeypatch.setattr(Slot, "capture", recorded)
+    return kept
+
+
 def rules_met(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The readiness rules (``settled``, ``limit``, ``hard``, ``quiet``) met in the captures
     made from now until the test ends, by name, in the order they were met: what ended a capture's

@@ -22,7 +22,7 @@ from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.config.values import ConfigError
 from snapshotd.crawlers.devices import PROFILES, profile_for_agent, profiles_served, served_profile
 from snapshotd.render import BrowserPool
-from tests.chromium import page_handler, require_chromium
+from tests.chromium import page_handler, recording, require_chromium
 
 # The user agents the crawlers document for themselves.
 GOOGLEBOT_SMARTPHONE = (
@@ -198,12 +198,17 @@ def pool_version(agent: str) -> str:
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("profile", ["mobile", "desktop"])
 async def test_what_the_tall_viewport_shows_loads_and_what_lies_beyond_it_does_not(
-    pool: BrowserPool, origin: Origin, profile: str
+    pool: BrowserPool, origin: Origin, profile: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = SiteSettings(origin=origin.origin)
     before = len(origin.paths())
+    kept = recording(monkeypatch)
     result = await pool.capture(f"{origin.origin}/p/devices_probe", site, profile)
     assert result.ok, result
+    # The page said when it drew its first frame, at the normal height, and when it drew two
+    # in the tall viewport: the capture waited for the page, not for a bound to run out.
+    signals = kept[-1][1]
+    assert signals.painted.result() == PROFILES[profile].height and signals.grown.done()
     asked = origin.paths()[before:]
     # Laid out first at the normal height, then in the crawler's tall viewport.
     assert f"first layout height {PROFILES[profile].height}" in result.html

@@ -25,9 +25,9 @@ from snapshotd.render import BrowserPool
 from snapshotd.render import slot as slot_module
 from snapshotd.render.readiness import SETTLE_KEY
 from snapshotd.render.renderer import first_line
-from snapshotd.render.signals import MAX_URL, MAX_URLS, Signals
+from snapshotd.render.signals import MAX_URL, MAX_URLS
 from snapshotd.render.slot import Slot
-from tests.chromium import require_chromium, rules_met
+from tests.chromium import recording, require_chromium, rules_met
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -130,26 +130,11 @@ async def pool() -> AsyncIterator[BrowserPool]:
     await pool.close()
 
 
-def _recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Slot, Signals]]:
-    """Each capture's slot and what its page told it, as the capture ends."""
-    kept: list[tuple[Slot, Signals]] = []
-    capture = Slot.capture
-
-    async def recorded(self: Slot, url: str, site: SiteSettings, shot: Any = None) -> Any:
-        try:
-            return await capture(self, url, site, shot)
-        finally:
-            kept.append((self, self._signals))
-
-    monkeypatch.setattr(Slot, "capture", recorded)
-    return kept
-
-
 async def test_a_hostile_page_reaches_nothing_of_the_capture_and_another_site_renders(
     pool, sites, monkeypatch
 ) -> None:
     a, b = sites
-    kept = _recording(monkeypatch)
+    kept = recording(monkeypatch)
     hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/page", a))
     await asyncio.sleep(1.0)  # the page is calling
     during = await pool.capture(f"{b.origin}/page", b)
@@ -199,7 +184,7 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
     pool, sites, monkeypatch
 ) -> None:
     a, b = sites
-    kept = _recording(monkeypatch)
+    kept = recording(monkeypatch)
     heard: list[int] = []
     on_binding = Slot._on_binding
 

@@ -35,8 +35,9 @@ __all__ = [
 
 BINDING = "__snapshotdChannel"
 # ready: onCaptureReady's arguments, as JSON; shared: a shared worker's script URL; device: a
-# read (device_probe); shadow: a script made a shadow root (shadow).
-KINDS = frozenset({"ready", "shared", "device", "shadow"})
+# read (device_probe); shadow: a script made a shadow root (shadow); painted, grown: the main
+# frame's document drew its first frame (its height), and two in the tall viewport (viewport).
+KINDS = frozenset({"ready", "shared", "device", "shadow", "painted", "grown"})
 MAX_TEXT = 16384  # characters of one message
 PER_DOCUMENT = 2048  # messages a document may send
 PER_CAPTURE = 8192  # messages a capture hears

@@ -158,7 +158,8 @@ class PageCapture:
         if document is not None and document.status >= 500:
             return result(status=document.status, error=f"http {document.status}")
         if shot is None:  # a screenshot is of its own first screen
-            await self._viewport.grow(page, int(getattr(site, self.profile.tall_setting)))
+            tall = int(getattr(site, self.profile.tall_setting))
+            await self._viewport.grow(page, tall, signals.painted, signals.grown)
             if site.scroll:
                 await self._viewport.scroll(page)
 

@@ -211,7 +211,8 @@ async def serialize(
     rules). ``scripted_roots``: the page's scripts made a shadow root; ``document``: the
     answer that brought the page."""
     if not scripted_roots:
-        light = await page.evaluate(_LIGHT)
-        if light is not None and not await _declares_roots(document):
+        # Both at once: the page's answer and the document's body are each a round trip.
+        light, declared = await asyncio.gather(page.evaluate(_LIGHT), _declares_roots(document))
+        if light is not None and not declared:
             return str(light)
     return await _with_roots(cdp)

@@ -15,6 +15,8 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -117,6 +119,14 @@ class Signals:
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    # The main frame's document parsed and drew a frame (its height then), and drew two
+    # frames in the tall viewport (render/viewport).
+    painted: asyncio.Future[int] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    grown: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     ready: asyncio.Future[tuple[Any, Any]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -136,6 +146,27 @@ class Signals:
     blocked: int = 0
     device: set[str] = field(default_factory=set)  # what differs by device, read or said
     shadow_roots: bool = False  # the page's scripts made a shadow root (render/shadow)
+
+    def heard(self, kind: str, text: str, *, normal_height: int) -> None:
+        """What the page said through its channel (:mod:`.channel`'s kinds); a document
+        laid out taller than ``normal_height`` is in the tall viewport (render/viewport)."""
+        if kind == "ready":
+            with contextlib.suppress(ValueError, TypeError):
+                status, redirect = json.loads(text)
+                settle(self.ready, (status, redirect if isinstance(redirect, str) else None))
+        elif kind == "shared":
+            self.shared_worker(text)
+        elif kind == "shadow":
+            self.shadow_roots = True
+        elif kind == "painted" and text.isdigit():
+            # A later document drawn tall (it replaced the first after the resize) has grown.
+            if self.painted.done() and int(text) > normal_height:
+                settle(self.grown, None)
+            settle(self.painted, int(text))
+        elif kind == "grown":
+            settle(self.grown, None)
+        elif kind == "device":
+            self.device_read(text)
 
     def device_read(self, name: str) -> None:
         """The page read, or an answer said, something that differs between device

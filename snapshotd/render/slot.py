@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -60,7 +59,7 @@ from snapshotd.render.pauses import Pauses
 from snapshotd.render.renderer import CaptureResult, Shot, first_line
 from snapshotd.render.shadow import SHADOW_SCRIPT
 from snapshotd.render.signals import PAGE_SCRIPT, Signals, settle
-from snapshotd.render.viewport import Viewport
+from snapshotd.render.viewport import GROW_SCRIPT, Viewport
 from snapshotd.render.wipe import Wipe
 
 __all__ = ["OPEN_TIMEOUT", "CaptureCrashed", "Slot"]
@@ -147,6 +146,7 @@ class Slot:
         await context.add_init_script(
             page_script(
                 PAGE_SCRIPT,
+                GROW_SCRIPT,
                 PROBE_SCRIPT,
                 SHADOW_SCRIPT,
                 QUIET_SCRIPT,
@@ -236,7 +236,7 @@ class Slot:
         await self._pause()
 
     def _on_binding(self, event: dict[str, Any]) -> None:
-        channel, signals = self._channel, self._signals
+        channel = self._channel
         message = channel.hear(event)
         if channel.deaf and self.usable:
             log.info("a page said too much through its channel; its slot will be replaced")
@@ -244,19 +244,8 @@ class Slot:
             if self._cdp is not None:
                 stop = self._cdp.send("Runtime.removeBinding", {"name": BINDING})
                 consume(asyncio.ensure_future(stop))
-        if message is None:
-            return
-        kind, text = message
-        if kind == "ready":
-            with contextlib.suppress(ValueError, TypeError):
-                status, redirect = json.loads(text)
-                settle(signals.ready, (status, redirect if isinstance(redirect, str) else None))
-        elif kind == "shared":
-            signals.shared_worker(text)
-        elif kind == "shadow":
-            signals.shadow_roots = True
-        else:
-            signals.device_read(text)
+        if message is not None:
+            self._signals.heard(*message, normal_height=self.profile.height)
 
     def _on_response(self, response: Response) -> None:
         request = response.request
@@ -366,9 +355,13 @@ class Slot:
                 if not await self._wipe.storage(page, context, cdp, origins):
                     self.usable = False
                     return False
-                await self._forget_fetched(cdp)
-                await self._viewport.reset(page)
-                await self._wipe.collect_garbage(cdp)
+                # One concurrent round: the cache, the viewport and the heap are none of the
+                # storage's business, nor of each other's.
+                await asyncio.gather(
+                    self._forget_fetched(cdp),
+                    self._viewport.reset(page),
+                    self._wipe.collect_garbage(cdp),
+                )
             return True
         except (TimeoutError, PlaywrightError) as exc:
             reason = first_line(exc)

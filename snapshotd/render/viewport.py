@@ -7,6 +7,13 @@ Invariants:
   two frames have been drawn at that height, so what came into view has been told
   (IntersectionObserver notifies in a task after the frame) and what it starts is seen by
   the readiness rules.
+- The page's side (:data:`GROW_SCRIPT`, in the main frame's init script) says both moments
+  through the capture's channel as they happen (``painted``: the document parsed and a frame
+  drawn; ``grown``: two frames drawn after the browser's own resize event), so no round trip
+  to the page waits for them. It reads nothing of the device, and its frames are the
+  browser's own, unseen by the readiness's tasks. A page that is not heard (its channel
+  gone deaf) is resized ``FRAME_WAIT`` after its document parsed, and waited for
+  ``FRAME_WAIT`` at most once resized.
 - Nothing scrolls unless the site opts in (``scroll``): then down to the document's end, a
   viewport at a time, two frames apart, ``SCROLL_STEPS`` viewports at most, so an endless
   list ends.
@@ -21,18 +28,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
+from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from snapshotd.crawlers.devices import Profile
 
-__all__ = ["FRAME_WAIT", "SCROLL_STEPS", "Viewport"]
+__all__ = ["FRAME_WAIT", "GROW_SCRIPT", "SCROLL_STEPS", "Viewport"]
 
 FRAME_WAIT = 2.0  # seconds a capture waits for the page's next frames around the resize
 SCROLL_STEPS = 20  # viewports a site's ``scroll`` goes down at most
-_ONE_FRAME = "() => new Promise(r => requestAnimationFrame(() => r()))"
-_TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+# Run inside :func:`.channel.page_script`, before the device probe's and the readiness's
+# wrappers: the main frame's document says when it has parsed and drawn a frame, with its
+# height then, and when two frames were drawn after the browser resized it (an event a
+# script cannot fake). It reads the height, draws frames and listens as the browser's own
+# functions do, so the page's reads and tasks are not told of it.
+GROW_SCRIPT = """
+(() => {
+  if (!heard || window !== window.top) return;
+  const height = Object.getOwnPropertyDescriptor(window, "innerHeight").get.bind(window);
+  const frame = requestAnimationFrame.bind(window);
+  let painted = false, grown = false;
+  // Listened to first, in the capture phase: no page script can keep either from us.
+  addEventListener("DOMContentLoaded", () => frame(() => {
+    painted = true;
+    say("painted", String(height()));
+  }), { capture: true, once: true });
+  addEventListener("resize", (e) => {
+    if (!painted || grown || !e.isTrusted) return;
+    grown = true;
+    frame(() => frame(() => say("grown", "")));
+  }, { capture: true });
+})();
+"""
 _SCROLL = """async (steps) => {
   const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   for (let i = 0; i < steps; i++) {
@@ -44,9 +74,21 @@ _SCROLL = """async (steps) => {
 }"""
 
 
-async def _frames(page: Page, script: str) -> None:
-    with contextlib.suppress(TimeoutError, PlaywrightError):
-        await asyncio.wait_for(page.evaluate(script), FRAME_WAIT)
+async def _heard(said: asyncio.Future[Any], bound: Awaitable[Any] | None = None) -> None:
+    """Wait for the page to say ``said``, ``FRAME_WAIT`` at most (after ``bound``, if any)."""
+    if bound is not None:
+        waiter = asyncio.ensure_future(bound)
+        try:
+            await asyncio.wait([said, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(said), FRAME_WAIT)
+
+
+async def _parsed(page: Page) -> None:
+    with contextlib.suppress(PlaywrightError):  # a navigation replaced the document
+        await page.wait_for_load_state("domcontentloaded")
 
 
 class Viewport:
@@ -56,17 +98,17 @@ class Viewport:
         self.profile = profile
         self.size = (profile.width, profile.height)  # the page's viewport now
 
-    async def grow(self, page: Page, height: int) -> None:
-        """Lay the page out in the crawler's tall viewport ``height`` (the module's rule); a
-        height at or below the profile's normal one leaves the page as it is, waiting for
-        nothing."""
+    async def grow(
+        self, page: Page, height: int, painted: asyncio.Future[int], grown: asyncio.Future[None]
+    ) -> None:
+        """Lay the page out in the crawler's tall viewport ``height`` (the module's rule),
+        once the page said it ``painted``, until it says it has ``grown``; a height at or
+        below the profile's normal one leaves the page as it is, waiting for nothing."""
         if height <= self.profile.height:
             return
-        with contextlib.suppress(PlaywrightError):  # a navigation replaced the document
-            await page.wait_for_load_state("domcontentloaded")
-            await _frames(page, _ONE_FRAME)
-        await self._set(page, self.profile.width, max(height, self.profile.height))
-        await _frames(page, _TWO_FRAMES)
+        await _heard(painted, _parsed(page))
+        await self._set(page, self.profile.width, height)
+        await _heard(grown)
 
     async def screen(self, page: Page, width: int, height: int) -> None:
         """A screenshot's viewport, ``width`` by ``height``: its first screen, not the tall

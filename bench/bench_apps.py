@@ -1,0 +1,298 @@
+"""Real apps through the render endpoint: snapshotd against prerender, side by side in one run.
+
+    python bench/bench_apps.py                  # 3 rounds, quiet and with one core kept busy
+    python bench/bench_apps.py --rounds 1 --no-load
+
+The apps, from their public repositories (``bench/real_apps/fetch.sh``, run by ``make bench``)
+with their libraries from npm (``bench/real_apps/package.json``), served by nginx:
+
+- docsify's own documentation site (its v4.13.1 release: 22 pages, with its sidebar, navbar,
+  cover page, search and Vue plugins), its ``index.html`` loading docsify, Prism and Vue from
+  ``node_modules`` instead of a CDN, with history routes (``routerMode: 'history'``), the
+  form a site that wants its pages crawled uses; the ad plugin left out;
+- AngularJS PhoneCat (the tutorial's last step: ngRoute, ngResource, ngAnimate; 21 hashbang
+  views, ``/#!/phones`` and each phone's).
+
+Each page is asked once (every request a miss), two at a time, through the render endpoint
+as a Prerender middleware asks it, with Googlebot Smartphone's user agent: from ``snapshotd
+serve --no-crawler`` with a site of defaults for each app (a new database each round), and
+from prerender 5.21.6 (bench/prerender) on the same Chromium. Pages per second and the truth:
+the word-level similarity of each answer's visible text (shown with JavaScript off) to a live
+render's once done (bench/bench_readiness.py's ``live_text``), 1.00 when they are the same.
+With ``--load`` (the default) each round runs again while another process keeps one core
+busy. Ratios are snapshotd's rate over prerender's in the same round (target >= 2.00).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import httpx  # noqa: E402
+from bench_phone import SMARTPHONE  # noqa: E402
+from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
+from bench_readiness import PRERENDER, live_text, prerender, truth  # noqa: E402
+from playwright.async_api import async_playwright  # noqa: E402
+
+from snapshotd.config.settings import BrowserSettings  # noqa: E402
+from snapshotd.render import find_chromium  # noqa: E402
+from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
+from tests.corpus import visible_text  # noqa: E402
+
+APPS = ROOT / "bench" / "real_apps"
+CHECKOUTS = APPS / "checkouts"
+NODE_MODULES = APPS / "node_modules"
+TOKEN = "bench"
+# One page asked of a renderer: (its HTML or None, the error or None).
+Capture = Callable[[str], Awaitable[tuple[str | None, str | None]]]
+
+NGINX = """
+{user}
+worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    include {mime};
+    types {{ text/markdown md; }}
+    access_log off;
+    client_body_temp_path {tmp}/nginx-body;
+    proxy_temp_path {tmp}/nginx-proxy;
+    fastcgi_temp_path {tmp}/nginx-fastcgi;
+    uwsgi_temp_path {tmp}/nginx-uwsgi;
+    scgi_temp_path {tmp}/nginx-scgi;
+    server {{
+        listen 127.0.0.1:{docs};
+        root {site};
+        location /node_modules/ {{ alias {node_modules}/; }}
+        location / {{ try_files $uri /index.html; }}
+    }}
+    server {{
+        listen 127.0.0.1:{phonecat};
+        root {phonecat_app};
+        location /lib/ {{ alias {node_modules}/; }}
+    }}
+}}
+"""
+
+
+def docsify_site(tmp: Path) -> tuple[Path, list[str]]:
+    """docsify's documentation as the bench serves it (the module's rules), and its pages."""
+    docs = CHECKOUTS / "docsify" / "docs"
+    site = tmp / "docsify"
+    shutil.copytree(docs, site)
+    html = (docs / "index.html").read_text()
+    for cdn, local in [
+        ("//cdn.jsdelivr.net/npm/docsify@4/lib/", "/node_modules/docsify/lib/"),
+        ("//cdn.jsdelivr.net/npm/prismjs@1/components/", "/node_modules/prismjs/components/"),
+        ("//cdn.jsdelivr.net/npm/vue@2/dist/", "/node_modules/vue/dist/"),
+        ('<script src="//cdn.jsdelivr.net/npm/docsify-plugin-carbon@1"></script>', ""),
+        ("DocsifyCarbon.create('CEBI6KQE', 'docsifyjsorg'),", ""),
+        ("window.$docsify = {", "window.$docsify = {\n        routerMode: 'history',"),
+    ]:
+        assert cdn in html, cdn
+        html = html.replace(cdn, local)
+    (site / "index.html").write_text(html)
+    pages = sorted(p.stem for p in docs.glob("*.md") if not p.name.startswith(("_", "README")))
+    return site, ["/"] + [f"/{p}" for p in pages]
+
+
+def phonecat_views() -> list[str]:
+    phones = json.loads((CHECKOUTS / "phonecat" / "app" / "phones" / "phones.json").read_text())
+    return ["/#!/phones"] + [f"/#!/phones/{p['id']}" for p in phones]
+
+
+@contextlib.contextmanager
+def nginx(tmp: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """Both apps served by nginx: (docsify's origin, PhoneCat's, docsify's pages)."""
+    site, pages = docsify_site(tmp)
+    docs, phonecat = free_port(), free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(
+        NGINX.format(
+            user="user root;" if os.geteuid() == 0 else "", tmp=tmp, docs=docs, site=site,
+            phonecat=phonecat, phonecat_app=CHECKOUTS / "phonecat" / "app",
+            node_modules=NODE_MODULES, mime="/etc/nginx/mime.types",
+        )
+    )
+    proc = subprocess.Popen([nginx_binary(), "-p", str(tmp), "-c", str(conf)])
+    try:
+        origins = f"http://127.0.0.1:{docs}", f"http://127.0.0.1:{phonecat}"
+        for origin in origins:
+            wait_answering(origin + "/", proc, "nginx")
+        yield origins[0], origins[1], pages
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def snapshotd(tmp: Path, origins: dict[str, str]) -> AsyncIterator[Capture]:
+    """``snapshotd serve --no-crawler``, a site of defaults for each origin, a new database."""
+    port = free_port()
+    db = tmp / f"snapshotd-{time.monotonic_ns()}.db"
+    config = tmp / "snapshotd.toml"
+    sites = "".join(f'[[site]]\nname = "{n}"\norigin = "{o}"\n' for n, o in origins.items())
+    config.write_text(f'[server]\ndb = "{db}"\nrender_tokens = ["{TOKEN}"]\n{sites}')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snapshotd", "serve", "--config", str(config),
+         "--port", str(port), "--no-crawler"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    headers = {"X-Prerender-Token": TOKEN, "User-Agent": SMARTPHONE}
+    client = httpx.AsyncClient(timeout=120, trust_env=False, headers=headers)
+
+    async def capture(url: str) -> tuple[str | None, str | None]:
+        r = await client.get(f"{base}/_snapshotd/render?url={quote(url, safe='')}")
+        cache = r.headers.get("x-snapshotd-cache", "")
+        if r.status_code != 200 or cache not in ("MISS", "HIT", "STALE"):
+            return None, f"http {r.status_code} {cache}"
+        return r.text, None
+
+    try:
+        await asyncio.to_thread(wait_answering, base + "/_snapshotd/healthz", proc, "snapshotd")
+        yield capture
+    finally:
+        await client.aclose()
+        proc.terminate()
+        proc.wait(30)
+
+
+def warm(url: str) -> str:
+    """Another page of the same app, asked first: the browser up, the app's scripts compiled."""
+    return url.replace("/#!", "/?warm#!", 1) if "#!" in url else url + "?warm"
+
+
+async def through(
+    capture: Capture, urls: list[str]
+) -> tuple[float, dict[str, tuple[str | None, str | None]]]:
+    """Pages per second asking for each of ``urls`` once, two at a time, and each answer."""
+    todo, answers = list(reversed(urls)), {}
+
+    async def worker() -> None:
+        while todo:
+            url = todo.pop()
+            answers[url] = await capture(url)
+
+    started = time.perf_counter()
+    await asyncio.gather(worker(), worker())
+    return len(urls) / (time.perf_counter() - started), answers
+
+
+@contextlib.contextmanager
+def busy_core(on: bool) -> Iterator[None]:
+    """Another job keeping one core busy, while ``on``."""
+    if not on:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each app")
+    parser.add_argument("--timeout", type=float, default=30.0, help="prerender's page timeout")
+    parser.add_argument("--no-load", action="store_true", help="leave out the busy-core runs")
+    args = parser.parse_args()
+    if not (CHECKOUTS / "phonecat").is_dir() or not (NODE_MODULES / "docsify").is_dir():
+        sys.exit("the apps are missing: make bench-apps (bench/real_apps/fetch.sh, npm ci)")
+    if not (PRERENDER / "node_modules" / "prerender").is_dir():
+        sys.exit(f"prerender is missing: npm ci --prefix {PRERENDER}")
+    executable = find_chromium(BrowserSettings())
+    loads = [False] if args.no_load else [False, True]
+    with tempfile.TemporaryDirectory() as name, nginx(Path(name)) as (docs, phonecat, pages):
+        tmp = Path(name)
+        apps = {
+            "docsify": [docs + p for p in pages],
+            "phonecat": [phonecat + v for v in phonecat_views()],
+        }
+        print(
+            f"chromium {executable}; docsify {len(apps['docsify'])} pages, PhoneCat "
+            f"{len(apps['phonecat'])} views; load {os.getloadavg()}", flush=True
+        )
+        async with async_playwright() as p:
+            reader = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
+            lives = {u: await live_text(reader, u) for urls in apps.values() for u in urls}
+
+            def renderer(name: str) -> contextlib.AbstractAsyncContextManager[Capture]:
+                if name == "snapshotd":
+                    return snapshotd(tmp, {"docs": docs, "phonecat": phonecat})
+                return prerender(executable, args.timeout)  # type: ignore[no-any-return]
+
+            rates: dict[tuple[str, str, bool], list[float]] = collections.defaultdict(list)
+            scores: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+            failed: collections.Counter[tuple[str, str]] = collections.Counter()
+            for round_ in range(args.rounds):
+                for loaded in loads:
+                    for app, urls in apps.items():
+                        names = ["snapshotd", "prerender"][:: -1 if round_ % 2 else 1]
+                        for name in names:
+                            async with renderer(name) as capture:
+                                await capture(warm(urls[0]))
+                                with busy_core(loaded):
+                                    rate, answers = await through(capture, urls)
+                            rates[(app, name, loaded)].append(rate)
+                            for url, (html, error) in answers.items():
+                                if error:
+                                    failed[(app, name)] += 1
+                                    continue
+                                shown = await visible_text(reader, html or "")
+                                scores[(app, name)].append(truth(shown, lives[url]))
+                    line = ", ".join(
+                        f"{app} {name} {rates[(app, name, loaded)][-1]:.2f}/s"
+                        for app in apps
+                        for name in ("snapshotd", "prerender")
+                    )
+                    line += ", one core busy" if loaded else ""
+                    print(f"round {round_ + 1}: {line}; load {os.getloadavg()[0]:.1f}", flush=True)
+            await reader.close()
+    print()
+    for app in apps:
+        for loaded in loads:
+            ours, theirs = rates[(app, "snapshotd", loaded)], rates[(app, "prerender", loaded)]
+            ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+            print(
+                f"{app}{', one core busy' if loaded else ''}: snapshotd "
+                f"{statistics.median(ours):.2f} pages/s, prerender "
+                f"{statistics.median(theirs):.2f}; "
+                f"ratio {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}; "
+                "target >= 2.00)"
+            )
+        for name in ("snapshotd", "prerender"):
+            got = scores[(app, name)]
+            whole = sum(s == 1.0 for s in got)
+            print(
+                f"  {name} truth: 1.00 on {whole}/{len(got)} answers, mean "
+                f"{statistics.mean(got) if got else 0:.3f}, lowest {min(got, default=0):.2f}; "
+                f"{failed[(app, name)]} failed"
+            )
+    print(f"load average at the end {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
