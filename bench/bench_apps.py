@@ -6,10 +6,12 @@
 The apps, from their public repositories (``bench/real_apps/fetch.sh``, run by ``make bench``)
 with their libraries from npm (``bench/real_apps/package.json``), served by nginx:
 
-- docsify's own documentation site (its v4.13.1 release: 22 pages, with its sidebar, navbar,
+- docsify's own documentation site (its v4.13.1 release: 19 pages, with its sidebar, navbar,
   cover page, search and Vue plugins), its ``index.html`` loading docsify, Prism and Vue from
   ``node_modules`` instead of a CDN, with history routes (``routerMode: 'history'``), the
-  form a site that wants its pages crawled uses; the ad plugin left out;
+  form a site that wants its pages crawled uses; the ad plugin left out, and what it fetches
+  from elsewhere (web fonts, emoji images, embedded gists, translations) pointed at its own
+  origin, where nothing answers: the bench reaches loopback alone;
 - AngularJS PhoneCat (the tutorial's last step: ngRoute, ngResource, ngAnimate; 21 hashbang
   views, ``/#!/phones`` and each phone's).
 
@@ -18,7 +20,10 @@ as a Prerender middleware asks it, with Googlebot Smartphone's user agent: from 
 serve --no-crawler`` with a site of defaults for each app (a new database each round), and
 from prerender 5.21.6 (bench/prerender) on the same Chromium. Pages per second and the truth:
 the word-level similarity of each answer's visible text (shown with JavaScript off) to a live
-render's once done (bench/bench_readiness.py's ``live_text``), 1.00 when they are the same.
+render's once done as Googlebot Smartphone renders it (its screen, laid out at the normal
+height, then in its 12,000 px viewport; bench/bench_readiness.py's ``live_text``), 1.00 when
+they are the same; each answer is shown on the same screen as a crawler that runs no script
+shows it, served at its URL with its style sheets (what they hide is not visible text).
 With ``--load`` (the default) each round runs again while another process keeps one core
 busy. Ratios are snapshotd's rate over prerender's in the same round (target >= 2.00).
 """
@@ -31,6 +36,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -39,6 +45,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,15 +53,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
-from bench_phone import SMARTPHONE  # noqa: E402
+from bench_phone import PHONE, SMARTPHONE, TALL  # noqa: E402
 from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
-from bench_readiness import PRERENDER, live_text, prerender, truth  # noqa: E402
-from playwright.async_api import async_playwright  # noqa: E402
+from bench_readiness import LOOPBACK_ONLY, PRERENDER, live_text, prerender, truth  # noqa: E402
+from playwright.async_api import Browser, async_playwright  # noqa: E402
 
 from snapshotd.config.settings import BrowserSettings  # noqa: E402
 from snapshotd.render import find_chromium  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
-from tests.corpus import visible_text  # noqa: E402
+from tests.corpus import VISIBLE_TEXT, normalise  # noqa: E402
 
 APPS = ROOT / "bench" / "real_apps"
 CHECKOUTS = APPS / "checkouts"
@@ -94,25 +101,70 @@ http {{
 """
 
 
-def docsify_site(tmp: Path) -> tuple[Path, list[str]]:
-    """docsify's documentation as the bench serves it (the module's rules), and its pages."""
-    docs = CHECKOUTS / "docsify" / "docs"
-    site = tmp / "docsify"
-    shutil.copytree(docs, site)
-    html = (docs / "index.html").read_text()
-    for cdn, local in [
+# What the site fetches from elsewhere, pointed at its own origin (where nothing answers):
+# the bench reaches loopback alone. Each must be found, or the checkout is not the one measured.
+ELSEWHERE = {
+    "index.html": [
+        ("//cdn.jsdelivr.net/npm/docsify@4/lib/themes/", "/themes/"),
         ("//cdn.jsdelivr.net/npm/docsify@4/lib/", "/node_modules/docsify/lib/"),
         ("//cdn.jsdelivr.net/npm/prismjs@1/components/", "/node_modules/prismjs/components/"),
         ("//cdn.jsdelivr.net/npm/vue@2/dist/", "/node_modules/vue/dist/"),
         ('<script src="//cdn.jsdelivr.net/npm/docsify-plugin-carbon@1"></script>', ""),
         ("DocsifyCarbon.create('CEBI6KQE', 'docsifyjsorg'),", ""),
+        ("https://raw.githubusercontent.com/", "/elsewhere/"),
+        ("https://cdn.jsdelivr.net/gh/", "/elsewhere/"),
         ("window.$docsify = {", "window.$docsify = {\n        routerMode: 'history',"),
-    ]:
-        assert cdn in html, cdn
-        html = html.replace(cdn, local)
-    (site / "index.html").write_text(html)
+    ],
+    "configuration.md": [("https://github.githubassets.com/", "/elsewhere/")],
+    "embed-files.md": [
+        ("https://cinwell.com", "/elsewhere/cinwell"),
+        ("https://gist.githubusercontent.com/", "/elsewhere/"),
+    ],
+}
+
+
+def docsify_site(tmp: Path) -> tuple[Path, list[str]]:
+    """docsify's documentation as the bench serves it (the module's rules), and its pages."""
+    docs = CHECKOUTS / "docsify" / "docs"
+    site = tmp / "docsify"
+    shutil.copytree(docs, site)
+    for name, changes in ELSEWHERE.items():
+        text = (site / name).read_text()
+        for there, here in changes:
+            assert there in text, (name, there)
+            text = text.replace(there, here)
+        (site / name).write_text(text)
+    # The themes without their web fonts (an @import of Google Fonts).
+    (site / "themes").mkdir()
+    for theme in (NODE_MODULES / "docsify" / "lib" / "themes").glob("*.css"):
+        text = re.sub(r'^@import url\("https?:[^)]*"\);', "", theme.read_text())
+        (site / "themes" / theme.name).write_text(text)
     pages = sorted(p.stem for p in docs.glob("*.md") if not p.name.startswith(("_", "README")))
     return site, ["/"] + [f"/{p}" for p in pages]
+
+
+def phone(reader: Browser, height: int = PHONE.height) -> dict[str, Any]:
+    """Googlebot Smartphone's screen, ``height`` px tall."""
+    options = PHONE.context_options(reader.version)
+    return {**options, "viewport": {"width": PHONE.width, "height": height}}
+
+
+async def shown_text(reader: Browser, url: str, html: str) -> str:
+    """The visible text of ``html`` served as ``url`` on Googlebot Smartphone's screen in its
+    tall viewport, JavaScript off, its style sheets and images loaded from the origin, as a
+    crawler that runs no script shows it."""
+    context = await reader.new_context(java_script_enabled=False, **phone(reader, TALL))
+    page_url = url.partition("#")[0]
+    try:
+        await context.route(
+            lambda u: u == page_url,
+            lambda route: route.fulfill(body=html, content_type="text/html; charset=utf-8"),
+        )
+        page = await context.new_page()
+        await page.goto(url, wait_until="load")
+        return normalise(await page.evaluate(VISIBLE_TEXT))
+    finally:
+        await context.close()
 
 
 def phonecat_views() -> list[str]:
@@ -236,8 +288,14 @@ async def main() -> None:
             f"{len(apps['phonecat'])} views; load {os.getloadavg()}", flush=True
         )
         async with async_playwright() as p:
-            reader = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
-            lives = {u: await live_text(reader, u) for urls in apps.values() for u in urls}
+            reader = await p.chromium.launch(
+                executable_path=executable, args=[LOOPBACK_ONLY, *LAUNCH_ARGS]
+            )
+            lives = {
+                u: await live_text(reader, u, phone(reader), TALL)
+                for urls in apps.values()
+                for u in urls
+            }
 
             def renderer(name: str) -> contextlib.AbstractAsyncContextManager[Capture]:
                 if name == "snapshotd":
@@ -261,7 +319,7 @@ async def main() -> None:
                                 if error:
                                     failed[(app, name)] += 1
                                     continue
-                                shown = await visible_text(reader, html or "")
+                                shown = await shown_text(reader, url, html or "")
                                 scores[(app, name)].append(truth(shown, lives[url]))
                     line = ", ".join(
                         f"{app} {name} {rates[(app, name, loaded)][-1]:.2f}/s"

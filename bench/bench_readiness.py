@@ -62,6 +62,8 @@ from tests.corpus import CASES, VISIBLE_TEXT, Case, normalise, visible_text  # n
 from tests.corpus.server import NODE_MODULES, create_app  # noqa: E402
 
 PRERENDER = Path(__file__).resolve().parent / "prerender"
+# No name resolves but loopback's: whatever a page asks for elsewhere goes nowhere.
+LOOPBACK_ONLY = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 STILL = 4.0  # seconds the live render's visible text must stay the same to be the truth
 
 # One capture: (snapshot HTML or None, error or None).
@@ -117,6 +119,7 @@ async def prerender(executable: str, timeout: float):  # type: ignore[no-untyped
         f"--remote-debugging-port={debug}",
         "--remote-debugging-address=127.0.0.1",
         "--hide-scrollbars",
+        LOOPBACK_ONLY,
         *LAUNCH_ARGS,
     ]
     # As snapshotd launches it: as root, Chromium refuses to start in its sandbox.
@@ -159,13 +162,17 @@ async def prerender(executable: str, timeout: float):  # type: ignore[no-untyped
         node.wait(30)
 
 
-async def live_text(browser: Browser, url: str) -> str:
+async def live_text(
+    browser: Browser, url: str, options: dict[str, Any] | None = None, tall: int = 0
+) -> str:
     """What a person sees once the page is done: after network idle (10 s at most), once a
     page that set ``prerenderReady = false`` has set it otherwise (10 s at most), when the
     visible text has not changed, nor a request started or ended, for ``STILL`` seconds (15 s
     at most; a request held open for over ``STILL`` seconds, a long poll or a stream, does not
-    count)."""
-    context = await browser.new_context()
+    count). ``options``: the context's (a device's screen); with ``tall``, the page is laid
+    out at the normal height until it has parsed and drawn a frame, then ``tall`` px tall,
+    as a crawler lays it out."""
+    context = await browser.new_context(**(options or {}))
     last_request = [time.monotonic()]
     started: dict[Any, float] = {}
 
@@ -182,7 +189,14 @@ async def live_text(browser: Browser, url: str) -> str:
     context.on("requestfailed", lambda r: seen(r, False))
     try:
         page = await context.new_page()
-        await page.goto(url, wait_until="load")
+        if tall:
+            await page.goto(url, wait_until="domcontentloaded")
+            await page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+            width = (page.viewport_size or {"width": 0})["width"]
+            await page.set_viewport_size({"width": width, "height": tall})
+            await page.wait_for_load_state("load")
+        else:
+            await page.goto(url, wait_until="load")
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_load_state("networkidle", timeout=10_000)
         with contextlib.suppress(PlaywrightTimeout):
