@@ -234,3 +234,35 @@ def test_the_master_of_copies_is_the_crawlers_finding_with_fewest_parameters(
     new = PathRecord("s", path, "processing", 1, found=found)
     old = PathRecord("s", master, "processed", 1, found=master_found)
     assert takes_over(new, old) is expected
+
+
+async def test_evidence_is_gathered_whichever_of_a_page_and_its_variant_is_captured_first(
+    store,  # type: ignore[no-untyped-def]
+) -> None:
+    from snapshotd.config.settings import SiteSettings
+    from snapshotd.sites.param_learner import ParamLearner
+
+    site = SiteSettings(name="s", origin="http://127.0.0.1:9")
+    learner = ParamLearner(store)
+    pages = {
+        # The variant first: the page without q is not captured yet, nothing to compare.
+        "/search?q=shoes": f"<main><h1>Results for shoes</h1>{_words('shoes')}</main>",
+        "/search": "<main><h1>Search</h1><p>Type a word to search our catalogue</p></main>",
+        # A page whose variant shows the same, variant first too.
+        "/news?ref=x": f"<main><h1>News</h1>{_words('news')}</main>",
+        "/news": f"<main><h1>News</h1>{_words('news')}</main>",
+    }
+    for path, html_ in pages.items():
+        await store.enqueue("s", path, 1)
+        await store.claim_path("s", path, "me", 60)
+        print_ = fingerprint(html_)
+        await store.complete("s", path, "me", CaptureOutcome(
+            html=html_, status=200, headers={}, final_url=path, expires_at=9e9, print_=print_))
+        record = await store.get_path("s", path)
+        assert record is not None
+        await learner.rendered(site, record, print_)
+    # Each page's capture is compared with its variant's, stored before it.
+    assert await store.param_evidence("s") == {
+        "q": [("/search", False)], "ref": [("/news", True)],
+    }
+    assert {p.name: p.state for p in await store.list_params("s")} == {"q": "kept"}

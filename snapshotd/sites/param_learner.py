@@ -103,18 +103,24 @@ class ParamLearner:
 
     async def rendered(self, site: SiteSettings, record: PathRecord, print_: Print) -> None:
         """A capture of ``record`` showing ``print_`` was stored: compare it with the capture
-        of each path it makes without one of its parameters, when the crawler found both."""
+        of each path it makes without one of its parameters, and with the capture of each
+        path that is it with one more (at most ``MAX_PAGES`` of them), when the crawler found
+        both; whichever of the two was captured first, the second compares them."""
         path = record.path
         if not site.learn_params or not record.found:
             return
-        variants = list(without_each_param(path))
-        if not variants:
-            return
-        prints = await self.store.prints(site.name, [p for _, p in variants], found=True)
         page = split_site_path(path)[0]
-        for name, other in variants:
+        fewer = list(without_each_param(path))
+        prints = await self.store.prints(site.name, [p for _, p in fewer], found=True)
+        for name, other in fewer:
             if other in prints:
                 await self.evidence(site, name, page, same_page(print_, prints[other]))
+        for variant, shown in (await self.store.variant_prints(
+            site.name, page, MAX_PAGES
+        )).items():
+            for name, other in without_each_param(variant):
+                if other == path:
+                    await self.evidence(site, name, page, same_page(shown, print_))
 
     async def declared(self, site: SiteSettings, name: str, page: str) -> None:
         """``page`` links to itself with ``name`` naming one of its elements."""

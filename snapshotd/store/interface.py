@@ -455,6 +455,11 @@ class Store(Protocol):
         """The fingerprints of the snapshots of ``paths`` that have one (store/params)."""
         ...
 
+    async def variant_prints(self, site: str, page: str, limit: int) -> dict[str, Print]:
+        """The fingerprints of at most ``limit`` snapshots of paths the crawler found that
+        are ``page`` with a query (store/params)."""
+        ...
+
     async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None: ...
 
     async def sitemap_count(self, site: str) -> int:

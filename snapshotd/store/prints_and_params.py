@@ -62,6 +62,17 @@ _PRINT_OF = (
     "ON s.path_id = p.id WHERE p.site = {0}1 AND p.path ANY_OF AND s.text_hash IS NOT NULL"
 )
 _FOUND_ONLY = " AND p.found = 1"
+# The paths that are a page with a query: from "<page>?" up to, not including, "<page>@"
+# ("@" follows "?"), compared byte by byte.
+_VARIANTS_OF = (
+    "SELECT p.path, s.text_hash, s.simhash, s.words FROM paths p JOIN snapshots s "
+    "ON s.path_id = p.id WHERE p.site = {0}1 AND p.path {1} >= {0}2 AND p.path {1} < {0}3 "
+    "AND s.text_hash IS NOT NULL AND p.found = 1 ORDER BY p.path LIMIT {0}4"
+)
+
+
+def _query_range(page: str) -> tuple[str, str]:
+    return f"{page}?", f"{page}@"
 
 
 def _print(row: Any) -> Print:
@@ -84,6 +95,13 @@ class SQLiteParams:
         marks = ",".join(f"?{n}" for n in range(2, len(paths) + 2))
         sql = _PRINT_OF.format("?").replace("ANY_OF", f"IN ({marks})") + _FOUND_ONLY * found
         async with self._reader.execute(sql, (site, *paths)) as cursor:
+            return {row[0]: _print(row) for row in await cursor.fetchall()}
+
+    async def variant_prints(self, site: str, page: str, limit: int) -> dict[str, Print]:
+        """The fingerprints of at most ``limit`` snapshots of found paths that are ``page``
+        with a query."""
+        sql = _VARIANTS_OF.format("?", "")  # BINARY: the paths index's own order
+        async with self._reader.execute(sql, (site, *_query_range(page), limit)) as cursor:
             return {row[0]: _print(row) for row in await cursor.fetchall()}
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None:
@@ -141,6 +159,12 @@ class PostgresParams:
             return {}
         sql = _PRINT_OF.format("$").replace("ANY_OF", "= ANY($2::text[])") + _FOUND_ONLY * found
         return {row[0]: _print(row) for row in await self._db.fetch(sql, site, list(paths))}
+
+    async def variant_prints(self, site: str, page: str, limit: int) -> dict[str, Print]:
+        # COLLATE "C": byte order whatever the database's collation (the site's rows only).
+        sql = _VARIANTS_OF.format("$", 'COLLATE "C"')
+        rows = await self._db.fetch(sql, site, *_query_range(page), limit)
+        return {row[0]: _print(row) for row in rows}
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None:
         await self._db.execute(_EVIDENCE.format("$"), site, name, base, int(same))
