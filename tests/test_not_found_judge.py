@@ -121,11 +121,14 @@ async def test_an_app_that_answers_unknown_paths_itself_has_no_view(store, probe
             return drawn if path in PAGES else CaptureResult(url=url, final_url=url,
                                                              status=probe, html=drawn.html)
 
-    views = NotFoundViews(store, Answers())  # type: ignore[arg-type]
+    answers = Answers()
+    views = NotFoundViews(store, answers)  # type: ignore[arg-type]
     site = SiteSettings(name="shop", origin=ORIGIN)
     assert await views.judge(site, record("/tea"), capture("/tea"), may_learn=True) is None
     known = json.loads(await store.get_meta(view_key("shop")))
     assert known["view"] is None and f"with {probe} itself" in known["why"]
+    # The first probe's answer says it all: nothing more is rendered.
+    assert answers.rendered == known["probes"][:1]
 
 
 async def test_a_soft_404_only_reported_is_no_real_page_to_learn_from(store) -> None:

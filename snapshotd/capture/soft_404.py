@@ -215,19 +215,22 @@ class NotFoundViews:
         profile = profiles_served(site.devices)[0]
         probes = [f"/{secrets.token_hex(PROBE_BYTES)}" for _ in range(2)]
         seed = _seed(site)
-        drawn = [await self._render(site, path, profile) for path in probes]
-        drawn.append(seeded or await self._render(site, seed, profile))
         record: dict[str, Any] = {
             "origin": site.origin, "seed": seed, "learned_at": self.clock(),
-            "shell": drawn[0].shell, "probes": probes, "references": 0, "view": None,
+            "shell": "", "probes": probes, "references": 0, "view": None,
             "why": "", "error": "",
         }
-        for result in drawn[:2]:
+        drawn: list[CaptureResult] = []
+        for path in probes:  # an app that answers one with its own status has no view
+            result = await self._render(site, path, profile)
+            record["shell"] = record["shell"] or result.shell
             if not 200 <= result.status < 300 or result.declared:
                 record["why"] = (
                     f"the app answers a path that cannot exist with {result.status} itself"
                 )
                 return record
+            drawn.append(result)
+        drawn.append(seeded or await self._render(site, seed, profile))
         references = [Render(seed, drawn[2].html)]
         links = extract_links(drawn[2].html, drawn[2].final_url).links
         linked = [p for p in dict.fromkeys(path_policy.path_of(site, u) for u in links)
