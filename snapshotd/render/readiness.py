@@ -38,9 +38,13 @@ Invariants:
   ``setTimeout``, ``setInterval``, ``requestAnimationFrame``, their ``clear``/``cancel``
   functions, ``fetch``, ``XMLHttpRequest`` and ``Worker`` (a dedicated worker is its task's
   work until it first posts a message or fails), each calling the browser's own, so the page
-  sees the same ids and timing. A running CSS animation, transition or Web Animation that
-  ends within ``javascript_timeout`` also holds the page, until 50 ms after its end (its end
-  event may show content).
+  sees the same ids and timing. A running Web Animation that ends within
+  ``javascript_timeout`` also holds the page, until 50 ms after its end (its end may show
+  content), and so does a CSS transition or CSS animation when something listens for the end
+  of one (an ``addEventListener`` for ``transitionend``, ``animationend`` and their kin
+  anywhere, an ``on...`` handler set or written in the markup); one nothing listens for
+  changes no more than the styles the browser computes as it runs, which no snapshot holds
+  (a screenshot is taken with finite animations run to their end).
 """
 
 from __future__ import annotations
@@ -231,6 +235,53 @@ _SETTLE_SCRIPT = """
     },
     configurable: true, enumerable: true,
   });
+  // Whether anything listens for the end of a CSS transition or CSS animation: only then
+  // may its end change the document (as it runs, only styles the browser computes change,
+  // which a snapshot does not hold). A listener added anywhere, an on... handler set on an
+  // element, the document or the window, or written in the markup counts.
+  const ends = {
+    transitionend: "transition", transitioncancel: "transition",
+    webkittransitionend: "transition", animationend: "animation",
+    animationcancel: "animation", animationiteration: "animation",
+    webkitanimationend: "animation", webkitanimationiteration: "animation",
+  };
+  const listened = { transition: false, animation: false };
+  const listen = (type) => {
+    const kind = ends[String(type).toLowerCase()];
+    if (kind) listened[kind] = true;
+  };
+  const nativeAdd = EventTarget.prototype.addEventListener;
+  Object.defineProperty(EventTarget.prototype, "addEventListener", {
+    value: function addEventListener(type) {
+      listen(type);
+      return nativeAdd.apply(this, arguments);
+    },
+    writable: true, configurable: true, enumerable: true,
+  });
+  for (const owner of [W, W.Document && Document.prototype, W.HTMLElement &&
+                       HTMLElement.prototype, W.SVGElement && SVGElement.prototype]) {
+    for (const type of Object.keys(ends)) {
+      const d = owner && Object.getOwnPropertyDescriptor(owner, "on" + type);
+      if (!d || !d.set || !d.configurable) continue;
+      Object.defineProperty(owner, "on" + type, {
+        get: d.get,
+        set: function (value) { if (value) listen(type); return d.set.call(this, value); },
+        configurable: true, enumerable: d.enumerable,
+      });
+    }
+  }
+  const inMarkup = {
+    transition: Object.keys(ends).filter((t) => ends[t] === "transition")
+      .map((t) => "[on" + t + "]").join(","),
+    animation: Object.keys(ends).filter((t) => ends[t] === "animation")
+      .map((t) => "[on" + t + "]").join(","),
+  };
+  const endHeard = (a) => {
+    const kind = W.CSSTransition && a instanceof W.CSSTransition ? "transition"
+      : W.CSSAnimation && a instanceof W.CSSAnimation ? "animation" : null;
+    if (!kind) return true;  // a script's Web Animation: its script may await its end
+    return listened[kind] || !!document.querySelector(inMarkup[kind]);
+  };
   observer = new MutationObserver(() => { lastChange = now(); });
   observer.observe(document, {
     subtree: true, childList: true, characterData: true, attributes: true,
@@ -258,11 +309,12 @@ _SETTLE_SCRIPT = """
           wait = Math.max(wait, id[0] === "t" ? due - t : id[0] === "f" ? 16 : 50, 5);
         }
       }
-      // A CSS animation or transition (or a Web Animation) that ends within the quiet
-      // period: its end event may show content. Endless ones hold nothing.
+      // A CSS animation or transition whose end something listens for, or a script's Web
+      // Animation, that ends within the quiet period: its end may show content. Endless
+      // ones hold nothing.
       for (const a of document.getAnimations ? document.getAnimations() : []) {
         const timing = a.playState === "running" && a.effect && a.effect.getComputedTiming();
-        if (!timing || !Number.isFinite(timing.endTime)) continue;
+        if (!timing || !Number.isFinite(timing.endTime) || !endHeard(a)) continue;
         const left = (timing.endTime - (timing.localTime || 0)) / Math.abs(a.playbackRate || 1);
         if (left <= quietMs) wait = Math.max(wait, Math.max(left, 0) + 50);
       }
