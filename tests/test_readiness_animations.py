@@ -49,6 +49,8 @@ CASES = {
         BOX, "window.addEventListener('webkitTransitionEnd', () => {});", True),
     "an on... handler set by script": (
         BOX, "document.getElementById('t').ontransitionend = () => {};", True),
+    "an on... handler set on the window": (
+        BOX, "window.onanimationend = () => {};", True),
     "a handler in the markup": (
         '<div id="t" ontransitionend="void 0">Fading in</div>', "", True),
     # A script's own Web Animation: its script may await its end.

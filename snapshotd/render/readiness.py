@@ -239,15 +239,15 @@ _SETTLE_SCRIPT = """
   // may its end change the document (as it runs, only styles the browser computes change,
   // which a snapshot does not hold). A listener added anywhere, an on... handler set on an
   // element, the document or the window, or written in the markup counts.
-  const ends = {
-    transitionend: "transition", transitioncancel: "transition",
-    webkittransitionend: "transition", animationend: "animation",
-    animationcancel: "animation", animationiteration: "animation",
-    webkitanimationend: "animation", webkitanimationiteration: "animation",
-  };
+  const ends = new Map([
+    ["transitionend", "transition"], ["transitioncancel", "transition"],
+    ["webkittransitionend", "transition"], ["animationend", "animation"],
+    ["animationcancel", "animation"], ["animationiteration", "animation"],
+    ["webkitanimationend", "animation"], ["webkitanimationiteration", "animation"],
+  ]);
   const listened = { transition: false, animation: false };
   const listen = (type) => {
-    const kind = ends[String(type).toLowerCase()];
+    const kind = typeof type === "string" && ends.get(type.toLowerCase());
     if (kind) listened[kind] = true;
   };
   const nativeAdd = EventTarget.prototype.addEventListener;
@@ -260,7 +260,7 @@ _SETTLE_SCRIPT = """
   });
   for (const owner of [W, W.Document && Document.prototype, W.HTMLElement &&
                        HTMLElement.prototype, W.SVGElement && SVGElement.prototype]) {
-    for (const type of Object.keys(ends)) {
+    for (const type of ends.keys()) {
       const d = owner && Object.getOwnPropertyDescriptor(owner, "on" + type);
       if (!d || !d.set || !d.configurable) continue;
       Object.defineProperty(owner, "on" + type, {
@@ -270,17 +270,13 @@ _SETTLE_SCRIPT = """
       });
     }
   }
-  const inMarkup = {
-    transition: Object.keys(ends).filter((t) => ends[t] === "transition")
-      .map((t) => "[on" + t + "]").join(","),
-    animation: Object.keys(ends).filter((t) => ends[t] === "animation")
-      .map((t) => "[on" + t + "]").join(","),
-  };
+  const inMarkup = { transition: [], animation: [] };
+  for (const [type, kind] of ends) inMarkup[kind].push("[on" + type + "]");
   const endHeard = (a) => {
     const kind = W.CSSTransition && a instanceof W.CSSTransition ? "transition"
       : W.CSSAnimation && a instanceof W.CSSAnimation ? "animation" : null;
     if (!kind) return true;  // a script's Web Animation: its script may await its end
-    return listened[kind] || !!document.querySelector(inMarkup[kind]);
+    return listened[kind] || !!document.querySelector(inMarkup[kind].join(","));
   };
   observer = new MutationObserver(() => { lastChange = now(); });
   observer.observe(document, {
