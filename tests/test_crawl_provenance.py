@@ -266,3 +266,31 @@ async def test_evidence_is_gathered_whichever_of_a_page_and_its_variant_is_captu
         "q": [("/search", False)], "ref": [("/news", True)],
     }
     assert {p.name: p.state for p in await store.list_params("s")} == {"q": "kept"}
+
+
+async def test_a_pages_variants_are_read_from_an_index_on_both_engines(store) -> None:  # type: ignore[no-untyped-def]
+    """Every capture the crawler stores asks for its page's variants: never by reading
+    every path of the site (the paths' byte order, whatever the database's collation)."""
+    from snapshotd.store.prints_and_params import _VARIANTS_OF
+    from snapshotd.store.sqlite import SQLiteStore
+
+    await store.enqueue_many("s", [(f"/page-{i}", 1) for i in range(3000)], 1)
+    if isinstance(store, SQLiteStore):
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)
+        try:
+            plan = " ".join(str(row) for row in conn.execute(
+                "EXPLAIN QUERY PLAN " + _VARIANTS_OF.format("?", ""), ("s", "/p?", "/p@", 16)))
+        finally:
+            conn.close()
+        assert "SCAN p" not in plan and "USING INDEX" in plan, plan
+    else:
+        async with store._db.acquire() as conn:
+            await conn.execute("ANALYZE paths")
+            rows = await conn.fetch("EXPLAIN " + _VARIANTS_OF.format("$", 'COLLATE "C"'),
+                                    "s", "/p?", "/p@", 16)
+        plan = " ".join(row[0] for row in rows)
+        assert "Seq Scan on paths" not in plan and "paths_bytes" in plan, plan
+        assert "'/p?'" in plan.partition("Index Cond")[2], plan  # the range bounds the scan
+    assert (await store.variant_prints("s", "/p", 16)) == {}

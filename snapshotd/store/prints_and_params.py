@@ -20,7 +20,7 @@ from snapshotd.pages.fingerprints import Print
 from snapshotd.store.counters import sqlite_transaction
 from snapshotd.store.interface import ParamRow
 
-__all__ = ["PRINTS_AND_PARAMS", "PostgresParams", "SQLiteParams"]
+__all__ = ["POSTGRES_VARIANTS_INDEX", "PRINTS_AND_PARAMS", "PostgresParams", "SQLiteParams"]
 
 # A schema step of both engines.
 PRINTS_AND_PARAMS = """
@@ -62,6 +62,9 @@ _PRINT_OF = (
     "ON s.path_id = p.id WHERE p.site = {0}1 AND p.path ANY_OF AND s.text_hash IS NOT NULL"
 )
 _FOUND_ONLY = " AND p.found = 1"
+# A schema step of PostgreSQL's: the paths in byte order, whatever the database's collation,
+# for the variants of a page (SQLite's paths index is in byte order already).
+POSTGRES_VARIANTS_INDEX = 'CREATE INDEX paths_bytes ON paths (site, path COLLATE "C")'
 # The paths that are a page with a query: from "<page>?" up to, not including, "<page>@"
 # ("@" follows "?"), compared byte by byte.
 _VARIANTS_OF = (
@@ -161,7 +164,7 @@ class PostgresParams:
         return {row[0]: _print(row) for row in await self._db.fetch(sql, site, list(paths))}
 
     async def variant_prints(self, site: str, page: str, limit: int) -> dict[str, Print]:
-        # COLLATE "C": byte order whatever the database's collation (the site's rows only).
+        # COLLATE "C": byte order whatever the database's collation (paths_bytes's order).
         sql = _VARIANTS_OF.format("$", 'COLLATE "C"')
         rows = await self._db.fetch(sql, site, *_query_range(page), limit)
         return {row[0]: _print(row) for row in rows}

@@ -22,7 +22,7 @@ from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN, StoreError
 from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
-from snapshotd.store.prints_and_params import PRINTS_AND_PARAMS
+from snapshotd.store.prints_and_params import POSTGRES_VARIANTS_INDEX, PRINTS_AND_PARAMS
 from snapshotd.store.profile_snapshots import POSTGRES_PROFILES, SQLITE_PROFILES
 from snapshotd.store.site_rows import (
     EXPIRE_AFTER_FLOOR,
@@ -153,6 +153,7 @@ HISTORY: tuple[Step, ...] = (
     _both(TEXT_CHANGED),
     Step(sqlite=FOUND_URLS["sqlite"], postgres=FOUND_URLS["postgres"]),
     _both(NOT_FOUND_COLUMN),
+    Step(sqlite=None, postgres=POSTGRES_VARIANTS_INDEX),
 )
 
 
