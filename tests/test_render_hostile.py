@@ -196,7 +196,10 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
     # The page's own bound lifted: the capture's bound stops listening.
     monkeypatch.setattr("snapshotd.render.channel.PER_DOCUMENT", 10**9)
     monkeypatch.setattr("snapshotd.render.channel.PER_CAPTURE", 1000)
-    result = await pool.capture(f"{a.origin}/page", replace(a, wait_for_capture_ready=True))
+    # It never says it is ready: its capture ends at its timeout, long after the bound.
+    result = await pool.capture(
+        f"{a.origin}/page", replace(a, wait_for_capture_ready=True, render_timeout=20)
+    )
     assert result.error == "timeout", result
     assert len(heard) > 1000
     slot, _ = kept[0]
