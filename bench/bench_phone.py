@@ -59,6 +59,7 @@ from playwright.async_api import CDPSession, Page, async_playwright  # noqa: E40
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.crawlers.devices import PROFILES  # noqa: E402
 from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
+from snapshotd.render import page_capture as page_capture_module  # noqa: E402
 from snapshotd.render import slot as slot_module  # noqa: E402
 from snapshotd.render import viewport as viewport_module  # noqa: E402
 from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
@@ -264,7 +265,7 @@ async def where_time_goes(executable: str, origin: str, todo: list[str], warmup:
         (slot, "capture", "capture (a slot's whole capture)"),
         (Page, "goto", "  navigation to its commit"),
         (viewport, "grow", "  the tall viewport (grow)"),
-        (slot, "_serialize", "  serialisation"),
+        (page_capture_module.PageCapture, "_serialize", "  serialisation"),
         (slot, "reset", "wipe (after the capture, in the background)"),
     ]:
         steps.watch(owner, name, label)
