@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
-from bench_phone import PHONE, SMARTPHONE, TALL  # noqa: E402
+from bench_phone import PHONE, SMARTPHONE, TALL, serve_no_crawler  # noqa: E402
 from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
 from bench_readiness import LOOPBACK_ONLY, PRERENDER, live_text, prerender, truth  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
@@ -199,35 +199,23 @@ def nginx(tmp: Path) -> Iterator[tuple[str, str, list[str]]]:
 @contextlib.asynccontextmanager
 async def snapshotd(tmp: Path, origins: dict[str, str]) -> AsyncIterator[Capture]:
     """``snapshotd serve --no-crawler``, a site of defaults for each origin, a new database."""
-    port = free_port()
     db = tmp / f"snapshotd-{time.monotonic_ns()}.db"
     config = tmp / "snapshotd.toml"
     sites = "".join(f'[[site]]\nname = "{n}"\norigin = "{o}"\n' for n, o in origins.items())
     config.write_text(f'[server]\ndb = "{db}"\nrender_tokens = ["{TOKEN}"]\n{sites}')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snapshotd", "serve", "--config", str(config),
-         "--port", str(port), "--no-crawler"],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
     headers = {"X-Prerender-Token": TOKEN, "User-Agent": SMARTPHONE}
-    client = httpx.AsyncClient(timeout=120, trust_env=False, headers=headers)
+    async with serve_no_crawler(config) as base, httpx.AsyncClient(
+        timeout=120, trust_env=False, headers=headers
+    ) as client:
 
-    async def capture(url: str) -> tuple[str | None, str | None]:
-        r = await client.get(f"{base}/_snapshotd/render?url={quote(url, safe='')}")
-        cache = r.headers.get("x-snapshotd-cache", "")
-        if r.status_code != 200 or cache not in ("MISS", "HIT", "STALE"):
-            return None, f"http {r.status_code} {cache}"
-        return r.text, None
+        async def capture(url: str) -> tuple[str | None, str | None]:
+            r = await client.get(f"{base}/_snapshotd/render?url={quote(url, safe='')}")
+            cache = r.headers.get("x-snapshotd-cache", "")
+            if r.status_code != 200 or cache not in ("MISS", "HIT", "STALE"):
+                return None, f"http {r.status_code} {cache}"
+            return r.text, None
 
-    try:
-        await asyncio.to_thread(wait_answering, base + "/_snapshotd/healthz", proc, "snapshotd")
         yield capture
-    finally:
-        await client.aclose()
-        proc.terminate()
-        proc.wait(30)
 
 
 def warm(url: str) -> str:

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
 from bench_proxy import free_port, wait_answering  # noqa: E402
-from bench_render import run_slots, serve, urls  # noqa: E402
-from playwright.async_api import CDPSession, Page, async_playwright  # noqa: E402
+from bench_render import Options, Slot, run_slots, serve, urls  # noqa: E402
+from bench_render import floor as render_floor  # noqa: E402
+from bench_render import floor_loop as render_floor_loop  # noqa: E402
+from playwright.async_api import CDPSession, Page  # noqa: E402
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.crawlers.devices import PROFILES  # noqa: E402
@@ -62,64 +64,35 @@ from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render import page_capture as page_capture_module  # noqa: E402
 from snapshotd.render import slot as slot_module  # noqa: E402
 from snapshotd.render import viewport as viewport_module  # noqa: E402
-from snapshotd.render.chromium import LAUNCH_ARGS  # noqa: E402
 
 PHONE = PROFILES["mobile"]
 TALL = 12_000
 WARMUP = 10
 
 
-Slot = Callable[[int, str], Awaitable[None]]  # one capture: (slot, url)
+def phone(height: int, scale: float = PHONE.device_scale_factor) -> Options:
+    """The mobile profile's context options, ``height`` px tall at ``scale``."""
+    return lambda version: {
+        **PHONE.context_options(version),
+        "viewport": {"width": PHONE.width, "height": height},
+        "device_scale_factor": scale,
+    }
 
 
-@contextlib.asynccontextmanager
-async def floor_loop(
+def floor_loop(
     executable: str, concurrency: int, height: int, scale: float = PHONE.device_scale_factor,
     *, blank: bool = False,
-) -> AsyncIterator[Slot]:
-    """The plain Playwright loop (the module's floor) at viewport ``height`` and ``scale``;
-    with ``blank``, each page is left for ``about:blank`` once taken, as snapshotd's wipe
-    leaves it."""
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
-        options = {
-            **PHONE.context_options(browser.version),
-            "viewport": {"width": PHONE.width, "height": height},
-            "device_scale_factor": scale,
-        }
-        pages, ready = [], {}
-        for slot in range(concurrency):
-            context = await browser.new_context(**options)
-
-            def on_ready(source: Any, *args: Any, slot: int = slot) -> None:
-                if not ready[slot].done():
-                    ready[slot].set_result(True)
-
-            await context.expose_binding("__ready", on_ready)
-            await context.add_init_script("window.onCaptureReady = () => window.__ready();")
-            pages.append(await context.new_page())
-
-        async def capture(slot: int, url: str) -> None:
-            ready[slot] = asyncio.get_running_loop().create_future()
-            await pages[slot].goto(url, wait_until="commit")
-            await ready[slot]
-            html = await pages[slot].content()
-            assert "Item" in html
-            if blank:
-                await pages[slot].evaluate("() => location.replace('about:blank')")
-                await pages[slot].wait_for_url("about:blank", wait_until="commit")
-
-        yield capture
-        await browser.close()
+) -> contextlib.AbstractAsyncContextManager[Slot]:
+    """The module's floor (bench_render's loop, as the phone) at viewport ``height`` and
+    ``scale``; with ``blank``, each page is left for ``about:blank`` once taken."""
+    return render_floor_loop(executable, concurrency, phone(height, scale), blank=blank)
 
 
 async def floor(
     executable: str, concurrency: int, todo: list[str], warmup: list[str], height: int
 ) -> float:
     """The floor's captures per second over ``todo``, after ``warmup``."""
-    async with floor_loop(executable, concurrency, height) as capture:
-        await run_slots(concurrency, warmup, capture)
-        return await run_slots(concurrency, todo, capture)
+    return await render_floor(executable, concurrency, todo, warmup, phone(height))
 
 
 @contextlib.asynccontextmanager
@@ -149,37 +122,44 @@ SMARTPHONE = (
 
 
 @contextlib.asynccontextmanager
+async def serve_no_crawler(config: Path) -> AsyncIterator[str]:
+    """``snapshotd serve --no-crawler --config config`` on a free port, once it answers: its
+    base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snapshotd", "serve", "--config", str(config),
+         "--port", str(port), "--no-crawler"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await asyncio.to_thread(wait_answering, base + "/_snapshotd/healthz", proc, "serve")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@contextlib.asynccontextmanager
 async def proxy_misses(origin: str) -> AsyncIterator[Slot]:
     """Bot misses through ``snapshotd serve --no-crawler`` in front of ``origin``."""
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
         config = Path(tmp) / "serve.toml"
         config.write_text(
             f'[server]\ndb = "{tmp}/bench.db"\n[[site]]\nname = "spa"\norigin = "{origin}"\n'
             "new_paths_per_minute = 1000000\n"  # every page asked is new: none refused
         )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "snapshotd", "serve", "--config", str(config),
-             "--port", str(port), "--no-crawler"],
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            await asyncio.to_thread(wait_answering, base + "/_snapshotd/healthz", proc, "serve")
-            async with httpx.AsyncClient(
-                base_url=base, timeout=60, trust_env=False, headers={"User-Agent": SMARTPHONE}
-            ) as client:
+        async with serve_no_crawler(config) as base, httpx.AsyncClient(
+            base_url=base, timeout=60, trust_env=False, headers={"User-Agent": SMARTPHONE}
+        ) as client:
 
-                async def miss(slot: int, url: str) -> None:
-                    r = await client.get(url.removeprefix(origin))
-                    assert r.headers.get("x-snapshotd-cache") == "MISS", r.headers
-                    assert "Item" in r.text
+            async def miss(slot: int, url: str) -> None:
+                r = await client.get(url.removeprefix(origin))
+                assert r.headers.get("x-snapshotd-cache") == "MISS", r.headers
+                assert "Item" in r.text
 
-                yield miss
-        finally:
-            proc.terminate()
-            proc.wait(30)
+            yield miss
 
 
 async def paired(

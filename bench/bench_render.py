@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -97,15 +100,26 @@ async def run_slots(concurrency: int, todo: list[str], capture) -> float:  # typ
     return len(todo) / (time.perf_counter() - started)
 
 
-async def floor(executable: str, concurrency: int, todo: list[str], warmup: list[str]) -> float:
-    """The plain Playwright loop: one reused page per slot, content on onCaptureReady."""
+Slot = Callable[[int, str], Awaitable[None]]  # one capture: (slot, url)
+Options = Callable[[str], dict[str, Any]]  # a context's options, given Chromium's version
+
+
+@contextlib.asynccontextmanager
+async def floor_loop(
+    executable: str, concurrency: int, options: Options | None = None,
+    *, blank: bool = False,
+) -> AsyncIterator[Slot]:
+    """The plain Playwright loop: one reused page per slot, each slot's context made with
+    ``options`` (given Chromium's version), content on onCaptureReady; with ``blank``, each
+    page is left for ``about:blank`` once taken, as snapshotd's wipe leaves it."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
+        made = options(browser.version) if options else {}
         pages, ready = [], {}
         for slot in range(concurrency):
-            context = await browser.new_context()
+            context = await browser.new_context(**made)
 
-            def on_ready(source, *args, slot=slot):  # type: ignore[no-untyped-def]
+            def on_ready(source: Any, *args: Any, slot: int = slot) -> None:
                 if not ready[slot].done():
                     ready[slot].set_result(True)
 
@@ -119,11 +133,22 @@ async def floor(executable: str, concurrency: int, todo: list[str], warmup: list
             await ready[slot]
             html = await pages[slot].content()
             assert "Item" in html
+            if blank:
+                await pages[slot].evaluate("() => location.replace('about:blank')")
+                await pages[slot].wait_for_url("about:blank", wait_until="commit")
 
-        await run_slots(concurrency, warmup, capture)
-        rate = await run_slots(concurrency, todo, capture)
+        yield capture
         await browser.close()
-        return rate
+
+
+async def floor(
+    executable: str, concurrency: int, todo: list[str], warmup: list[str],
+    options: Options | None = None,
+) -> float:
+    """The floor's captures per second over ``todo``, after ``warmup``."""
+    async with floor_loop(executable, concurrency, options) as capture:
+        await run_slots(concurrency, warmup, capture)
+        return await run_slots(concurrency, todo, capture)
 
 
 async def pool_rate(executable: str, concurrency: int, origin: str, todo, warmup) -> float:  # type: ignore[no-untyped-def]
