@@ -270,13 +270,16 @@ _SETTLE_SCRIPT = """
       });
     }
   }
-  const inMarkup = { transition: [], animation: [] };
-  for (const [type, kind] of ends) inMarkup[kind].push("[on" + type + "]");
+  const inMarkup = {};  // each kind's handlers in the markup, as one selector
+  for (const kind of ["transition", "animation"]) {
+    inMarkup[kind] = [...ends].filter(([, k]) => k === kind).map(([t]) => "[on" + t + "]")
+      .join(",");
+  }
   const endHeard = (a) => {
     const kind = W.CSSTransition && a instanceof W.CSSTransition ? "transition"
       : W.CSSAnimation && a instanceof W.CSSAnimation ? "animation" : null;
     if (!kind) return true;  // a script's Web Animation: its script may await its end
-    return listened[kind] || !!document.querySelector(inMarkup[kind].join(","));
+    return listened[kind] || !!document.querySelector(inMarkup[kind]);
   };
   observer = new MutationObserver(() => { lastChange = now(); });
   observer.observe(document, {
