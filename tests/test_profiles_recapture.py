@@ -236,3 +236,30 @@ async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # ty
     await service.close()
     assert outcome is not None and outcome.stored and most == 1
     assert service.renderer.rendered == Counter(mobile=1, desktop=1)  # type: ignore[attr-defined]
+
+
+async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_time(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+
+    class Slow(Pages):
+        """Each render takes a moment, so the captures of two slots overlap."""
+
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            await asyncio.sleep(0.01)
+            return await super().capture(url, site, profile)
+
+    pages = Slow()  # every page reads its device and shows the same in both profiles
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    service.profiles.chance = lambda: 1.0  # no check drawn
+    todo = [f"/docs/{n}" for n in range(12)]
+
+    async def slot() -> None:  # two render slots taking new pages of one kind
+        while todo:
+            await _capture(service, store, site, todo.pop(0))
+
+    await asyncio.gather(slot(), slot())
+    # The kind is learnt from LEARN_AFTER checks, as it is one capture at a time: a capture
+    # whose check would only repeat what the checks already running will tell waits for them.
+    assert pages.rendered == Counter(mobile=12, desktop=LEARN_AFTER)

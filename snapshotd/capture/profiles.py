@@ -15,9 +15,13 @@ Invariants:
   site, what it read, and the shape of its path (how deep, under which first segment).
   While fewer than ``LEARN_AFTER`` pages of a kind rendered alike in every profile, each
   is rendered in every profile; from then on one render a page, and one in ``CHECK_ONE_IN``
-  at random is rendered in every profile all the same. A kind one of whose pages differed
-  renders every profile from then on in this process (the device is not told from chance
-  there: a kind wrongly held to differ costs renders, never a page's truth);
+  at random is rendered in every profile all the same. Captures at once learn a kind with
+  no more checks than captures one at a time: a page whose check could only repeat what
+  the checks of its kind already running will tell (they would make ``LEARN_AFTER`` if
+  alike) waits for them, holding no render slot, and is then judged by what they told. A
+  kind one of whose pages differed renders every profile from then on in this process
+  (the device is not told from chance there: a kind wrongly held to differ costs renders,
+  never a page's truth);
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -33,6 +37,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from collections import Counter, OrderedDict
@@ -102,6 +107,8 @@ class ProfileRenders:
         self._blind: Counter[str] = Counter()  # a site's pages that read nothing of it
         self._differs: set[str] = set()  # sites whose such pages turned out different
         self._kinds: OrderedDict[Kind, _Learnt] = OrderedDict()  # pages that read it
+        self._checks: Counter[Kind] = Counter()  # checks of a kind running now
+        self._check_ended: dict[Kind, asyncio.Event] = {}  # set as one of them ends
 
     async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
@@ -128,9 +135,33 @@ class ProfileRenders:
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
             return first, []
-        others, checking = self._others_wanted(url, site, first, before)
+        others, checking = await self._others_wanted(url, site, first, before)
         if not others:
             return first, []
+        if isinstance(checking, tuple):
+            self._checks[checking] += 1
+        try:
+            variants = await self._others(url, site, profiles, first)
+            if isinstance(checking, tuple):
+                self._learn(checking, differs=bool(variants), url=url)
+        finally:
+            if isinstance(checking, tuple):
+                self._ended(checking)
+        if checking is not None and not isinstance(checking, tuple) and variants:
+            again = await self.renderer.capture(url, site, profiles[0])
+            if again.ok and renders_alike(_shown(first), _shown(again)):
+                self._differs.add(site.name)
+                log.warning(
+                    "profiles differ site=%s url=%s though the page read nothing of its "
+                    "device: every profile is rendered from now on", site.name, url,
+                )
+        return first, variants
+
+    async def _others(
+        self, url: str, site: SiteSettings, profiles: tuple[str, ...], first: CaptureResult
+    ) -> list[Variant]:
+        """The renders of the profiles after the first, one after another: those that differ
+        from ``first``."""
         variants = []
         for profile in profiles[1:]:
             other = await self.renderer.capture(url, site, profile)
@@ -144,17 +175,27 @@ class ProfileRenders:
                 variants.append(
                     Variant(profile, other.html, other.status, other.headers, other.final_url)
                 )
-        if isinstance(checking, tuple):
-            self._learn(checking, differs=bool(variants), url=url)
-        elif checking is not None and variants:
-            again = await self.renderer.capture(url, site, profiles[0])
-            if again.ok and renders_alike(_shown(first), _shown(again)):
-                self._differs.add(site.name)
-                log.warning(
-                    "profiles differ site=%s url=%s though the page read nothing of its "
-                    "device: every profile is rendered from now on", site.name, url,
-                )
-        return first, variants
+        return variants
+
+    def _ended(self, kind: Kind) -> None:
+        """A check of ``kind`` ended (told, failed or cut short): the pages waiting for it
+        are judged again."""
+        self._checks[kind] -= 1
+        if self._checks[kind] <= 0:
+            del self._checks[kind]
+        ended = self._check_ended.pop(kind, None)
+        if ended is not None:
+            ended.set()
+
+    async def _told(self, kind: Kind) -> _Learnt:
+        """What is learnt of ``kind``, once a check of it could tell something the checks
+        already running will not: they end within their renders' ``render_timeout``."""
+        while True:
+            learnt = self._learnt(kind)
+            known = learnt.differs or learnt.alike >= LEARN_AFTER
+            if known or learnt.alike + self._checks[kind] < LEARN_AFTER:
+                return learnt
+            await self._check_ended.setdefault(kind, asyncio.Event()).wait()
 
     def _learn(self, kind: Kind, *, differs: bool, url: str) -> None:
         """What a page of ``kind`` rendered in every profile teaches. A page that read its
@@ -170,7 +211,7 @@ class ProfileRenders:
         log.info("profiles differ site=%s url=%s: every profile of its kind is rendered",
                  kind[0], url)
 
-    def _others_wanted(
+    async def _others_wanted(
         self, url: str, site: SiteSettings, first: CaptureResult, before: Before
     ) -> tuple[bool, str | Kind | None]:
         """Whether the profiles after the first are rendered (the module's rule), and what
@@ -183,7 +224,7 @@ class ProfileRenders:
             if alike is not None and alike == fingerprint(first.html).text_hash:
                 return False, None
             kind = kind_of(site.name, url, first.device)
-            learnt = self._learnt(kind)
+            learnt = await self._told(kind)
             if learnt.differs:
                 return True, None
             checking = learnt.alike < LEARN_AFTER or self.chance() < 1 / CHECK_ONE_IN

@@ -62,6 +62,7 @@ __all__ = [
     "RESERVE",
     "SETTLE",
     "SETTLE_KEY",
+    "STREAMING",
     "hard",
     "hard_limit",
     "limit",
@@ -75,7 +76,7 @@ __all__ = [
 SETTLE = 0.2  # seconds the DOM and the network must stay still
 LONG_REQUEST = 10.0  # seconds after which a request in flight no longer holds the page
 SETTLE_KEY = "__snapshotdSettle"
-_STREAMING = frozenset({"eventsource", "websocket"})
+STREAMING = frozenset({"eventsource", "websocket"})  # kinds of request that never hold a page
 _MAX_NAP = 0.5  # the longest the page's own estimate is trusted before asking again
 _DECLARED_POLL = 0.1  # how often a page that will say when it is ready is asked again
 RESERVE = 5.0  # seconds of render_timeout at most kept for serialising a held page
@@ -336,9 +337,11 @@ def settle_script(javascript_timeout: float) -> str:
 
 class NetworkSignals(Protocol):
     """What readiness reads of a capture's network: requests in flight with the time each
-    started, each URL's last start or end, and events for idle, busy and loaded."""
+    started (and which of them are of a ``STREAMING`` kind), each URL's last start or end,
+    and events for idle, busy and loaded."""
 
     in_flight: dict[Request, float]
+    streams: set[Request]
     last_seen: dict[str, float]
     idle: asyncio.Event
     busy: asyncio.Event
@@ -363,7 +366,7 @@ def _holding(signals: NetworkSignals, now: float) -> list[Request]:
     return [
         request
         for request, started in signals.in_flight.items()
-        if now - started < LONG_REQUEST and request.resource_type not in _STREAMING
+        if now - started < LONG_REQUEST and request not in signals.streams
     ]
 
 

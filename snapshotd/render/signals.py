@@ -29,6 +29,7 @@ from playwright.async_api import Request, Response
 from snapshotd.net.address_policy import is_origin_url
 from snapshotd.pages.not_found_view import app_shell
 from snapshotd.render.device_probe import READS
+from snapshotd.render.readiness import STREAMING
 
 __all__ = [
     "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "document_shell", "origin_of",
@@ -114,6 +115,7 @@ class Signals:
 
     origin: str = ""  # the site's
     in_flight: dict[Request, float] = field(default_factory=dict)  # with when each started
+    streams: set[Request] = field(default_factory=set)  # those in flight that never hold it
     last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
     shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -184,12 +186,15 @@ class Signals:
         if request.url in self.shared_workers:
             return
         self.in_flight[request] = self.last_seen[request.url] = time.monotonic()
+        if request.resource_type in STREAMING:
+            self.streams.add(request)
         self.idle.clear()
         self.busy.set()
 
     def ended(self, request: Request) -> None:
         if self.in_flight.pop(request, None) is None:
             return
+        self.streams.discard(request)
         self.last_seen[request.url] = time.monotonic()
         if not self.in_flight:
             self.idle.set()
