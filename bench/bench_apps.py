@@ -25,7 +25,12 @@ height, then in its 12,000 px viewport; bench/bench_readiness.py's ``live_text``
 they are the same; each answer is shown on the same screen as a crawler that runs no script
 shows it, served at its URL with its style sheets (what they hide is not visible text).
 With ``--load`` (the default) each round runs again while another process keeps one core
-busy. Ratios are snapshotd's rate over prerender's in the same round (target >= 2.00).
+busy. Ratios are snapshotd's rate over prerender's in the same round (target >= 2.00), and
+over the floor's: a plain Playwright loop rendering each page as Googlebot Smartphone in its
+12,000 px viewport from the start, taken at Playwright's ``networkidle`` (:func:`floor`).
+Beside them, the machine's CPU seconds a page (every process, from ``/proc/stat``, in the
+quiet runs): a renderer that waits leaves cores idle, one that works for its truth does not,
+and pages per second can exceed neither the cores over its CPU a page nor its waits.
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ import httpx  # noqa: E402
 from bench_phone import PHONE, SMARTPHONE, TALL, serve_no_crawler  # noqa: E402
 from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
 from bench_readiness import LOOPBACK_ONLY, PRERENDER, live_text, prerender, truth  # noqa: E402
-from playwright.async_api import Browser, async_playwright  # noqa: E402
+from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+from playwright.async_api import Error as PlaywrightError  # noqa: E402
 
 from snapshotd.config.settings import BrowserSettings  # noqa: E402
 from snapshotd.render import find_chromium  # noqa: E402
@@ -67,6 +73,7 @@ APPS = ROOT / "bench" / "real_apps"
 CHECKOUTS = APPS / "checkouts"
 NODE_MODULES = APPS / "node_modules"
 TOKEN = "bench"
+RENDERERS = ("snapshotd", "prerender", "floor")
 # One page asked of a renderer: (its HTML or None, the error or None).
 Capture = Callable[[str], Awaitable[tuple[str | None, str | None]]]
 
@@ -218,6 +225,50 @@ async def snapshotd(tmp: Path, origins: dict[str, str]) -> AsyncIterator[Capture
         yield capture
 
 
+@contextlib.asynccontextmanager
+async def floor(executable: str) -> AsyncIterator[Capture]:
+    """The plain Playwright loop: one browser, one reused page in each of two contexts made
+    as Googlebot Smartphone's screen in its 12,000 px viewport from the start, each page's
+    HTML taken at Playwright's ``networkidle`` (no request for 500 ms), then the page left
+    for about:blank (a hashbang view is a new document each time). Nothing blocked, nothing
+    wiped, no device probe, no readiness rules: what the least a phone render of the page
+    costs on this machine."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=executable, args=[LOOPBACK_ONLY, *LAUNCH_ARGS]
+        )
+        pages: asyncio.Queue[Page] = asyncio.Queue()
+        for _ in range(2):
+            context = await browser.new_context(**phone(browser, TALL))
+            pages.put_nowait(await context.new_page())
+
+        async def capture(url: str) -> tuple[str | None, str | None]:
+            page = await pages.get()
+            try:
+                await page.goto(url, wait_until="networkidle", timeout=60_000)
+                html = await page.content()
+                await page.goto("about:blank")
+                return html, None
+            except PlaywrightError as exc:
+                return None, str(exc).splitlines()[0]
+            finally:
+                pages.put_nowait(page)
+
+        try:
+            yield capture
+        finally:
+            await browser.close()
+
+
+def machine_cpu() -> float:
+    """CPU seconds every core of the machine has spent at work since it booted."""
+    with open("/proc/stat") as stat:
+        ticks = stat.readline().split()[1:]
+    # user nice system idle iowait irq softirq steal: all but idle and iowait.
+    busy = sum(int(t) for i, t in enumerate(ticks[:8]) if i not in (3, 4))
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def warm(url: str) -> str:
     """Another page of the same app, asked first: the browser up, the app's scripts compiled."""
     return url.replace("/#!", "/?warm#!", 1) if "#!" in url else url + "?warm"
@@ -225,8 +276,9 @@ def warm(url: str) -> str:
 
 async def through(
     capture: Capture, urls: list[str]
-) -> tuple[float, dict[str, tuple[str | None, str | None]]]:
-    """Pages per second asking for each of ``urls`` once, two at a time, and each answer."""
+) -> tuple[float, float, dict[str, tuple[str | None, str | None]]]:
+    """Pages per second asking for each of ``urls`` once, two at a time, the machine's CPU
+    seconds a page meanwhile, and each answer."""
     todo, answers = list(reversed(urls)), {}
 
     async def worker() -> None:
@@ -234,9 +286,10 @@ async def through(
             url = todo.pop()
             answers[url] = await capture(url)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), machine_cpu()
     await asyncio.gather(worker(), worker())
-    return len(urls) / (time.perf_counter() - started), answers
+    rate = len(urls) / (time.perf_counter() - started)
+    return rate, (machine_cpu() - cpu) / len(urls), answers
 
 
 @contextlib.contextmanager
@@ -288,21 +341,25 @@ async def main() -> None:
             def renderer(name: str) -> contextlib.AbstractAsyncContextManager[Capture]:
                 if name == "snapshotd":
                     return snapshotd(tmp, {"docs": docs, "phonecat": phonecat})
+                if name == "floor":
+                    return floor(executable)
                 return prerender(executable, args.timeout)  # type: ignore[no-any-return]
 
             rates: dict[tuple[str, str, bool], list[float]] = collections.defaultdict(list)
+            cpus: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
             scores: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
             failed: collections.Counter[tuple[str, str]] = collections.Counter()
             for round_ in range(args.rounds):
                 for loaded in loads:
                     for app, urls in apps.items():
-                        names = ["snapshotd", "prerender"][:: -1 if round_ % 2 else 1]
-                        for name in names:
+                        for name in RENDERERS[:: -1 if round_ % 2 else 1]:
                             async with renderer(name) as capture:
                                 await capture(warm(urls[0]))
                                 with busy_core(loaded):
-                                    rate, answers = await through(capture, urls)
+                                    rate, cpu, answers = await through(capture, urls)
                             rates[(app, name, loaded)].append(rate)
+                            if not loaded:  # the busy core's own work is not the renderer's
+                                cpus[(app, name)].append(cpu)
                             for url, (html, error) in answers.items():
                                 if error:
                                     failed[(app, name)] += 1
@@ -312,7 +369,7 @@ async def main() -> None:
                     line = ", ".join(
                         f"{app} {name} {rates[(app, name, loaded)][-1]:.2f}/s"
                         for app in apps
-                        for name in ("snapshotd", "prerender")
+                        for name in RENDERERS
                     )
                     line += ", one core busy" if loaded else ""
                     print(f"round {round_ + 1}: {line}; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -320,16 +377,25 @@ async def main() -> None:
     print()
     for app in apps:
         for loaded in loads:
-            ours, theirs = rates[(app, "snapshotd", loaded)], rates[(app, "prerender", loaded)]
-            ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
-            print(
-                f"{app}{', one core busy' if loaded else ''}: snapshotd "
-                f"{statistics.median(ours):.2f} pages/s, prerender "
-                f"{statistics.median(theirs):.2f}; "
-                f"ratio {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}; "
-                "target >= 2.00)"
+            ours = rates[(app, "snapshotd", loaded)]
+            busy = ", one core busy" if loaded else ""
+            line = f"{app}{busy}: snapshotd {statistics.median(ours):.2f} pages/s"
+            for other, target in (("prerender", " (target >= 2.00)"), ("floor", "")):
+                theirs = rates[(app, other, loaded)]
+                ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+                line += (
+                    f"; {other} {statistics.median(theirs):.2f}, ratio "
+                    f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}){target}"
+                )
+            print(line)
+        print(
+            "  the machine's CPU a page, quiet: "
+            + ", ".join(
+                f"{name} {statistics.median(cpus[(app, name)]) * 1000:.0f} ms" for name in RENDERERS
             )
-        for name in ("snapshotd", "prerender"):
+            + f" (of {os.cpu_count()} cores: at most {os.cpu_count()} CPU seconds a second)"
+        )
+        for name in RENDERERS:
             got = scores[(app, name)]
             whole = sum(s == 1.0 for s in got)
             print(
