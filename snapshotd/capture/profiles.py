@@ -18,7 +18,7 @@ Invariants:
   at random is rendered in every profile all the same. Captures at once learn a kind with
   no more checks than captures one at a time: a page whose check could only repeat what
   the checks of its kind already running will tell (they would make ``LEARN_AFTER`` if
-  alike) waits for them, holding no render slot, and is then judged by what they told. A
+  alike) waits for them, rendering nothing meanwhile, and is then judged by what they told. A
   kind one of whose pages differed renders every profile from then on in this process
   (the device is not told from chance there: a kind wrongly held to differ costs renders,
   never a page's truth);
