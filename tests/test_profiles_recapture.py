@@ -18,14 +18,18 @@ from snapshotd.render.renderer import CaptureResult
 class Pages:
     """A renderer answering each profile with the page it is told to show."""
 
-    def __init__(self, device: frozenset[str] = frozenset({"matchMedia"})) -> None:
+    def __init__(
+        self, device: frozenset[str] = frozenset({"matchMedia"}), seconds: float = 0.0
+    ) -> None:
         self.text = {"mobile": "<p>the same words on every screen</p>"}
         self.device = device  # what the page reads of its device
+        self.seconds = seconds  # a render's time
         self.rendered: Counter[str] = Counter()
 
     async def capture(
         self, url: str, site: SiteSettings, profile: str = "desktop"
     ) -> CaptureResult:
+        await asyncio.sleep(self.seconds)
         self.rendered[profile] += 1
         html = self.text.get(profile, self.text["mobile"])
         return CaptureResult(
@@ -241,16 +245,9 @@ async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # ty
 async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_time(store):  # type: ignore[no-untyped-def]
     site = SiteSettings(name="site", origin="http://127.0.0.1:1")
 
-    class Slow(Pages):
-        """Each render takes a moment, so the captures of two slots overlap."""
-
-        async def capture(
-            self, url: str, site: SiteSettings, profile: str = "desktop"
-        ) -> CaptureResult:
-            await asyncio.sleep(0.01)
-            return await super().capture(url, site, profile)
-
-    pages = Slow()  # every page reads its device and shows the same in both profiles
+    # Every page reads its device and shows the same in both profiles; each render takes a
+    # moment, so the captures of two slots overlap.
+    pages = Pages(seconds=0.01)
     service = CaptureService(Settings(sites=(site,)), store, pages)
     service.profiles.chance = lambda: 1.0  # no check drawn
     todo = [f"/docs/{n}" for n in range(12)]
