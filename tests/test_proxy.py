@@ -304,11 +304,10 @@ def test_bad_input_is_a_clear_4xx_and_queues_nothing(env: Env, target: str, stat
     assert env.rows() == before
 
 
-def _raw_request(base: str, request: bytes, half_close: bool = True) -> bytes:
-    """Every byte the server sends back to ``request`` until it closes. Unless it is not to
-    ``half_close`` (then the request says ``Connection: close``), the client says that
-    nothing more comes once it has sent it: the server closes then, even before it answers
-    if the client's end arrives first."""
+def _raw_request(base: str, request: bytes) -> bytes:
+    """Every byte the server sends back to ``request`` (which says ``Connection: close``)
+    until it closes. The client keeps its end open: a server may close on a client that
+    half-closed before it wrote its answer."""
     host, port = base.removeprefix("http://").split(":")
     data = b""
     with socket.create_connection((host, int(port)), timeout=10) as s:
@@ -318,9 +317,6 @@ def _raw_request(base: str, request: bytes, half_close: bool = True) -> bytes:
                 s.sendall(request[i : i + 65536])
                 if select.select([s], [], [], 0.005)[0]:
                     break
-            if half_close:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_WR)
             while chunk := s.recv(65536):
                 data += chunk
         except ConnectionResetError:
@@ -341,7 +337,8 @@ def _raw_request(base: str, request: bytes, half_close: bool = True) -> bytes:
 )
 def test_malformed_requests_are_4xx(env: Env, request_bytes: bytes) -> None:
     before = env.rows()
-    answer = _raw_request(env.base, request_bytes)
+    ask = request_bytes.replace(b"\r\n", b"\r\nConnection: close\r\n", 1)
+    answer = _raw_request(env.base, ask)
     status = int(answer.split(b" ", 2)[1])
     assert 400 <= status < 500, answer[:200]
     assert env.rows() == before
@@ -450,18 +447,18 @@ def test_pass_through_adds_no_headers_and_shares_no_cookies(tmp_path) -> None:
     )
     with serve_asgi(origin) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
         raw = b"GET /login HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
-        answer = _raw_request(base, raw, half_close=False)
+        answer = _raw_request(base, raw)
         assert answer.count(b"set-cookie:") == 2, answer
         # Several requests, over the session's pooled connections.
         answers = [
-            _raw_request(base, raw.replace(b"/login", b"/echo"), half_close=False)
+            _raw_request(base, raw.replace(b"/login", b"/echo"))
             for _ in range(16)
         ]
         # A body without a Content-Type is not given one.
         post = b"POST /echo HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n"
         bodies = (b"Content-Length: 5\r\n\r\nhello", b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         for body in bodies:
-            answers.append(_raw_request(base, post + body, half_close=False))
+            answers.append(_raw_request(base, post + body))
     sent = [json.loads(a.split(b"\r\n\r\n", 1)[1])["headers"] for a in answers]
     assert ["content-length", "5"] in sent[-2]
     assert not {k for k, _ in sent[-2] + sent[-1]} & {"content-type"}
@@ -609,9 +606,9 @@ def test_an_origin_that_breaks_mid_body_gives_a_cut_off_answer(tmp_path, sized: 
 
     ask = b"GET /page HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
     with serve_asgi(breaks) as origin_url, serve_asgi(_no_render_app(tmp_path, origin_url)) as base:
-        answer = _raw_request(base, ask, half_close=False)
+        answer = _raw_request(base, ask)
         # The proxy goes on serving.
-        after = _raw_request(base, ask, half_close=False)
+        after = _raw_request(base, ask)
     head, body = answer.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200")
     assert b"x" * 1000 in body
@@ -903,7 +900,6 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
                 base,
                 f"GET {target} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: {PERSON}\r\n"
                 "Connection: close\r\n\r\n".encode(),
-                half_close=False,
             )
             for target in (
                 f"http://{sentinel}/x",
@@ -914,7 +910,7 @@ def test_an_absolute_form_target_reaches_only_the_sites_origin(tmp_path, http: s
         }
         authority_form = [
             _raw_request(base, f"{method} {sentinel} HTTP/1.1\r\nHost: {sentinel}\r\n"
-                         "Connection: close\r\n\r\n".encode(), half_close=False)
+                         "Connection: close\r\n\r\n".encode())
             for method in ("CONNECT", "GET")
         ]
     assert sentinel_hits == []
