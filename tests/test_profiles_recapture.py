@@ -25,11 +25,17 @@ class Pages:
         self.device = device  # what the page reads of its device
         self.seconds = seconds  # a render's time
         self.rendered: Counter[str] = Counter()
+        self.rendering = self.most_at_once = 0
 
     async def capture(
         self, url: str, site: SiteSettings, profile: str = "desktop"
     ) -> CaptureResult:
-        await asyncio.sleep(self.seconds)
+        self.rendering += 1
+        self.most_at_once = max(self.most_at_once, self.rendering)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.rendering -= 1
         self.rendered[profile] += 1
         html = self.text.get(profile, self.text["mobile"])
         return CaptureResult(
@@ -247,7 +253,7 @@ async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_t
 
     # Every page reads its device and shows the same in both profiles; each render takes a
     # moment, so the captures of two slots overlap.
-    pages = Pages(seconds=0.01)
+    pages = Pages(seconds=0.05)
     service = CaptureService(Settings(sites=(site,)), store, pages)
     service.profiles.chance = lambda: 1.0  # no check drawn
     todo = [f"/docs/{n}" for n in range(12)]
@@ -257,6 +263,7 @@ async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_t
             await _capture(service, store, site, todo.pop(0))
 
     await asyncio.gather(slot(), slot())
+    assert pages.most_at_once == 2
     # The kind is learnt from LEARN_AFTER checks, as it is one capture at a time: a capture
     # whose check would only repeat what the checks already running will tell waits for them.
     assert pages.rendered == Counter(mobile=12, desktop=LEARN_AFTER)
