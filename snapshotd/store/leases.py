@@ -212,11 +212,14 @@ class PostgresLeases:
         return path_record(row) if row else None
 
     async def release_expired_leases(self) -> int:
-        """Leases past their deadline (a dead worker's) go back to pending, same priority."""
+        """Leases past their deadline (a dead worker's) go back to pending, same priority.
+        A sweep: rows another transaction holds are left to the next one, so it waits on no
+        lock and never deadlocks with the statements that change many paths at once."""
         return row_count(
             await self._db.execute(
                 "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL "
-                "WHERE state = 'processing' AND lease_until < $1",
+                "WHERE id IN (SELECT id FROM paths WHERE state = 'processing' "
+                "AND lease_until < $1 FOR UPDATE SKIP LOCKED)",
                 self.clock(),
             )
         )
