@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from snapshotd.store.device_kinds import DEVICE_KINDS
 from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.outcome import CaptureOutcome
@@ -182,6 +183,7 @@ LATER_STEPS = (
     ),
     *((f"{table};", "DROP TABLE " + table.split()[2]) for table in FOUND_URLS["postgres"]
       .split(";")[:2]),
+    (DEVICE_KINDS.split(";")[0] + ";", "DROP TABLE device_kinds"),
 )
 
 

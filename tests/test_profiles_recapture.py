@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from snapshotd.capture.profiles import CHECK_ONE_IN, LEARN_AFTER, kind_of
+from snapshotd.capture.profiles import CHECK_ONE_IN, LEARN_AFTER, kind_key, kind_of
 from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.renderer import CaptureResult
+from snapshotd.store.device_kinds import KINDS_KEPT_FOR
 
 
 class Pages:
@@ -267,3 +268,61 @@ async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_t
     # The kind is learnt from LEARN_AFTER checks, as it is one capture at a time: a capture
     # whose check would only repeat what the checks already running will tell waits for them.
     assert pages.rendered == Counter(mobile=12, desktop=LEARN_AFTER)
+
+
+async def test_every_process_and_the_next_start_learn_a_kind_from_the_checks_of_all(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    settings = Settings(sites=(site,))
+    # Two processes over one store (two workers of a serve, or a serve and a worker).
+    first, second = (CaptureService(settings, store, Pages()) for _ in range(2))
+    for service in (first, second):
+        service.profiles.chance = lambda: 1.0  # no check drawn
+    paths = iter(f"/docs/{n}" for n in range(20))
+    for service in (first, second, first):  # the kind's checks, split between them
+        assert await _capture(service, store, site, next(paths)) == Counter(mobile=1, desktop=1)
+    for service in (second, first):
+        assert await _capture(service, store, site, next(paths)) == Counter(mobile=1)
+    # The next start knows it too.
+    restarted = CaptureService(settings, store, Pages())
+    restarted.profiles.chance = lambda: 1.0
+    assert await _capture(restarted, store, site, next(paths)) == Counter(mobile=1)
+    # A page of the kind that differs, found by one process, has every process render both.
+    restarted.profiles.chance = lambda: 0.0
+    restarted.renderer.text["desktop"] = "<p>a wide table of other words</p>"  # type: ignore[attr-defined]
+    assert await _capture(restarted, store, site, next(paths)) == Counter(mobile=1, desktop=1)
+    assert await _capture(first, store, site, next(paths)) == Counter(mobile=1, desktop=1)
+
+
+async def test_a_kind_not_checked_for_a_week_is_learnt_again(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    service = CaptureService(Settings(sites=(site,)), store, Pages())
+    service.profiles.chance = lambda: 1.0
+    for n in range(LEARN_AFTER):
+        await _capture(service, store, site, f"/docs/{n}")
+    assert await _capture(service, store, site, "/docs/known") == Counter(mobile=1)
+    store.test_clock.now += KINDS_KEPT_FOR - 60
+    assert await _capture(service, store, site, "/docs/later") == Counter(mobile=1)
+    store.test_clock.now += 120
+    for n in range(LEARN_AFTER):
+        assert await _capture(service, store, site, f"/docs/again{n}") == Counter(
+            mobile=1, desktop=1
+        )
+    assert await _capture(service, store, site, "/docs/relearnt") == Counter(mobile=1)
+
+
+async def test_the_store_keeps_each_kind_by_a_key_of_one_size_and_forgets_it_with_its_site(store):  # type: ignore[no-untyped-def]
+    reads = frozenset({"innerWidth", "matchMedia"})
+    long_segment = kind_of("s", "http://h/" + "x" * 5000 + "/1", reads)
+    assert len(kind_key(long_segment)) == 32
+    assert kind_key(long_segment) != kind_key(kind_of("s", "http://h/y/1", reads))
+    other_site = kind_of("t", "http://h/b", reads)
+    assert kind_key(kind_of("s", "http://h/a", reads)) == kind_key(other_site)
+    assert await store.device_kind("s", "k") == (0, False)
+    assert await store.tell_device_kind("s", "k", differs=False) == (1, False)
+    assert await store.tell_device_kind("s", "k", differs=True) == (1, True)
+    assert await store.tell_device_kind("s", "k", differs=False) == (2, True)  # for good
+    assert await store.device_kind("s", "k") == (2, True)
+    assert await store.device_kind("t", "k") == (0, False)  # another site's
+    await store.put_site("s", "{}")
+    await store.clear_site("s", remove=True)
+    assert await store.device_kind("s", "k") == (0, False)

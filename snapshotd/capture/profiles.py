@@ -15,13 +15,15 @@ Invariants:
   site, what it read, and the shape of its path (how deep, under which first segment).
   While fewer than ``LEARN_AFTER`` pages of a kind rendered alike in every profile, each
   is rendered in every profile; from then on one render a page, and one in ``CHECK_ONE_IN``
-  at random is rendered in every profile all the same. Captures at once learn a kind with
-  no more checks than captures one at a time: a page whose check could only repeat what
-  the checks of its kind already running will tell (they would make ``LEARN_AFTER`` if
-  alike) waits for them, rendering nothing meanwhile, and is then judged by what they told. A
-  kind one of whose pages differed renders every profile from then on in this process
-  (the device is not told from chance there: a kind wrongly held to differ costs renders,
-  never a page's truth);
+  at random is rendered in every profile all the same. What the checks told is kept in the
+  store (:mod:`snapshotd.store.device_kinds`) and read from it for each page, so every
+  process sharing it, and the next start, learn from all of them. Captures at once in a
+  process learn a kind with no more checks than captures one at a time: a page whose check
+  could only repeat what the checks of its kind already running will tell (they would
+  make ``LEARN_AFTER`` if alike) waits for them, rendering nothing meanwhile, and is then
+  judged by what they told. A kind one of whose pages differed renders every profile from
+  then on (the device is not told from chance there: a kind wrongly held to differ costs
+  renders, never a page's truth), until the store forgets it (a week without a check);
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -29,8 +31,6 @@ Invariants:
   chance) and nothing is learnt; else the site's pages differ by something the probe does
   not see (a server choosing by user agent without saying ``Vary``, a test of a property's
   presence), and every profile of its pages is rendered from then on in this process;
-- what is learnt is bounded: at most ``KINDS_KEPT`` kinds, the least recently seen
-  forgotten first (a forgotten kind is learnt again, rendering every profile);
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -38,9 +38,11 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import random
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -52,13 +54,12 @@ from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.store.interface import PathRecord, Store
 from snapshotd.store.outcome import Variant
 
-__all__ = ["CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "kind_of"]
+__all__ = ["CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "kind_key", "kind_of"]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
 CHECK_ONE_IN = 10  # of the pages of a kind learnt to render alike, checked
 LEARN_AFTER = 3  # pages of a kind that rendered alike before its pages take one render
-KINDS_KEPT = 10_000
 
 # A kind of page that read its device: (site, what it read, path depth, first segment).
 Kind = tuple[str, frozenset[str], int, str]
@@ -75,10 +76,23 @@ def kind_of(site: str, url: str, device: frozenset[str]) -> Kind:
     return site, device, len(segments), segments[0] if len(segments) > 1 else ""
 
 
+def kind_key(kind: Kind) -> str:
+    """The key the store keeps ``kind`` by within its site: a hash of what else identifies
+    it, of one size whatever a page named."""
+    _, device, depth, segment = kind
+    named = json.dumps([sorted(device), depth, segment], ensure_ascii=False)
+    return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 @dataclass
 class _Learnt:
     alike: int = 0  # pages of the kind that rendered alike in every profile
     differs: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Whether the kind is learnt: its pages are judged without a check of their own."""
+        return self.differs or self.alike >= LEARN_AFTER
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,6 @@ class ProfileRenders:
         self.chance = chance  # draws which pages are checked
         self._blind: Counter[str] = Counter()  # a site's pages that read nothing of it
         self._differs: set[str] = set()  # sites whose such pages turned out different
-        self._kinds: OrderedDict[Kind, _Learnt] = OrderedDict()  # pages that read it
         self._checks: Counter[Kind] = Counter()  # checks of a kind running now
         self._check_ended: dict[Kind, asyncio.Event] = {}  # set as one of them ends
 
@@ -143,7 +156,7 @@ class ProfileRenders:
         try:
             variants = await self._others(url, site, profiles, first)
             if isinstance(checking, tuple):
-                self._learn(checking, differs=bool(variants), url=url)
+                await self._learn(checking, differs=bool(variants), url=url)
         finally:
             if isinstance(checking, tuple):
                 self._ended(checking)
@@ -191,25 +204,20 @@ class ProfileRenders:
         """What is learnt of ``kind``, once a check of it could tell something the checks
         already running will not: they end within their renders' ``render_timeout``."""
         while True:
-            learnt = self._learnt(kind)
-            known = learnt.differs or learnt.alike >= LEARN_AFTER
-            if known or learnt.alike + self._checks[kind] < LEARN_AFTER:
+            learnt = await self._learnt(kind)
+            if learnt.known or learnt.alike + self._checks[kind] < LEARN_AFTER:
                 return learnt
             await self._check_ended.setdefault(kind, asyncio.Event()).wait()
 
-    def _learn(self, kind: Kind, *, differs: bool, url: str) -> None:
-        """What a page of ``kind`` rendered in every profile teaches. A page that read its
-        device and differed is taken at its word, without a render to tell the device from
-        chance: a kind wrongly held to differ costs renders, never a page's truth."""
-        learnt = self._kinds.get(kind)
-        if learnt is None or learnt.differs:
-            return
-        if not differs:
-            learnt.alike += 1
-            return
-        learnt.differs = True
-        log.info("profiles differ site=%s url=%s: every profile of its kind is rendered",
-                 kind[0], url)
+    async def _learn(self, kind: Kind, *, differs: bool, url: str) -> None:
+        """What a page of ``kind`` rendered in every profile teaches, told to the store. A
+        page that read its device and differed is taken at its word, without a render to
+        tell the device from chance: a kind wrongly held to differ costs renders, never a
+        page's truth."""
+        await self.store.tell_device_kind(kind[0], kind_key(kind), differs=differs)
+        if differs:
+            log.info("profiles differ site=%s url=%s: every profile of its kind is rendered",
+                     kind[0], url)
 
     async def _others_wanted(
         self, url: str, site: SiteSettings, first: CaptureResult, before: Before
@@ -235,9 +243,6 @@ class ProfileRenders:
         self._blind[site.name] += 1
         return checking, site.name if checking else None
 
-    def _learnt(self, kind: Kind) -> _Learnt:
-        learnt = self._kinds.pop(kind, None) or _Learnt()
-        self._kinds[kind] = learnt  # the most recently seen last
-        if len(self._kinds) > KINDS_KEPT:
-            self._kinds.popitem(last=False)
-        return learnt
+    async def _learnt(self, kind: Kind) -> _Learnt:
+        """What the store knows of ``kind``: every process's checks count."""
+        return _Learnt(*await self.store.device_kind(kind[0], kind_key(kind)))

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from snapshotd.http_text.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
-from snapshotd.pages.fingerprints import Print
+from snapshotd.store.learnt import Learnt
 
 if TYPE_CHECKING:
     from snapshotd.store.outcome import CaptureOutcome
@@ -164,18 +164,6 @@ class SiteRow:
     site_token: str = ""  # its SEO4Ajax-compatible token (snapshotd.seo4ajax)
 
 
-@dataclass(frozen=True)
-class ParamRow:
-    """A decision on one query parameter of a site."""
-
-    site: str
-    name: str
-    state: str  # "ignored" or "kept"
-    scope: str  # the path prefix it holds under
-    pinned: bool  # set by an operator: learning leaves it alone
-    updated_at: float
-
-
 # A snapshot's HTML up to this size is kept once decompressed; a larger one never is.
 KEEP_DECOMPRESSED = 2**20
 # The Vary of every answer to a bot's request that a person at the same URL does not get (a
@@ -277,7 +265,7 @@ class Snapshot:
         )
 
 
-class Store(Protocol):
+class Store(Learnt, Protocol):
     """What the proxy, the crawler and the API need from storage."""
 
     async def open(self) -> None: ...
@@ -449,19 +437,6 @@ class Store(Protocol):
         """Remove the site's paths, snapshots and counters, and with ``remove`` the site."""
         ...
 
-    async def prints(
-        self, site: str, paths: Sequence[str], *, found: bool = False
-    ) -> dict[str, Print]:
-        """The fingerprints of the snapshots of ``paths`` that have one (store/params)."""
-        ...
-
-    async def variant_prints(self, site: str, page: str, limit: int) -> dict[str, Print]:
-        """The fingerprints of at most ``limit`` snapshots of paths the crawler found that
-        are ``page`` with a query (store/params)."""
-        ...
-
-    async def find_same_text(self, site: str, text_hash: str, path: str) -> str | None: ...
-
     async def sitemap_count(self, site: str) -> int:
         """How many pages the site's own sitemap lists (store/lastmod)."""
         ...
@@ -474,18 +449,6 @@ class Store(Protocol):
     async def sitemap_pages(self, site: str, offset: int, limit: int) -> list[tuple[str, float]]:
         """(path, when its main text last changed) of the pages it lists, ``offset`` on."""
         ...
-
-    async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None: ...
-
-    async def param_evidence(self, site: str) -> dict[str, list[tuple[str, bool]]]: ...
-
-    async def list_params(self, site: str | None = None) -> list[ParamRow]: ...
-
-    async def put_param(
-        self, site: str, name: str, state: str, scope: str, *, pinned: bool
-    ) -> None: ...
-
-    async def delete_param(self, site: str, name: str) -> bool: ...
 
     async def add_recent(
         self, rows: Sequence[tuple[float, str, str, str, str, int | None, int]]

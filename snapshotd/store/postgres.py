@@ -25,6 +25,7 @@ import asyncpg
 
 from snapshotd.store.copies import PostgresCopies
 from snapshotd.store.counters import PostgresCounters, row_count
+from snapshotd.store.device_kinds import PostgresDeviceKinds
 from snapshotd.store.found_urls import PostgresFoundUrls
 from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.interface import (
@@ -77,7 +78,7 @@ CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyn
 
 class PostgresStore(
     PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases,
-    PostgresProfiles, PostgresLastmod, PostgresFoundUrls, PostgresNotFound,
+    PostgresProfiles, PostgresLastmod, PostgresFoundUrls, PostgresNotFound, PostgresDeviceKinds,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from snapshotd.pages.fingerprints import Print
 from snapshotd.store.counters import sqlite_transaction
-from snapshotd.store.interface import ParamRow
+from snapshotd.store.learnt import ParamRow
 
 __all__ = ["POSTGRES_VARIANTS_INDEX", "PRINTS_AND_PARAMS", "PostgresParams", "SQLiteParams"]
 

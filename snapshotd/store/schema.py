@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from snapshotd.store.copies import PATHS_FOUND
 from snapshotd.store.counters import COUNTERS_TABLE, POSTGRES_RECENT_TABLE, SQLITE_RECENT_TABLE
+from snapshotd.store.device_kinds import DEVICE_KINDS
 from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN, StoreError
 from snapshotd.store.lastmod import TEXT_CHANGED
@@ -154,6 +155,7 @@ HISTORY: tuple[Step, ...] = (
     Step(sqlite=FOUND_URLS["sqlite"], postgres=FOUND_URLS["postgres"]),
     _both(NOT_FOUND_COLUMN),
     Step(sqlite=None, postgres=POSTGRES_VARIANTS_INDEX),
+    _both(DEVICE_KINDS),
 )
 
 

@@ -103,6 +103,7 @@ _CLEAR = (
     "DELETE FROM meta WHERE key = 'job-notify-failed:' || {0}",  # and why it could not be
     "DELETE FROM param_evidence WHERE site = {0}",
     "DELETE FROM params WHERE site = {0}",
+    "DELETE FROM device_kinds WHERE site = {0}",  # what its pages taught of devices
     "DELETE FROM found_urls WHERE site = {0}",  # the URLs its job found
     "DELETE FROM found_url_counts WHERE site = {0}",
     "DELETE FROM meta WHERE key = 'not-found-view:' || {0}",  # store/soft_404_rows.view_key

@@ -18,6 +18,7 @@ import aiosqlite
 
 from snapshotd.store.copies import SQLiteCopies
 from snapshotd.store.counters import SQLiteCounters
+from snapshotd.store.device_kinds import SQLiteDeviceKinds
 from snapshotd.store.found_urls import SQLiteFoundUrls
 from snapshotd.store.interface import CRAWL_ORDER as _CRAWL_ORDER
 from snapshotd.store.interface import (
@@ -79,7 +80,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 class SQLiteStore(
     SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
-    SQLiteLastmod, SQLiteFoundUrls, SQLiteNotFound,
+    SQLiteLastmod, SQLiteFoundUrls, SQLiteNotFound, SQLiteDeviceKinds,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
