@@ -57,11 +57,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import bench_phone  # noqa: E402
 import httpx  # noqa: E402
 from bench_phone import PHONE, SMARTPHONE, TALL, serve_no_crawler  # noqa: E402
 from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
 from bench_readiness import LOOPBACK_ONLY, PRERENDER, live_text, prerender, truth  # noqa: E402
-from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+from bench_render import floor_loop  # noqa: E402
+from playwright.async_api import Browser, async_playwright  # noqa: E402
 from playwright.async_api import Error as PlaywrightError  # noqa: E402
 
 from snapshotd.config.settings import BrowserSettings  # noqa: E402
@@ -152,8 +154,7 @@ def docsify_site(tmp: Path) -> tuple[Path, list[str]]:
 
 def phone(reader: Browser, height: int = PHONE.height) -> dict[str, Any]:
     """Googlebot Smartphone's screen, ``height`` px tall."""
-    options = PHONE.context_options(reader.version)
-    return {**options, "viewport": {"width": PHONE.width, "height": height}}
+    return bench_phone.phone(height)(reader.version)
 
 
 async def shown_text(reader: Browser, url: str, html: str) -> str:
@@ -227,37 +228,30 @@ async def snapshotd(tmp: Path, origins: dict[str, str]) -> AsyncIterator[Capture
 
 @contextlib.asynccontextmanager
 async def floor(executable: str) -> AsyncIterator[Capture]:
-    """The plain Playwright loop: one browser, one reused page in each of two contexts made
-    as Googlebot Smartphone's screen in its 12,000 px viewport from the start, each page's
-    HTML taken at Playwright's ``networkidle`` (no request for 500 ms), then the page left
-    for about:blank (a hashbang view is a new document each time). Nothing blocked, nothing
-    wiped, no device probe, no readiness rules: what the least a phone render of the page
-    costs on this machine."""
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(
-            executable_path=executable, args=[LOOPBACK_ONLY, *LAUNCH_ARGS]
-        )
-        pages: asyncio.Queue[Page] = asyncio.Queue()
-        for _ in range(2):
-            context = await browser.new_context(**phone(browser, TALL))
-            pages.put_nowait(await context.new_page())
+    """The plain Playwright loop (bench_render's): one browser, one reused page in each of
+    two contexts made as Googlebot Smartphone's screen in its 12,000 px viewport from the
+    start, each page's HTML taken at Playwright's ``networkidle`` (no request for 500 ms),
+    then the page left for about:blank (a hashbang view is a new document each time).
+    Nothing blocked, nothing wiped, no device probe, no readiness rules: what the least a
+    phone render of the page costs on this machine."""
+    async with floor_loop(
+        executable, 2, bench_phone.phone(TALL), blank=True, idle=True, shows="",
+        args=(LOOPBACK_ONLY,),
+    ) as render:
+        slots: asyncio.Queue[int] = asyncio.Queue()
+        for slot in range(2):
+            slots.put_nowait(slot)
 
         async def capture(url: str) -> tuple[str | None, str | None]:
-            page = await pages.get()
+            slot = await slots.get()
             try:
-                await page.goto(url, wait_until="networkidle", timeout=60_000)
-                html = await page.content()
-                await page.goto("about:blank")
-                return html, None
+                return await render(slot, url), None
             except PlaywrightError as exc:
                 return None, str(exc).splitlines()[0]
             finally:
-                pages.put_nowait(page)
+                slots.put_nowait(slot)
 
-        try:
-            yield capture
-        finally:
-            await browser.close()
+        yield capture
 
 
 def machine_cpu() -> float:

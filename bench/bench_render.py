@@ -100,20 +100,24 @@ async def run_slots(concurrency: int, todo: list[str], capture) -> float:  # typ
     return len(todo) / (time.perf_counter() - started)
 
 
-Slot = Callable[[int, str], Awaitable[None]]  # one capture: (slot, url)
+Slot = Callable[[int, str], Awaitable[Any]]  # one capture: (slot, url)
 Options = Callable[[str], dict[str, Any]]  # a context's options, given Chromium's version
 
 
 @contextlib.asynccontextmanager
 async def floor_loop(
     executable: str, concurrency: int, options: Options | None = None,
-    *, blank: bool = False,
-) -> AsyncIterator[Slot]:
-    """The plain Playwright loop: one reused page per slot, each slot's context made with
-    ``options`` (given Chromium's version), content on onCaptureReady; with ``blank``, each
-    page is left for ``about:blank`` once taken, as snapshotd's wipe leaves it."""
+    *, blank: bool = False, idle: bool = False, shows: str = "Item", args: tuple[str, ...] = (),
+) -> AsyncIterator[Callable[[int, str], Awaitable[str]]]:
+    """The plain Playwright loop: one browser (launched with ``args`` too), one reused page
+    per slot, each slot's context made with ``options`` (given Chromium's version); a
+    capture's HTML, which must hold ``shows``, taken on onCaptureReady, or with ``idle`` at
+    Playwright's ``networkidle`` (no request for 500 ms); with ``blank``, each page is left
+    for ``about:blank`` once taken, as snapshotd's wipe leaves it."""
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=executable, args=list(LAUNCH_ARGS))
+        browser = await p.chromium.launch(
+            executable_path=executable, args=[*args, *LAUNCH_ARGS]
+        )
         made = options(browser.version) if options else {}
         pages, ready = [], {}
         for slot in range(concurrency):
@@ -123,19 +127,24 @@ async def floor_loop(
                 if not ready[slot].done():
                     ready[slot].set_result(True)
 
-            await context.expose_binding("__ready", on_ready)
-            await context.add_init_script("window.onCaptureReady = () => window.__ready();")
+            if not idle:
+                await context.expose_binding("__ready", on_ready)
+                await context.add_init_script("window.onCaptureReady = () => window.__ready();")
             pages.append(await context.new_page())
 
-        async def capture(slot: int, url: str) -> None:
-            ready[slot] = asyncio.get_running_loop().create_future()
-            await pages[slot].goto(url, wait_until="commit")
-            await ready[slot]
+        async def capture(slot: int, url: str) -> str:
+            if idle:
+                await pages[slot].goto(url, wait_until="networkidle", timeout=60_000)
+            else:
+                ready[slot] = asyncio.get_running_loop().create_future()
+                await pages[slot].goto(url, wait_until="commit")
+                await ready[slot]
             html = await pages[slot].content()
-            assert "Item" in html
+            assert shows in html
             if blank:
                 await pages[slot].evaluate("() => location.replace('about:blank')")
                 await pages[slot].wait_for_url("about:blank", wait_until="commit")
+            return html
 
         yield capture
         await browser.close()
