@@ -326,3 +326,47 @@ async def test_the_store_keeps_each_kind_by_a_key_of_one_size_and_forgets_it_wit
     await store.put_site("s", "{}")
     await store.clear_site("s", remove=True)
     assert await store.device_kind("s", "k") == (0, False)
+
+
+class Forgetful:
+    """A store that cannot be asked of or told about device kinds (an outage of that
+    table, a lock held too long), the rest of it working."""
+
+    def __init__(self, store) -> None:  # type: ignore[no-untyped-def]
+        self._store = store
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._store, name)
+
+    async def device_kind(self, site: str, kind: str) -> tuple[int, bool]:
+        raise OSError("the store is away")
+
+    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> tuple[int, bool]:
+        raise OSError("the store is away")
+
+
+async def test_a_store_that_cannot_keep_what_checks_told_fails_no_capture(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    service = CaptureService(Settings(sites=(site,)), Forgetful(store), Pages())
+    service.profiles.chance = lambda: 1.0
+    # Nothing can be learnt: every page of the kind is checked, and stored.
+    for n in range(LEARN_AFTER + 2):
+        assert await _capture(service, store, site, f"/docs/{n}") == Counter(
+            mobile=1, desktop=1
+        )
+        assert (await store.get_snapshot("site", f"/docs/{n}", "mobile")) is not None
+
+
+async def test_checks_told_at_once_by_many_processes_all_count(store):  # type: ignore[no-untyped-def]
+    # Stale kinds to forget, and ten kinds told ten times each, all at once.
+    for n in range(10):
+        await store.tell_device_kind("s", f"old{n}", differs=False)
+    store.test_clock.now += KINDS_KEPT_FOR + 1
+    await asyncio.gather(*(
+        store.tell_device_kind("s", k, differs=False)
+        for _ in range(10) for k in [f"old{n}" for n in range(5)] + [f"new{n}" for n in range(5)]
+    ))
+    for k in [f"old{n}" for n in range(5)] + [f"new{n}" for n in range(5)]:
+        assert await store.device_kind("s", k) == (10, False), k
+    for n in range(5, 10):
+        assert await store.device_kind("s", f"old{n}") == (0, False)

@@ -23,7 +23,9 @@ Invariants:
   make ``LEARN_AFTER`` if alike) waits for them, rendering nothing meanwhile, and is then
   judged by what they told. A kind one of whose pages differed renders every profile from
   then on (the device is not told from chance there: a kind wrongly held to differ costs
-  renders, never a page's truth), until the store forgets it (a week without a check);
+  renders, never a page's truth), until the store forgets it (a week without a check). A
+  kind the store cannot be asked of is taken as unknown (its page is checked), and a check
+  it cannot be told of teaches nothing: either is logged, neither fails the capture;
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -49,6 +51,7 @@ from urllib.parse import urlsplit
 
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawlers.devices import renders_alike
+from snapshotd.observe import logs
 from snapshotd.pages.fingerprints import fingerprint
 from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.store.interface import PathRecord, Store
@@ -122,6 +125,7 @@ class ProfileRenders:
         self._differs: set[str] = set()  # sites whose such pages turned out different
         self._checks: Counter[Kind] = Counter()  # checks of a kind running now
         self._check_ended: dict[Kind, asyncio.Event] = {}  # set as one of them ends
+        self._checks_ended = 0  # checks of any kind ended so far
 
     async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
@@ -193,6 +197,7 @@ class ProfileRenders:
     def _ended(self, kind: Kind) -> None:
         """A check of ``kind`` ended (told, failed or cut short): the pages waiting for it
         are judged again."""
+        self._checks_ended += 1
         self._checks[kind] -= 1
         if self._checks[kind] <= 0:
             del self._checks[kind]
@@ -204,7 +209,10 @@ class ProfileRenders:
         """What is learnt of ``kind``, once a check of it could tell something the checks
         already running will not: they end within their renders' ``render_timeout``."""
         while True:
+            ended = self._checks_ended
             learnt = await self._learnt(kind)
+            if self._checks_ended != ended:
+                continue  # a check ended while the store was read: it may not count yet
             if learnt.known or learnt.alike + self._checks[kind] < LEARN_AFTER:
                 return learnt
             await self._check_ended.setdefault(kind, asyncio.Event()).wait()
@@ -214,7 +222,11 @@ class ProfileRenders:
         page that read its device and differed is taken at its word, without a render to
         tell the device from chance: a kind wrongly held to differ costs renders, never a
         page's truth."""
-        await self.store.tell_device_kind(kind[0], kind_key(kind), differs=differs)
+        try:
+            await self.store.tell_device_kind(kind[0], kind_key(kind), differs=differs)
+        except Exception as exc:  # the capture stands; the kind is checked again
+            logs.throttled(log, logging.WARNING, "could not keep what a check told: %s", exc)
+            return
         if differs:
             log.info("profiles differ site=%s url=%s: every profile of its kind is rendered",
                      kind[0], url)
@@ -244,5 +256,10 @@ class ProfileRenders:
         return checking, site.name if checking else None
 
     async def _learnt(self, kind: Kind) -> _Learnt:
-        """What the store knows of ``kind``: every process's checks count."""
-        return _Learnt(*await self.store.device_kind(kind[0], kind_key(kind)))
+        """What the store knows of ``kind`` (every process's checks count); nothing when it
+        cannot be asked."""
+        try:
+            return _Learnt(*await self.store.device_kind(kind[0], kind_key(kind)))
+        except Exception as exc:
+            logs.throttled(log, logging.WARNING, "could not read what checks told: %s", exc)
+            return _Learnt()

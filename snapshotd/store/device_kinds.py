@@ -9,8 +9,12 @@ Invariants:
   the site), so a row's size does not depend on what a page named;
 - a check only adds to its row: one more page alike, or ``differs`` set for good;
 - a row not told anything for :data:`KINDS_KEPT_FOR` is as good as none (the kind is learnt
-  again); such rows of the site are deleted whenever one of its rows is told something, and
-  all of them with the site.
+  again, the row starting over from its next check); such rows of the site are deleted
+  whenever one of its rows is told something, and all of them with the site. A check is a
+  captured page, so a site has at most a row per page captured in that time;
+- a tell waits for a lock only on its own row, before it holds any other (its upsert comes
+  first; the stale rows it deletes then are only those no other transaction holds), so
+  concurrent tells cannot deadlock.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ _READ = (
     "SELECT alike, differs FROM device_kinds WHERE site = {0}1 AND kind = {0}2 "
     "AND told_at >= {0}3"
 )
-# A stale row starts again from this check alone.
+# A stale row starts over from this check.
 _TELL = (
     "INSERT INTO device_kinds (site, kind, alike, differs, told_at) "
     "VALUES ({0}1, {0}2, {0}3, {0}4, {0}5) ON CONFLICT (site, kind) DO UPDATE SET "
@@ -49,7 +53,7 @@ _TELL = (
     "ELSE MAX_OF(device_kinds.differs, excluded.differs) END, "
     "told_at = excluded.told_at RETURNING alike, differs"
 )
-# Rows another transaction holds are left to the next (so this waits on no lock).
+# Rows another transaction holds are left to the next tell (so this waits on no lock).
 _FORGET = (
     "DELETE FROM device_kinds WHERE site = {0}1 AND kind IN (SELECT kind FROM device_kinds "
     "WHERE site = {0}1 AND told_at < {0}2 SKIP_LOCKED)"
@@ -80,11 +84,12 @@ class SQLiteDeviceKinds:
         since = now - KINDS_KEPT_FOR
         sql = _TELL.format("?").replace("MAX_OF", "MAX")
         async with sqlite_transaction(self) as wr:
-            await wr.execute(_FORGET.format("?").replace("SKIP_LOCKED", ""), (site, since))
             cursor = await wr.execute(
                 sql, (site, kind, int(not differs), int(differs), now, since)
             )
-            return _told(await cursor.fetchone())
+            told = _told(await cursor.fetchone())
+            await wr.execute(_FORGET.format("?").replace("SKIP_LOCKED", ""), (site, since))
+        return told
 
 
 class PostgresDeviceKinds:
@@ -103,8 +108,8 @@ class PostgresDeviceKinds:
         since = now - KINDS_KEPT_FOR
         sql = _TELL.format("$").replace("MAX_OF", "GREATEST")
         async with self._db.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(sql, site, kind, int(not differs), int(differs), now, since)
             await conn.execute(
                 _FORGET.format("$").replace("SKIP_LOCKED", "FOR UPDATE SKIP LOCKED"), site, since
             )
-            row = await conn.fetchrow(sql, site, kind, int(not differs), int(differs), now, since)
         return _told(row)
