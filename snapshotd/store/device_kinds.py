@@ -7,7 +7,8 @@ both engines.
 Invariants:
 - one row per (site, kind): ``kind`` is the kind's key (a hash of what identifies it within
   the site), so a row's size does not depend on what a page named;
-- a check only adds to its row: one more page alike, or ``differs`` set for good;
+- a check only adds to its row (one more page alike, or ``differs`` set for good), unless
+  the row is stale (below);
 - a row not told anything for :data:`KINDS_KEPT_FOR` is as good as none (the kind is learnt
   again, the row starting over from its next check); such rows of the site are deleted
   whenever one of its rows is told something, and all of them with the site. A check is a
