@@ -52,7 +52,7 @@ _TELL = (
     "ELSE device_kinds.alike + excluded.alike END, "
     "differs = CASE WHEN device_kinds.told_at < {0}6 THEN excluded.differs "
     "ELSE MAX_OF(device_kinds.differs, excluded.differs) END, "
-    "told_at = excluded.told_at RETURNING alike, differs"
+    "told_at = excluded.told_at"
 )
 # Rows another transaction holds are left to the next tell (so this waits on no lock).
 _FORGET = (
@@ -79,18 +79,14 @@ class SQLiteDeviceKinds:
             row = await cursor.fetchone()
         return _told(row) if row else (0, False)
 
-    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> tuple[int, bool]:
-        """Add one check's result to the kind; what is known of it then."""
+    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> None:
+        """Add one check's result to the kind."""
         now = self.clock()
         since = now - KINDS_KEPT_FOR
         sql = _TELL.format("?").replace("MAX_OF", "MAX")
         async with sqlite_transaction(self) as wr:
-            cursor = await wr.execute(
-                sql, (site, kind, int(not differs), int(differs), now, since)
-            )
-            told = _told(await cursor.fetchone())
+            await wr.execute(sql, (site, kind, int(not differs), int(differs), now, since))
             await wr.execute(_FORGET.format("?").replace("SKIP_LOCKED", ""), (site, since))
-        return told
 
 
 class PostgresDeviceKinds:
@@ -104,13 +100,12 @@ class PostgresDeviceKinds:
         row = await self._db.fetchrow(_READ.format("$"), site, kind, since)
         return _told(row) if row else (0, False)
 
-    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> tuple[int, bool]:
+    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> None:
         now = self.clock()
         since = now - KINDS_KEPT_FOR
         sql = _TELL.format("$").replace("MAX_OF", "GREATEST")
         async with self._db.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(sql, site, kind, int(not differs), int(differs), now, since)
+            await conn.execute(sql, site, kind, int(not differs), int(differs), now, since)
             await conn.execute(
                 _FORGET.format("$").replace("SKIP_LOCKED", "FOR UPDATE SKIP LOCKED"), site, since
             )
-        return _told(row)

@@ -47,8 +47,8 @@ class Learnt(Protocol):
         rendered alike in every profile, whether one differed (store/device_kinds)."""
         ...
 
-    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> tuple[int, bool]:
-        """Add one page's check to the kind; what is known of it then."""
+    async def tell_device_kind(self, site: str, kind: str, *, differs: bool) -> None:
+        """Add one page's check to the kind."""
         ...
 
     async def add_param_evidence(self, site: str, name: str, base: str, same: bool) -> None: ...
