@@ -54,13 +54,13 @@ async def _capture(  # type: ignore[no-untyped-def]
     await store.enqueue(site.name, path, 1, force=True)
     record = await store.claim_path(site.name, path, service.owner, 60)
     assert record is not None
-    outcome = await service.run(site, record)
+    outcome = await service.run(site, record, follow_links=True)  # the crawler's
     assert outcome.stored
     return renderer.rendered - before
 
 
 async def test_a_page_alike_in_both_profiles_is_recaptured_in_one_while_its_text_stays(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     pages = Pages()
     service = CaptureService(Settings(sites=(site,)), store, pages)
     # First capture: both profiles, alike, one copy kept.
@@ -82,14 +82,14 @@ async def test_a_page_alike_in_both_profiles_is_recaptured_in_one_while_its_text
 
 
 async def test_a_site_served_one_profile_renders_it_alone(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", devices="desktop")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off", devices="desktop")
     service = CaptureService(Settings(sites=(site,)), store, Pages())
     assert await _capture(service, store, site) == Counter(desktop=1)
     assert await _capture(service, store, site) == Counter(desktop=1)
 
 
 async def test_a_page_that_reads_nothing_of_its_device_is_rendered_once_and_some_checked(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     pages = Pages(device=frozenset())
     service = CaptureService(Settings(sites=(site,)), store, pages)
     draws = iter([0.5] * 12 + [0.05])  # which later pages are checked, one in CHECK_ONE_IN
@@ -107,7 +107,7 @@ async def test_a_page_that_reads_nothing_of_its_device_is_rendered_once_and_some
 
 
 async def test_pages_of_a_kind_that_reads_its_device_and_renders_alike_take_one_render(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     pages = Pages()  # every page reads its device (a responsive layout) and shows the same
     service = CaptureService(Settings(sites=(site,)), store, pages)
     draws = iter([0.5] * 8 + [0.05])  # which later pages are checked, one in CHECK_ONE_IN
@@ -129,7 +129,7 @@ async def test_pages_of_a_kind_that_reads_its_device_and_renders_alike_take_one_
 
 
 async def test_a_check_that_differs_makes_its_kind_render_every_profile(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     pages = Pages()
     service = CaptureService(Settings(sites=(site,)), store, pages)
     service.profiles.chance = lambda: 1.0  # no check drawn
@@ -159,8 +159,8 @@ def test_a_kind_is_the_site_what_the_page_read_and_the_shape_of_its_path() -> No
 
 
 async def test_a_site_whose_unread_device_still_changes_its_pages_renders_both_from_then_on(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
-    other = SiteSettings(name="other", origin="http://127.0.0.1:2")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    other = SiteSettings(name="other", origin="http://127.0.0.1:2", soft_404="off")
     # The server picks the desktop page by user agent, without a Vary header: the page
     # reads nothing of its device, and still differs.
     pages = Pages(device=frozenset())
@@ -181,7 +181,7 @@ async def test_a_site_whose_unread_device_still_changes_its_pages_renders_both_f
 
 
 async def test_a_page_that_changes_by_itself_teaches_nothing_of_its_device(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
 
     class Clock(Pages):
         """Each render shows another time in its main text."""
@@ -201,7 +201,7 @@ async def test_a_page_that_changes_by_itself_teaches_nothing_of_its_device(store
 
 
 async def test_a_path_keeping_another_profile_or_a_site_saying_so_renders_every_profile(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     pages = Pages()  # reads its device: both rendered, and they differ
     pages.text["desktop"] = "<p>a wide table of other words</p>"
     service = CaptureService(Settings(sites=(site,)), store, pages)
@@ -217,7 +217,7 @@ async def test_a_path_keeping_another_profile_or_a_site_saying_so_renders_every_
     # A site that scrolls its pages, or that turned the probe's judgement off, renders both
     # whatever they read.
     for name, setting in (("scrolled", {"scroll": True}), ("probeless", {"device_probe": False})):
-        each = SiteSettings(name=name, origin="http://127.0.0.1:2", **setting)  # type: ignore[arg-type]
+        each = SiteSettings(name=name, origin="http://127.0.0.1:2", soft_404="off", **setting)  # type: ignore[arg-type]
         service = CaptureService(Settings(sites=(each,)), store, Pages(device=frozenset()))
         service.profiles.chance = lambda: 1.0
         for path in ("/a", "/b"):
@@ -226,7 +226,7 @@ async def test_a_path_keeping_another_profile_or_a_site_saying_so_renders_every_
 
 async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # type: ignore[no-untyped-def]
     # One render slot at a time: a miss holds one.
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     running, most = 0, 0
 
     class Slow(Pages):
@@ -250,7 +250,7 @@ async def test_a_profile_after_the_first_is_rendered_only_after_it(store):  # ty
 
 
 async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_time(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
 
     # Every page reads its device and shows the same in both profiles; each render takes a
     # moment, so the captures of two slots overlap.
@@ -271,7 +271,7 @@ async def test_captures_at_once_learn_a_kind_with_no_more_checks_than_one_at_a_t
 
 
 async def test_every_process_and_the_next_start_learn_a_kind_from_the_checks_of_all(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     settings = Settings(sites=(site,))
     # Two processes over one store (two workers of a serve, or a serve and a worker).
     first, second = (CaptureService(settings, store, Pages()) for _ in range(2))
@@ -294,7 +294,7 @@ async def test_every_process_and_the_next_start_learn_a_kind_from_the_checks_of_
 
 
 async def test_a_kind_not_checked_for_a_week_is_learnt_again(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     service = CaptureService(Settings(sites=(site,)), store, Pages())
     service.profiles.chance = lambda: 1.0
     for n in range(LEARN_AFTER):
@@ -348,7 +348,7 @@ class Forgetful:
 
 
 async def test_a_store_that_cannot_keep_what_checks_told_fails_no_capture(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1")
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
     service = CaptureService(Settings(sites=(site,)), Forgetful(store), Pages())
     service.profiles.chance = lambda: 1.0
     # Nothing can be learnt: every page of the kind is checked, and stored.
@@ -372,3 +372,28 @@ async def test_checks_told_at_once_by_many_processes_all_count(store):  # type: 
         assert await store.device_kind("s", k) == (10, False), k
     for n in range(5, 10):
         assert await store.device_kind("s", f"old{n}") == (0, False)
+
+
+async def test_captures_a_bots_request_started_teach_nothing_of_a_kind(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    pages = Pages()
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    service.profiles.chance = lambda: 1.0
+
+    async def asked(path: str) -> Counter[str]:  # a bot's request for a made-up path
+        before = pages.rendered.copy()
+        await store.enqueue(site.name, path, 3, found=False)
+        record = await store.claim_path(site.name, path, service.owner, 60)
+        assert record is not None and not record.found
+        assert (await service.run(site, record)).stored
+        return pages.rendered - before
+
+    # Checked, each of them, but a stranger's paths that render alike teach nothing.
+    for n in range(LEARN_AFTER + 2):
+        assert await asked(f"/products/made-up-{n}") == Counter(mobile=1, desktop=1)
+    # The crawler's pages of the kind are checked as if none had been seen, and teach it.
+    for n in range(LEARN_AFTER):
+        assert await _capture(service, store, site, f"/products/{n}") == Counter(
+            mobile=1, desktop=1
+        )
+    assert await asked("/products/made-up-last") == Counter(mobile=1)

@@ -17,15 +17,19 @@ Invariants:
   is rendered in every profile; from then on one render a page, and one in ``CHECK_ONE_IN``
   at random is rendered in every profile all the same. What the checks told is kept in the
   store (:mod:`snapshotd.store.device_kinds`) and read from it for each page, so every
-  process sharing it, and the next start, learn from all of them. Captures at once in a
-  process learn a kind with no more checks than captures one at a time: a page whose check
-  could only repeat what the checks of its kind already running will tell (they would
-  make ``LEARN_AFTER`` if alike) waits for them, rendering nothing meanwhile, and is then
-  judged by what they told. A kind one of whose pages differed renders every profile from
-  then on (the device is not told from chance there: a kind wrongly held to differ costs
-  renders, never a page's truth), until the store forgets it (a week without a check). A
-  kind the store cannot be asked of is taken as unknown (its page is checked), and a check
-  it cannot be told of teaches nothing: either is logged, neither fails the capture;
+  process sharing it, and the next start, learn from all of them. Only a capture that may
+  learn (the crawler's, of a path it found or an operator queued) tells the store what it
+  saw: a page a bot's request or the render endpoint started is checked when its kind is
+  not learnt, and teaches nothing, so no stranger's request chooses what is learnt.
+  Captures at once in a process learn a kind with no more checks than captures one at a
+  time: a page whose check could only repeat what the checks of its kind already running
+  will tell (they would make ``LEARN_AFTER`` if alike) waits for them, rendering nothing
+  meanwhile, and is then judged by what they told. A kind one of whose pages differed
+  renders every profile from then on (the device is not told from chance there: a kind
+  wrongly held to differ costs renders, never a page's truth), until the store forgets it
+  (a week without a check). A kind the store cannot be asked of is taken as unknown (its
+  page is checked), and a check it cannot be told of teaches nothing: either is logged,
+  neither fails the capture;
 - a page that read nothing of its device is rendered once: a site's first such page in
   this process, and one in ``CHECK_ONE_IN`` after it at random (so nobody outside can
   steer which), is rendered in every profile all the same. When a check differs, the first
@@ -144,15 +148,17 @@ class ProfileRenders:
         return Before(alike_text=fingerprint(snapshot.html).text_hash)
 
     async def render(
-        self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: Before = Before()
+        self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: Before = Before(),
+        *, may_learn: bool = False,
     ) -> tuple[CaptureResult, list[Variant]]:
         """The first profile's capture of ``url``, and the others' that differ from it (the
-        module's rule). ``before``: :meth:`kept_before`'s answer. Another profile's failed
-        render leaves it served the first one's, and is logged."""
+        module's rule). ``before``: :meth:`kept_before`'s answer; ``may_learn``: whether a
+        check of the page's kind is told to the store. Another profile's failed render
+        leaves it served the first one's, and is logged."""
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
             return first, []
-        others, checking = await self._others_wanted(url, site, first, before)
+        others, checking = await self._others_wanted(url, site, first, before, may_learn)
         if not others:
             return first, []
         if isinstance(checking, tuple):
@@ -232,7 +238,8 @@ class ProfileRenders:
                      kind[0], url)
 
     async def _others_wanted(
-        self, url: str, site: SiteSettings, first: CaptureResult, before: Before
+        self, url: str, site: SiteSettings, first: CaptureResult, before: Before,
+        may_learn: bool,
     ) -> tuple[bool, str | Kind | None]:
         """Whether the profiles after the first are rendered (the module's rule), and what
         a difference teaches when they are rendered as a check: the site's pages that read
@@ -248,7 +255,7 @@ class ProfileRenders:
             if learnt.differs:
                 return True, None
             checking = learnt.alike < LEARN_AFTER or self.chance() < 1 / CHECK_ONE_IN
-            return checking, kind if checking else None
+            return checking, kind if checking and may_learn else None
         if site.name in self._differs:
             return True, None
         checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN

@@ -250,9 +250,13 @@ class CaptureService:
         url = site.url_for(record.path)
         started = time.monotonic()
         profiles = profiles_served(site.devices)
+        # Learnt only in the crawler's captures of pages it found: never for a bot's request.
+        may_learn = follow_links and record.found
         try:
             before = await self.profiles.kept_before(site, record, profiles)
-            result, variants = await self.profiles.render(url, site, profiles, before)
+            result, variants = await self.profiles.render(
+                url, site, profiles, before, may_learn=may_learn
+            )
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -286,10 +290,7 @@ class CaptureService:
                 site.name, record.path, result.error, delay,
             )
             return Outcome(record, result, stored=False)
-        # Learned only in the crawler's captures of pages it found: never for a bot's request.
-        verdict = await self.not_found.judge(
-            site, record, result, may_learn=follow_links and record.found
-        )
+        verdict = await self.not_found.judge(site, record, result, may_learn=may_learn)
         if verdict is not None and verdict.confirm:
             return await self._to_confirm(site, record, result)
         answered = verdict is not None and verdict.status != result.status
