@@ -182,6 +182,52 @@ def test_an_endless_request_head_is_refused_at_its_bound_and_closed(
         assert origin.requests == []
 
 
+def test_a_client_still_sending_when_refused_reads_the_refusal_then_the_end(tmp_path) -> None:
+    """A client that writes the whole of an oversized request before it reads, as a client
+    sending its request in one go does (4 MiB of target, far more than the socket buffers
+    hold): every byte is taken, then the 414 is read and the connection ends, with no reset
+    (a server closing with the client's bytes unread resets the connection, and the reset
+    can throw the refusal away), both ways; the server ends the connection once the client
+    ends its side."""
+    ask = b"GET /a?q=" + b"a" * (4 * 2**20) + b" HTTP/1.1\r\nHost: site.test\r\n\r\n"
+    with raw_origin(answer_with_path) as (url, origin), servers(tmp_path, url) as (fast, plain, _):
+        for base in (fast, plain):
+            host, port = base.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
+                sock.sendall(ask)  # raises on a reset
+                sock.shutdown(socket.SHUT_WR)
+                answer = b""
+                while data := sock.recv(65536):  # raises on a reset
+                    answer += data
+            assert answer.startswith(b"HTTP/1.1 414 "), answer[:100]
+            assert b"\r\nconnection: close\r\n" in answer.lower()
+        assert origin.requests == []
+
+
+def test_a_client_that_goes_on_sending_after_its_refusal_is_closed(tmp_path, monkeypatch) -> None:
+    """What a refused client sends on is read and dropped for the linger's time at most:
+    one that never stops sending is then closed all the same."""
+    monkeypatch.setattr("snapshotd.server.protocol.LINGER_SECONDS", 0.5)
+    with raw_origin(answer_with_path) as (url, _), servers(tmp_path, url) as (fast, _, _):
+        host, port = fast.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"GET /a?q=" + b"a" * (16 * 2**10))
+            answer, ended = b"", False
+            try:
+                for _ in range(100_000):  # a hang's bound: far more than the linger takes
+                    readable = select.select([sock], [], [], 0.001)[0]
+                    if readable and not (data := sock.recv(65536)):
+                        ended = True
+                        break
+                    if readable:
+                        answer += data
+                    sock.sendall(b"a" * 1024)
+            except (BrokenPipeError, ConnectionResetError):
+                ended = True
+        assert answer.startswith(b"HTTP/1.1 414 "), answer[:100]
+        assert ended
+
+
 def test_a_head_within_its_bounds_trickled_is_answered(tmp_path) -> None:
     """Just under the bounds, sent a few bytes at a time: a target of 8,000 bytes and three
     header lines of 7,000 (a head of 29 KiB) are passed through whole."""

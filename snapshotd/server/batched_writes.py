@@ -13,8 +13,8 @@ Invariants:
 - fewer than :data:`HELD_MAX` bytes are held: a write that would hold more goes out at once,
   with what was held before it, so a body sent piece by piece still meets the transport's
   flow control after each large piece (a slow client holds back the sender);
-- closing the transport sends what is held first; what is held when the client has gone
-  is dropped, as the transport would drop it.
+- closing the transport, or ending its writing side, sends what is held first; what is held
+  when the client has gone is dropped, as the transport would drop it.
 """
 
 from __future__ import annotations
@@ -65,6 +65,10 @@ class TurnWrites:
     def close(self) -> None:
         self._flush()
         self.transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self.transport.write_eof()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)

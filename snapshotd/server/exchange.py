@@ -45,6 +45,12 @@ TOO_LARGE = {
 HEAD_SECONDS = 20.0
 TOO_SLOW = "Request head not whole within {:g} s\n"
 
+# After a refusal the server ends its side and reads, and drops, what the client still sends,
+# this many seconds at most, before it closes (RFC 9112 9.6; nginx's lingering_timeout): a
+# client still sending its request reads the refusal, where a close with its bytes unread
+# would send a reset that may throw the refusal away.
+LINGER_SECONDS = 5.0
+
 _DATE = [0, b""]  # the second, and the Date header's value for it
 
 

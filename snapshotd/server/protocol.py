@@ -36,7 +36,10 @@ Invariants:
 - a request's head is bounded (:mod:`snapshotd.server.exchange`): its target at :data:`MAX_LINE`
   bytes (else 414), each header line at :data:`MAX_LINE` and all its lines at
   :data:`MAX_HEAD` (else 431), trailers of a chunked body alike, and the connection is
-  closed after the refusal. While a head is read, bytes are handed to the parser only once
+  closed after the refusal (as after any refusal written here: 400, 408, 414, 431, the
+  server ends its side first and reads and drops what the client still sends, until the
+  client ends its own or :data:`LINGER_SECONDS` pass, so a client still sending reads the
+  refusal rather than a reset). While a head is read, bytes are handed to the parser only once
   they end a line (or more than :data:`MAX_LINE` of them, which is a refusal), so a line
   comes to the parser in two pieces at most: what the parser and uvicorn put together of a
   line costs time in proportion to its length however it is trickled, and a client sending
@@ -60,6 +63,7 @@ from snapshotd.proxy.relay import AtOnce, Relay
 from snapshotd.server.batched_writes import TurnWrites
 from snapshotd.server.exchange import (
     HEAD_SECONDS,
+    LINGER_SECONDS,
     MAX_HEAD,
     MAX_LINE,
     TOO_LARGE,
@@ -130,6 +134,9 @@ class HttpProtocol(HttpToolsProtocol):
         # HEAD_SECONDS after the read that left a head unfinished, unless it is whole by then.
         self._head_begun = False
         self._head_timer: asyncio.TimerHandle | None = None
+        # A refusal was written and the server's side ended: what is read now is dropped,
+        # until the timer closes the connection (LINGER_SECONDS).
+        self._linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -137,6 +144,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_done()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         if self._relaying is not None:
             self._relaying.relay.abort()
         running = self._running
@@ -149,6 +158,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         """uvicorn's, with the head's bounds (see the module)."""
+        if self._linger_timer is not None:
+            return  # sent after a refusal: dropped
         self._unset_keepalive_if_required()
         if self._in_head:
             held = self._held
@@ -199,7 +210,23 @@ class HttpProtocol(HttpToolsProtocol):
         head, _ = self._head(status, headers, "GET", keep_alive=False)
         head.append(body)
         self.transport.write(b"".join(head))
-        self.transport.close()
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after a refusal as RFC 9112 (9.6) asks: the server's side ends after the
+        refusal, and what the client still sends is read and dropped until it ends its own
+        side (the transport then closes) or :data:`LINGER_SECONDS` pass. Closed at once when
+        something else may still be written (an answer under way) or the transport cannot
+        end one side."""
+        self._head_done()
+        busy = self._relaying is not None or (
+            self.cycle is not None and not self.cycle.response_complete
+        )
+        if busy or self.transport.is_closing() or not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger_timer = self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _too_large(self, status: int) -> None:
         """Refuse a request whose head (or trailers) is too large, 414 or 431, and close the
@@ -211,7 +238,8 @@ class HttpProtocol(HttpToolsProtocol):
             )
         if self._in_head and (self.cycle is None or self.cycle.response_complete):
             self._refuse(status, TOO_LARGE[status])
-        self.transport.close()
+        else:
+            self.transport.close()
 
     def _too_slow(self) -> None:
         """Refuse a request whose head is not whole within its time, 408, and close the
@@ -225,7 +253,8 @@ class HttpProtocol(HttpToolsProtocol):
         )
         if self.cycle is None or self.cycle.response_complete:
             self._refuse(408, TOO_SLOW.format(HEAD_SECONDS))
-        self.transport.close()
+        else:
+            self.transport.close()
 
     def _time_head(self) -> None:
         """Start the head's time when what was read leaves a head unfinished: a head read
