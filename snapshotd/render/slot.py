@@ -161,7 +161,7 @@ class Slot:
         page.on("load", lambda _: self._signals.loaded.set())
         page.on("crash", lambda _: self._signals.crash("page crashed"))
         page.on("close", lambda _: self._signals.crash("page closed"))
-        self._cdp = await context.new_cdp_session(page)
+        self._cdp = self._viewport.session = await context.new_cdp_session(page)
         # The page's channel (.channel): a native binding of this session alone. Runtime
         # stays enabled on this session, or new documents do not get it.
         self._cdp.on("Runtime.bindingCalled", self._on_binding)

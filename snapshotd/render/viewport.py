@@ -19,6 +19,17 @@ Invariants:
   list ends.
 - A site whose tall height is at or below the profile's normal height keeps its pages in the
   normal viewport: no resize, no frames waited for.
+- The tall viewport is drawn at a reduced scale (DevTools' view scale, ``scale`` of
+  ``Emulation.setDeviceMetricsOverride``): its pixels cost what the normal viewport's do,
+  where at full scale a long page costs Chromium more to raster than to lay out. The page
+  sees nothing of it: its viewport, screen, pixel ratio, media queries and what intersects
+  its viewport are those of the tall viewport at full scale (``tests/test_viewport_scale.py``
+  holds Chromium and Playwright to that). A screenshot's viewport and the normal one are at
+  full scale.
+- Every size is set through Playwright (its own idea of the viewport, which its screenshots
+  clip to) and then with the slot's DevTools session, whose metrics are the ones Chromium
+  applies. If Chromium refuses them, this process sets sizes through Playwright alone from
+  then on (at full scale), and says so once.
 - :meth:`Viewport.reset` puts the page back at the normal height, for the next capture.
 - A wait for the page's frames lasts ``FRAME_WAIT`` at most; a navigation that replaces the
   document meanwhile ends it.
@@ -28,15 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 
 from snapshotd.crawlers.devices import Profile
 
 __all__ = ["FRAME_WAIT", "GROW_SCRIPT", "SCROLL_STEPS", "Viewport"]
+
+log = logging.getLogger("snapshotd.render")
 
 FRAME_WAIT = 2.0  # seconds a capture waits for the page's next frames around the resize
 SCROLL_STEPS = 20  # viewports a site's ``scroll`` goes down at most
@@ -92,11 +106,17 @@ async def _parsed(page: Page) -> None:
 
 
 class Viewport:
-    """The viewport of one slot's page, rendering ``profile``."""
+    """The viewport of one slot's page, rendering ``profile``; ``session``, the slot's
+    DevTools session on that page, once it is open."""
+
+    scaled = True  # False once Chromium refused a view scale: full scale from then on
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
+        self.session: CDPSession | None = None
         self.size = (profile.width, profile.height)  # the page's viewport now
+        self.scale = 1.0  # the scale it is drawn at
+        self._set_here = False  # the session's metrics are the ones Chromium applies
 
     async def grow(
         self, page: Page, height: int, painted: asyncio.Future[int], grown: asyncio.Future[None]
@@ -107,7 +127,7 @@ class Viewport:
         if height <= self.profile.height:
             return
         await _heard(painted, _parsed(page))
-        await self._set(page, self.profile.width, height)
+        await self._set(page, self.profile.width, height, self.profile.height / height)
         await _heard(grown)
 
     async def screen(self, page: Page, width: int, height: int) -> None:
@@ -124,7 +144,46 @@ class Viewport:
         """Back at the profile's normal size."""
         await self._set(page, self.profile.width, self.profile.height)
 
-    async def _set(self, page: Page, width: int, height: int) -> None:
+    async def _set(self, page: Page, width: int, height: int, scale: float = 1.0) -> None:
+        """The page's viewport ``width`` by ``height``, drawn at ``scale`` (the module's
+        rule)."""
+        if (width, height) == self.size and scale == self.scale:
+            return
         if (width, height) != self.size:
             await page.set_viewport_size({"width": width, "height": height})
             self.size = (width, height)
+        if self.session is None or not Viewport.scaled:
+            return
+        try:
+            await self.session.send(
+                "Emulation.setDeviceMetricsOverride", self._metrics(width, height, scale)
+            )
+        except PlaywrightError as exc:
+            if self._set_here or "closed" in str(exc):
+                raise  # the page is gone, or held at metrics set here before: the slot goes
+            Viewport.scaled = False
+            log.warning("Chromium refused a view scale (%s): tall viewports are drawn at "
+                        "full scale", str(exc).splitlines()[0])
+            return
+        self._set_here = True
+        self.scale = scale
+
+    def _metrics(self, width: int, height: int, scale: float) -> dict[str, Any]:
+        """The device metrics Playwright gives Chromium for the profile at ``width`` by
+        ``height`` (the screen as large as the viewport, a phone's orientation its shape),
+        drawn at ``scale``."""
+        phone, wide = self.profile.is_mobile, width > height
+        return {
+            "width": width,
+            "height": height,
+            "deviceScaleFactor": self.profile.device_scale_factor,
+            "mobile": phone,
+            "screenWidth": width,
+            "screenHeight": height,
+            "screenOrientation": (
+                {"angle": 90, "type": "landscapePrimary"} if phone and wide
+                else {"angle": 0, "type": "portraitPrimary"} if phone
+                else {"angle": 0, "type": "landscapePrimary"}
+            ),
+            "scale": scale,
+        }
