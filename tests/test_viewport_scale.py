@@ -1,7 +1,7 @@
 """The tall viewport drawn at a reduced scale (snapshotd.render.viewport): the page sees
 exactly what it sees at full scale, on real Chromium through Playwright, for each profile; a
-Chromium that refuses the scale gets full scale. What the scale saves is Chromium's time,
-measured by ``bench/bench_phone.py`` (its long pages)."""
+Chromium that refuses the scale gets full scale. What the scale saves is Chromium's time on
+long pages, measured by ``bench/bench_apps.py`` (docsify's)."""
 
 from __future__ import annotations
 
