@@ -28,8 +28,9 @@ Invariants:
   full scale.
 - Every size is set through Playwright (its own idea of the viewport, which its screenshots
   clip to, and the window's size, which a desktop page reads as ``outerHeight``) and then
-  with the slot's DevTools session, whose metrics are the ones Chromium applies. If Chromium refuses them, this process sets sizes through Playwright alone from
-  then on (at full scale), and says so once.
+  with the slot's DevTools session, whose metrics are the ones Chromium applies. If Chromium
+  refuses them, this process sets sizes through Playwright alone from then on (at full
+  scale), and says so once.
 - :meth:`Viewport.reset` puts the page back at the normal height, for the next capture.
 - A wait for the page's frames lasts ``FRAME_WAIT`` at most; a navigation that replaces the
   document meanwhile ends it.
