@@ -6,6 +6,7 @@ confirmed by a second capture first."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -85,6 +86,41 @@ async def test_a_crawlers_capture_learns_and_soft_404s_are_answered(store) -> No
     off = SiteSettings(name="shop", origin=ORIGIN, soft_404="off")
     assert await views.judge(off, record("/nope"), capture("/nope"), may_learn=True) is None
     assert len(shop.rendered) == 6  # nothing learned again
+
+
+async def test_the_seeds_capture_is_judged_at_once_while_the_learning_it_starts_renders(
+    store,
+) -> None:
+    """The first seed is the learning's own reference page, which the view learnt never
+    matches: its capture starts the learning with its render and is judged at once, so the
+    crawl follows its links meanwhile; a capture of another path waits for the learning and
+    is judged by the view it learnt."""
+    held = asyncio.Event()
+
+    class Held(Shop):
+        """The shop, its made-up paths answered only once ``held`` is set."""
+
+        async def capture(self, url: str, site: SiteSettings, profile: str = "desktop"
+                          ) -> CaptureResult:
+            if url.removeprefix(ORIGIN) not in PAGES:
+                await held.wait()
+            return await super().capture(url, site, profile)
+
+    shop = Held()
+    views = NotFoundViews(store, shop)  # type: ignore[arg-type]
+    site = SiteSettings(name="shop", origin=ORIGIN)
+    seed = views.judge(site, record("/"), capture("/"), may_learn=True)
+    assert await asyncio.wait_for(seed, 30) is None  # a hang's bound: the probes are held
+    assert await store.get_meta(view_key("shop")) is None  # nothing learnt yet
+    other = asyncio.ensure_future(
+        views.judge(site, record("/nope"), capture("/nope"), may_learn=True)
+    )
+    await asyncio.sleep(0.1)
+    assert not other.done()  # waiting for the learning
+    held.set()
+    verdict = await asyncio.wait_for(other, 30)
+    assert verdict is not None and verdict.status == 404
+    assert "/" not in shop.rendered  # the seed's capture was the learning's reference
 
 
 async def test_a_bots_capture_learns_nothing(store) -> None:

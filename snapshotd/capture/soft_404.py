@@ -15,7 +15,10 @@ Invariants:
   its document loads) that no learning of this process saw; never twice within
   ``MIN_RELEARN`` seconds, nor within ``RETRY_AFTER`` after a learning that failed (its
   renders failed: the view it had is kept). One learning per site at a time; a capture waits
-  for it at most ``LEARN_WAIT`` seconds and within its lease, then is judged by what is known;
+  for it at most ``LEARN_WAIT`` seconds and within its lease, then is judged by what is known,
+  but for a capture of the first seed: the learning's own reference page (the view learnt
+  never matches it) starts the learning with its render and is judged at once by what is
+  known, so the crawl follows its links while the learning renders;
 - the view is kept in the store (store/soft_404_rows), so every process judges by it, reading
   it at most every ``VIEW_TTL`` seconds; a view learned for another origin or seed judges
   nothing;
@@ -115,8 +118,13 @@ class NotFoundViews:
             return None
         known = await self.stored(site.name)
         if may_learn and self._due(site, known, result.shell):
-            await self._wait_for_learning(site, record, result)
-            known = await self.stored(site.name)
+            if record.path == _seed(site):
+                # The learning's own reference page, which the view it learns never matches:
+                # judged now by the view known, its links followed while the learning renders.
+                self._start(site, result.shell, result)
+            else:
+                await self._wait_for_learning(site, record, result)
+                known = await self.stored(site.name)
         view = _view_for(site, known)
         if view is None:
             return None
