@@ -30,9 +30,17 @@ PAGE = (
     " src='data:image/gif;base64,R0lGODlhAQABAAAAACw='></body></html>"
 )
 
-SEES = """() => new Promise(done => {
+# What the page sees, once the IntersectionObserver has told of both targets; the lazy image
+# is waited for ``wait`` ms at most (it is fetched a moment after it comes into view).
+SEES = """wait => new Promise(done => {
   const seen = {};
-  const io = new IntersectionObserver(entries => {
+  const img = document.getElementById('lazy');
+  const loaded = () => img.complete || new Promise(r => {
+    img.addEventListener('load', () => r(true));
+    img.addEventListener('error', () => r(true));  // fetched, whatever it holds
+    setTimeout(() => r(img.complete), wait);
+  });
+  const io = new IntersectionObserver(async entries => {
     for (const e of entries) seen[e.target.id] = [e.isIntersecting, e.rootBounds.width,
                                                  e.rootBounds.height];
     if (Object.keys(seen).length < 2) return;
@@ -49,7 +57,7 @@ SEES = """() => new Promise(done => {
               '(orientation: portrait)', '(pointer: coarse)', '(hover: none)',
               '(min-device-height: 9000px)', '(device-aspect-ratio: 412/732)']
              .map(q => matchMedia(q).matches),
-      lazy: document.getElementById('lazy').complete,
+      lazy: await loaded(),
     });
   });
   io.observe(document.getElementById('near'));
@@ -57,9 +65,11 @@ SEES = """() => new Promise(done => {
 })"""
 
 
-async def _seen(page: Page) -> dict[str, Any]:
+async def _seen(page: Page, *, tall: bool = False) -> dict[str, Any]:
+    """What the page sees; in the tall viewport, once its lazy image loaded (10 s at most: a
+    hang's bound), in the normal one at once (the image lies far out of its reach)."""
     await page.set_content(PAGE)
-    return dict(await page.evaluate(SEES))
+    return dict(await page.evaluate(SEES, 10_000 if tall else 0))
 
 
 @pytest.mark.parametrize("name", ["mobile", "desktop"])
@@ -86,7 +96,7 @@ async def test_the_page_sees_the_tall_viewport_drawn_small_as_it_sees_it_at_full
                 done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 done.set_result(None)
                 await viewport.grow(page, TALL, done, done)
-                tall = await _seen(page)
+                tall = await _seen(page, tall=True)
                 await viewport.reset(page)
                 seen[way] = [tall, await _seen(page)]
                 await context.close()
@@ -137,3 +147,4 @@ async def test_a_chromium_that_refuses_the_scale_gets_full_scale_and_it_is_said_
     assert refusing.asked == 1
     warnings = [r for r in caplog.records if "view scale" in r.getMessage()]
     assert len(warnings) == 1
+
