@@ -148,3 +148,30 @@ async def test_a_chromium_that_refuses_the_scale_gets_full_scale_and_it_is_said_
     warnings = [r for r in caplog.records if "view scale" in r.getMessage()]
     assert len(warnings) == 1
 
+
+async def test_a_page_that_fails_while_sized_leaves_the_scale_to_other_pages(monkeypatch) -> None:
+    """A failure that is no refusal (the page crashed as it was sized) fails that page's
+    capture, and every other page is still drawn small."""
+    monkeypatch.setattr(Viewport, "scaled", True)
+
+    class Crashed:
+        async def send(self, method: str, params: Any = None) -> Any:
+            raise PlaywrightError("Target crashed")
+
+    profile = PROFILES["mobile"]
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
+        )
+        try:
+            context = await browser.new_context(**profile.context_options(browser.version))
+            page = await context.new_page()
+            viewport = Viewport(profile)
+            viewport.session = Crashed()  # type: ignore[assignment]
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            with pytest.raises(PlaywrightError):
+                await viewport.grow(page, TALL, done, done)
+        finally:
+            await browser.close()
+    assert Viewport.scaled is True

@@ -53,6 +53,10 @@ __all__ = ["FRAME_WAIT", "GROW_SCRIPT", "SCROLL_STEPS", "Viewport"]
 
 log = logging.getLogger("snapshotd.render")
 
+# How Chromium's refusal of the metrics reads through Playwright (a method or parameter it
+# does not take); a crashed or closed page fails otherwise, and only its slot goes.
+_REFUSED = "Protocol error (Emulation.setDeviceMetricsOverride)"
+
 FRAME_WAIT = 2.0  # seconds a capture waits for the page's next frames around the resize
 SCROLL_STEPS = 20  # viewports a site's ``scroll`` goes down at most
 # Run inside :func:`.channel.page_script`, before the device probe's and the readiness's
@@ -160,7 +164,7 @@ class Viewport:
                 "Emulation.setDeviceMetricsOverride", self._metrics(width, height, scale)
             )
         except PlaywrightError as exc:
-            if self._set_here or "closed" in str(exc):
+            if self._set_here or _REFUSED not in str(exc):
                 raise  # the page is gone, or held at metrics set here before: the slot goes
             Viewport.scaled = False
             log.warning("Chromium refused a view scale (%s): tall viewports are drawn at "
