@@ -178,7 +178,7 @@ class NotFoundViews:
     async def _wait_for_learning(
         self, site: SiteSettings, record: PathRecord, result: CaptureResult
     ) -> None:
-        task = self._start(site, result.shell, result if record.path == _seed(site) else None)
+        task = self._start(site, result.shell)
         lease_left = (record.lease_until or 0.0) - self.clock() - 5.0
         try:
             await asyncio.wait_for(asyncio.shield(task), max(0.0, min(LEARN_WAIT, lease_left)))
