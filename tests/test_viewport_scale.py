@@ -6,12 +6,14 @@ long pages, measured by ``bench/bench_apps.py`` (docsify's)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from playwright.async_api import Browser, Page, async_playwright
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page, async_playwright
 
 from snapshotd.crawlers.devices import PROFILES
 from snapshotd.render.chromium import LAUNCH_ARGS
@@ -65,6 +67,26 @@ SEES = """wait => new Promise(done => {
 })"""
 
 
+@contextlib.asynccontextmanager
+async def _browser() -> AsyncIterator[Browser]:
+    """The suite's Chromium, launched as the pool launches it."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def _grow(viewport: Viewport, page: Page) -> None:
+    """The page in the tall viewport, as a capture grows it once the page has painted."""
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    await viewport.grow(page, TALL, done, done)
+
+
 async def _seen(page: Page, *, tall: bool = False) -> dict[str, Any]:
     """What the page sees; in the tall viewport, once its lazy image loaded (10 s at most: a
     hang's bound), in the normal one at once (the image lies far out of its reach)."""
@@ -80,28 +102,20 @@ async def test_the_page_sees_the_tall_viewport_drawn_small_as_it_sees_it_at_full
     and what intersects the viewport are the same in the scaled tall viewport as in the one
     Playwright sets alone, and back at the normal height."""
     profile = PROFILES[name]
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(
-            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
-        )
-        try:
-            seen: dict[str, list[dict[str, Any]]] = {}
-            for way in ("full", "scaled"):
-                context = await browser.new_context(**profile.context_options(browser.version))
-                page = await context.new_page()
-                session = await context.new_cdp_session(page)
-                viewport = Viewport(profile)
-                if way == "scaled":
-                    viewport.session = session
-                done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                done.set_result(None)
-                await viewport.grow(page, TALL, done, done)
-                tall = await _seen(page, tall=True)
-                await viewport.reset(page)
-                seen[way] = [tall, await _seen(page)]
-                await context.close()
-        finally:
-            await browser.close()
+    seen: dict[str, list[dict[str, Any]]] = {}
+    async with _browser() as browser:
+        for way in ("full", "scaled"):
+            context = await browser.new_context(**profile.context_options(browser.version))
+            page = await context.new_page()
+            session = await context.new_cdp_session(page)
+            viewport = Viewport(profile)
+            if way == "scaled":
+                viewport.session = session
+            await _grow(viewport, page)
+            tall = await _seen(page, tall=True)
+            await viewport.reset(page)
+            seen[way] = [tall, await _seen(page)]
+            await context.close()
     assert seen["scaled"] == seen["full"]
     tall, normal = seen["full"]
     assert tall["near"][0] and not tall["far"][0] and tall["lazy"]
@@ -125,24 +139,16 @@ async def test_a_chromium_that_refuses_the_scale_gets_full_scale_and_it_is_said_
 
     profile = PROFILES["mobile"]
     caplog.set_level(logging.WARNING, "snapshotd.render")
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(
-            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
-        )
-        try:
-            context = await browser.new_context(**profile.context_options(browser.version))
-            page = await context.new_page()
-            refusing = Refusing()
-            for _ in range(2):
-                viewport = Viewport(profile)
-                viewport.session = refusing  # type: ignore[assignment]
-                done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                done.set_result(None)
-                await viewport.grow(page, TALL, done, done)
-                assert (await _seen(page))["inner"][1] > profile.height
-                await viewport.reset(page)
-        finally:
-            await browser.close()
+    async with _browser() as browser:
+        context = await browser.new_context(**profile.context_options(browser.version))
+        page = await context.new_page()
+        refusing = Refusing()
+        for _ in range(2):
+            viewport = Viewport(profile)
+            viewport.session = refusing  # type: ignore[assignment]
+            await _grow(viewport, page)
+            assert (await _seen(page))["inner"][1] > profile.height
+            await viewport.reset(page)
     assert Viewport.scaled is False
     assert refusing.asked == 1
     warnings = [r for r in caplog.records if "view scale" in r.getMessage()]
@@ -159,19 +165,11 @@ async def test_a_page_that_fails_while_sized_leaves_the_scale_to_other_pages(mon
             raise PlaywrightError("Target crashed")
 
     profile = PROFILES["mobile"]
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(
-            executable_path=require_chromium(), args=list(LAUNCH_ARGS)
-        )
-        try:
-            context = await browser.new_context(**profile.context_options(browser.version))
-            page = await context.new_page()
-            viewport = Viewport(profile)
-            viewport.session = Crashed()  # type: ignore[assignment]
-            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            with pytest.raises(PlaywrightError):
-                await viewport.grow(page, TALL, done, done)
-        finally:
-            await browser.close()
+    async with _browser() as browser:
+        context = await browser.new_context(**profile.context_options(browser.version))
+        page = await context.new_page()
+        viewport = Viewport(profile)
+        viewport.session = Crashed()  # type: ignore[assignment]
+        with pytest.raises(PlaywrightError):
+            await _grow(viewport, page)
     assert Viewport.scaled is True
