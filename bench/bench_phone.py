@@ -28,7 +28,11 @@ the floor at 12,000 px (target >= 0.95).
 Then one instrumented run of the pool at concurrency 2 says where a capture's time goes: the
 mean milliseconds of each step of a capture (the navigation, the tall viewport, the
 serialisation) and of the wipe between captures (each DevTools command too), and the load
-average of the machine at the start and the end.
+average of the machine at the start and the end. Last, the CPU a capture costs each process
+(this Python process, Playwright's driver, Chromium's processes, from /proc) at concurrency 2,
+for the floor, the floor leaving each page for ``about:blank`` and the pool, one after another
+``--cpu-rounds`` times: on a machine whose cores are all at work, the rate follows the CPU a
+capture, and this says whose it is.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render import page_capture as page_capture_module  # noqa: E402
 from snapshotd.render import slot as slot_module  # noqa: E402
 from snapshotd.render import viewport as viewport_module  # noqa: E402
+from snapshotd.render.procs import browsers, descendants  # noqa: E402
 
 PHONE = PROFILES["mobile"]
 TALL = 12_000
@@ -262,11 +267,58 @@ async def where_time_goes(executable: str, origin: str, todo: list[str], warmup:
     steps.table(len(todo))
 
 
+def cpu_by_process() -> dict[str, float]:
+    """CPU seconds so far of this process, its Playwright drivers and its Chromium processes
+    (those alive now, from /proc)."""
+    own = os.times()
+    chromium = {p.pid for p in browsers()}
+    spent = {"python": own.user + own.system, "driver": 0.0, "chromium": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in descendants():
+        try:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # after the name: state ... utime, stime (indexes 11, 12)
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        spent["chromium" if proc.pid in chromium else "driver"] += seconds
+    return spent
+
+
+async def cpu_a_capture(
+    executable: str, origin: str, todo: list[str], warmup: list[str], rounds: int
+) -> None:
+    """The CPU a capture costs each process at concurrency 2: the floor, the floor leaving
+    each page for about:blank, the pool; each in its own browser, one after another."""
+    print("\nCPU a capture at concurrency 2, ms (this process, Playwright's driver, Chromium):")
+    sides: list[tuple[str, Callable[[], Any]]] = [
+        ("floor at 12000 px", lambda: floor_loop(executable, 2, TALL)),
+        ("floor leaving each page for about:blank", lambda: floor_loop(executable, 2, TALL,
+                                                                        blank=True)),
+        ("snapshotd's pool", lambda: snapshotd_pool(executable, 2, origin)),
+    ]
+    for round_ in range(1, rounds + 1):
+        for name, side in sides:
+            async with side() as capture:
+                await run_slots(2, warmup, capture)
+                before = cpu_by_process()
+                rate = await run_slots(2, todo, capture)
+                after = cpu_by_process()
+            ms = {k: (after[k] - before[k]) * 1000 / len(todo) for k in before}
+            print(
+                f"round {round_}: {name:<42} python {ms['python']:5.0f}  driver "
+                f"{ms['driver']:5.0f}  chromium {ms['chromium']:5.0f}  all "
+                f"{sum(ms.values()):5.0f}  ({rate:.2f} captures/s)",
+                flush=True,
+            )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=12, help="pairs of runs per comparison")
     parser.add_argument("--batch", type=int, default=10, help="pages per run")
     parser.add_argument("--concurrency", default="1,2", help="comma-separated levels")
+    parser.add_argument("--cpu-rounds", type=int, default=2, help="rounds of the CPU split")
     args = parser.parse_args()
     executable = find_chromium(BrowserSettings())
     pages = args.batches * args.batch + WARMUP
@@ -324,6 +376,7 @@ async def main() -> None:
                 flush=True,
             )
     await where_time_goes(executable, origin, todo, warmup)
+    await cpu_a_capture(executable, origin, todo, warmup, args.cpu_rounds)
     print(f"load average at the end {os.getloadavg()}")
 
 
