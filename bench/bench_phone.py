@@ -29,10 +29,10 @@ Then one instrumented run of the pool at concurrency 2 says where a capture's ti
 mean milliseconds of each step of a capture (the navigation, the tall viewport, the
 serialisation) and of the wipe between captures (each DevTools command too), and the load
 average of the machine at the start and the end. Last, the CPU a capture costs each process
-(this Python process, Playwright's driver, Chromium's processes, from /proc) at concurrency 2,
-for the floor, the floor leaving each page for ``about:blank`` and the pool, one after another
-``--cpu-rounds`` times: on a machine whose cores are all at work, the rate follows the CPU a
-capture, and this says whose it is.
+(this Python process, which also serves the app; Playwright's driver; Chromium's processes;
+from /proc) at concurrency 2, for the floor, the floor leaving each page for ``about:blank``
+and the pool, one after another ``--cpu-rounds`` times: on a machine whose cores are all at
+work, the rate follows the CPU a capture, and this says whose it is.
 """
 
 from __future__ import annotations
@@ -268,8 +268,9 @@ async def where_time_goes(executable: str, origin: str, todo: list[str], warmup:
 
 
 def cpu_by_process() -> dict[str, float]:
-    """CPU seconds so far of this process, its Playwright drivers and its Chromium processes
-    (those alive now, from /proc)."""
+    """CPU seconds so far of this process (the pool or the floor's loop, and the app's origin,
+    which runs in a thread of it), its Playwright drivers and its Chromium processes (those
+    alive now, from /proc)."""
     own = os.times()
     chromium = {p.pid for p in browsers()}
     spent = {"python": own.user + own.system, "driver": 0.0, "chromium": 0.0}
@@ -290,7 +291,8 @@ async def cpu_a_capture(
 ) -> None:
     """The CPU a capture costs each process at concurrency 2: the floor, the floor leaving
     each page for about:blank, the pool; each in its own browser, one after another."""
-    print("\nCPU a capture at concurrency 2, ms (this process, Playwright's driver, Chromium):")
+    print("\nCPU a capture at concurrency 2, ms (this process with the app's origin, "
+          "Playwright's driver, Chromium):")
     sides: list[tuple[str, Callable[[], Any]]] = [
         ("floor at 12000 px", lambda: floor_loop(executable, 2, TALL)),
         ("floor leaving each page for about:blank", lambda: floor_loop(executable, 2, TALL,
