@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
-from bench_proxy import free_port, wait_answering  # noqa: E402
+from bench_proxy import cpu_seconds, free_port, wait_answering  # noqa: E402
 from bench_render import Options, Slot, run_slots, serve, urls  # noqa: E402
 from bench_render import floor as render_floor  # noqa: E402
 from bench_render import floor_loop as render_floor_loop  # noqa: E402
@@ -68,7 +68,7 @@ from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render import page_capture as page_capture_module  # noqa: E402
 from snapshotd.render import slot as slot_module  # noqa: E402
 from snapshotd.render import viewport as viewport_module  # noqa: E402
-from snapshotd.render.procs import browsers, descendants  # noqa: E402
+from snapshotd.render.procs import browsers  # noqa: E402
 
 PHONE = PROFILES["mobile"]
 TALL = 12_000
@@ -272,18 +272,10 @@ def cpu_by_process() -> dict[str, float]:
     which runs in a thread of it), its Playwright drivers and its Chromium processes (those
     alive now, from /proc)."""
     own = os.times()
-    chromium = {p.pid for p in browsers()}
-    spent = {"python": own.user + own.system, "driver": 0.0, "chromium": 0.0}
-    tick = os.sysconf("SC_CLK_TCK")
-    for proc in descendants():
-        try:
-            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        # after the name: state ... utime, stime (indexes 11, 12)
-        seconds = (int(fields[11]) + int(fields[12])) / tick
-        spent["chromium" if proc.pid in chromium else "driver"] += seconds
-    return spent
+    python = own.user + own.system
+    chromium = cpu_seconds(tuple(p.pid for p in browsers()))
+    driver = cpu_seconds((os.getpid(),)) - python - chromium
+    return {"python": python, "driver": driver, "chromium": chromium}
 
 
 async def cpu_a_capture(
