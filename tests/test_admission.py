@@ -45,11 +45,12 @@ def record(path: str, state: str, **kw: Any) -> PathRecord:
 
 def snapshot(
     path: str, state: str = "processed", expires_at: float | None = NOW + 60,
-    profile: str = "mobile", own: str = "",
+    profile: str = "mobile", own: str = "", owed: tuple[str, ...] = (),
+    served_for: str | None = None,
 ) -> Snapshot:
     return Snapshot(
         site="s", path=path, body_gz=b"", status=200, state=state, expires_at=expires_at,
-        profile=profile, own_profile=own or profile,
+        profile=profile, own_profile=own or profile, owed=owed, served_for=served_for,
     )
 
 
@@ -106,6 +107,8 @@ def brief(d: Decision) -> tuple[Any, ...]:
         return (d.kind, d.path, d.reason)
     if d.kind == "serve":
         return ("serve", d.path, "fresh" if d.fresh else "stale", d.requeue)
+    if d.kind == "fill":
+        return ("fill", d.path, d.requeue)
     if d.kind == "capture":
         return ("capture", d.path, d.priority, d.force, d.new)
     return (d.kind, d.path)
@@ -183,6 +186,20 @@ ROWS: list[tuple[str, str, str, dict[str, Any], tuple[Any, ...]]] = [
     ("bot: paused site serves its snapshots, stale ones queued again", "bot", "/a",
      {"paused": True, "snapshots": {"/a": snapshot("/a", expires_at=NOW)}},
      ("serve", "/a", "stale", True)),
+    ("bot: a profile the snapshot owes is rendered for its crawler", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", owed=("desktop",), served_for="desktop")}},
+     ("fill", "/a", False)),
+    ("bot: an owing snapshot is served to the profile it was rendered for", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", owed=("desktop",), served_for="mobile")}},
+     ("serve", "/a", "fresh", False)),
+    ("bot: an owed profile of a stale snapshot: rendered, the path queued again", "bot", "/a",
+     {"snapshots": {"/a": snapshot("/a", expires_at=NOW, owed=("desktop",),
+                                   served_for="desktop")}},
+     ("fill", "/a", True)),
+    ("bot: paused site renders no owed profile", "bot", "/a",
+     {"paused": True,
+      "snapshots": {"/a": snapshot("/a", owed=("desktop",), served_for="desktop")}},
+     ("refused", "/a", "paused")),
     ("bot: paused site, a bound refuses first", "bot", "/a", {"paused": True, "size": 10},
      ("refused", "/a", "max_pages")),
     ("bot: paused site, a path it does not process", "bot", "/a",

@@ -54,8 +54,13 @@ PLAIN = """<!doctype html><html><head><title>about</title>
 PHONE_WORDS, DESKTOP_WORDS = "Quick facts for people", "Full specification sheet"
 
 
-def _origin() -> Starlette:
+def _origin(asked: list[tuple[str, bool]] | None = None) -> Starlette:
+    """The site; ``asked`` gets each request for a product page: its path, and whether it
+    came as a phone."""
+
     async def product(request: Request) -> HTMLResponse:
+        if asked is not None:
+            asked.append((request.url.path, "Mobile" in request.headers["user-agent"]))
         return HTMLResponse(RESPONSIVE)
 
     async def about(request: Request) -> HTMLResponse:
@@ -100,11 +105,18 @@ def _profile_rows(db: str) -> list[tuple[str, str]]:
 def test_each_bot_gets_the_layout_its_device_shows_and_a_page_alike_in_both_is_one_copy(
     tmp_path: Path,
 ) -> None:
-    with serve_asgi(_origin()) as origin:
+    asked: list[tuple[str, bool]] = []
+    with serve_asgi(_origin(asked)) as origin:
         settings = _settings(tmp_path, origin)
         with serve_asgi(create_app(settings, crawler=False)) as base:
             phone = _get(base, "/product", GOOGLEBOT_SMARTPHONE)
+            # The phone crawler's miss rendered the phone's page alone: the desktop one is
+            # owed, not served the phone's layout.
+            assert asked == [("/product", True)]
+            assert _profile_rows(settings.db) == []
             desk = _get(base, "/product", GOOGLEBOT_DESKTOP)
+            assert asked == [("/product", True), ("/product", False)]
+            desk_again = _get(base, "/product", GOOGLEBOT_DESKTOP)
             bing_phone = _get(base, "/product", BINGBOT_MOBILE)
             preview = _get(base, "/product", FACEBOOK)
             etag = {"If-None-Match": phone.headers["etag"]}
@@ -120,9 +132,11 @@ def test_each_bot_gets_the_layout_its_device_shows_and_a_page_alike_in_both_is_o
             }
     assert phone.headers["x-snapshotd-cache"] == "MISS"
     assert PHONE_WORDS in phone.text and DESKTOP_WORDS not in phone.text
-    # One capture rendered both profiles: the desktop crawler's is there already.
-    assert desk.headers["x-snapshotd-cache"] == "HIT"
+    # The desktop crawler's first request rendered its own; the next is served it.
+    assert desk.headers["x-snapshotd-cache"] == "MISS"
     assert DESKTOP_WORDS in desk.text and PHONE_WORDS not in desk.text
+    assert desk_again.headers["x-snapshotd-cache"] == "HIT" and desk_again.text == desk.text
+    assert len(asked) == 2
     assert PHONE_WORDS in bing_phone.text
     assert DESKTOP_WORDS in preview.text
     assert phone.headers["etag"] != desk.headers["etag"]

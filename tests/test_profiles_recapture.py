@@ -397,3 +397,102 @@ async def test_captures_a_bots_request_started_teach_nothing_of_a_kind(store):  
             mobile=1, desktop=1
         )
     assert await asked("/products/made-up-last") == Counter(mobile=1)
+
+
+async def _miss(service: CaptureService, site: SiteSettings, path: str, profile: str) -> None:
+    started = service.start_miss(site, path, 3, profile)
+    assert started is not None
+    outcome = await started[0]
+    assert outcome is not None and outcome.stored
+
+
+async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_crawler(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    pages = Pages()
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    # A phone crawler's miss of a page that reads its device: the phone's render alone.
+    await _miss(service, site, "/p", "mobile")
+    assert pages.rendered == Counter(mobile=1)
+    owing = await store.get_snapshot("site", "/p", "desktop")
+    assert owing.owed == ("desktop",) and owing.unrendered and owing.profile == "mobile"
+    assert not (await store.get_snapshot("site", "/p", "mobile")).unrendered
+    assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile",)
+    # Only while the own snapshot is the one compared with, and owes the profile.
+    assert not await store.settle_owed("site", "/p", "desktop", owing.captured_at - 1, None)
+    assert not await store.settle_owed("site", "/p", "mobile", owing.captured_at, None)
+    assert (await store.get_snapshot("site", "/p", "desktop")).unrendered
+    # The desktop crawler's request renders desktop: it differs, so it is kept and served.
+    fill = service.start_fill(site, "/p", "desktop")
+    assert fill is not None and service.start_fill(site, "/p", "desktop") is fill  # one render
+    served = await fill
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    assert served is not None and served.profile == "desktop" and not served.unrendered
+    assert "wide table" in served.html
+    assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile", "desktop")
+    assert not await store.settle_owed("site", "/p", "desktop", owing.captured_at, None)
+    # Asked again: nothing more to render.
+    again = service.start_fill(site, "/p", "desktop")
+    assert again is not None and (await again).profile == "desktop"
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+
+
+async def test_an_owed_profile_that_renders_alike_is_served_the_own_snapshot(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    pages = Pages()
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    await _miss(service, site, "/p", "mobile")
+    fill = service.start_fill(site, "/p", "desktop")
+    assert fill is not None
+    served = await fill
+    assert served is not None and served.profile == "mobile" and served.owed == ()
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile",)
+
+
+async def test_a_desktop_bots_miss_renders_both_and_owes_nothing(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    pages = Pages()
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    await _miss(service, site, "/p", "desktop")
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    desktop = await store.get_snapshot("site", "/p", "desktop")
+    assert desktop.profile == "desktop" and desktop.owed == ()
+
+
+async def test_a_capture_after_an_owing_one_checks_every_profile_again(store):  # type: ignore[no-untyped-def]
+    # What a capture that owed a profile saw is no proof the profiles render alike: the
+    # next capture with the same text renders both all the same.
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    pages = Pages()
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    await _miss(service, site, "/p", "mobile")
+    assert pages.rendered == Counter(mobile=1)
+    assert await _capture(service, store, site) == Counter(mobile=1, desktop=1)
+    assert (await store.get_snapshot("site", "/p", "desktop")).owed == ()
+    # That one did render both: the next, its text the same, renders one.
+    assert await _capture(service, store, site) == Counter(mobile=1)
+
+
+async def test_an_owed_render_that_fails_is_not_tried_again_at_once(store):  # type: ignore[no-untyped-def]
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+
+    class FailsOnDesktop(Pages):
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            if profile == "desktop":
+                self.rendered[profile] += 1
+                return CaptureResult(url=url, final_url=url, status=0, error="timeout")
+            return await super().capture(url, site, profile)
+
+    pages = FailsOnDesktop()
+    service = CaptureService(Settings(sites=(site,)), store, pages)
+    await _miss(service, site, "/p", "mobile")
+    fill = service.start_fill(site, "/p", "desktop")
+    assert fill is not None and await fill is None
+    assert service.start_fill(site, "/p", "desktop") is None  # no render starts
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    assert (await store.get_snapshot("site", "/p", "desktop")).unrendered
+    await service.close()

@@ -15,14 +15,14 @@ from snapshotd.store.sqlite import MIGRATIONS, SQLiteStore
 async def test_schema_is_versioned_and_reopening_keeps_data(tmp_path):
     db = str(tmp_path / "s.db")
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == len(MIGRATIONS) == 18
+        assert await s.schema_version() == len(MIGRATIONS) == 19
         await s.enqueue("site", "/a", 1)
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 18
+        assert await s.schema_version() == 19
         assert (await s.get_path("site", "/a")).state == "pending"
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 18
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 19
 
 
 async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
@@ -38,7 +38,7 @@ async def test_a_version_1_file_is_upgraded_with_its_rows(tmp_path):
     conn.commit()
     conn.close()
     async with SQLiteStore(db) as s:
-        assert await s.schema_version() == 18
+        assert await s.schema_version() == 19
         assert (await s.get_path("site", "/old")).state == "processed"
         # Stored before the crawler's findings were told from bots' requests: found.
         assert (await s.get_path("site", "/old")).found

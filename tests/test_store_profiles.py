@@ -91,6 +91,7 @@ async def test_snapshots_stored_before_profiles_become_desktop_and_serve_every_p
     conn.execute("DROP INDEX paths_not_found")
     conn.execute("ALTER TABLE paths DROP COLUMN not_found")
     conn.execute("DROP TABLE device_kinds")
+    conn.execute("ALTER TABLE snapshots DROP COLUMN owed")
     conn.execute(
         "DELETE FROM schema_migrations WHERE version > ?", (MIGRATIONS.index(SQLITE_PROFILES),)
     )

@@ -136,7 +136,7 @@ def refusal(decision: Decision) -> Response | None:
     past ``new_paths_per_minute`` and 503 while the site is paused (both with Retry-After);
     None for a page to capture."""
     kind, path = decision.kind, decision.path[:200]
-    if kind in ("serve", "capture"):
+    if kind in ("serve", "fill", "capture"):
         return None
     if kind == "redirect":
         location = decision.location or decision.path

@@ -37,6 +37,12 @@ Invariants:
   chance) and nothing is learnt; else the site's pages differ by something the probe does
   not see (a server choosing by user agent without saying ``Vary``, a test of a property's
   presence), and every profile of its pages is rendered from then on in this process;
+- a capture a bot's request started (``asked``: the profile that bot is served) renders
+  the first profile and the asked one; another profile the rule would render now is owed
+  instead (stored so: its crawlers are not served the first one's capture), and rendered
+  when a crawler of that profile asks (:meth:`ProfileRenders.render_owed`), then compared
+  with the path's snapshot like any other. A check of a site's pages that read nothing of
+  their device is rendered at once all the same;
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -58,10 +64,12 @@ from snapshotd.crawlers.devices import renders_alike
 from snapshotd.observe import logs
 from snapshotd.pages.fingerprints import fingerprint
 from snapshotd.render.renderer import CaptureResult, Renderer
-from snapshotd.store.interface import PathRecord, Store
+from snapshotd.store.interface import PathRecord, Snapshot, Store
 from snapshotd.store.outcome import Variant
 
-__all__ = ["CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "kind_key", "kind_of"]
+__all__ = [
+    "CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "Renders", "kind_key", "kind_of",
+]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
@@ -110,9 +118,23 @@ class Before:
     alike_text: str | None = None  # its main-text hash, when it rendered alike in every one
 
 
+@dataclass(frozen=True)
+class Renders:
+    """A capture's renders: the first profile's (the path's snapshot), the other profiles'
+    that differ from it, and the profiles it owes (rendered when their crawlers ask)."""
+
+    first: CaptureResult
+    variants: tuple[Variant, ...] = ()
+    owed: tuple[str, ...] = ()
+
+
 def _shown(result: CaptureResult) -> tuple[int, dict[str, str], str]:
     """What ``devices.renders_alike`` compares of a capture."""
     return result.status, result.headers, result.html
+
+
+def _variant(profile: str, result: CaptureResult) -> Variant:
+    return Variant(profile, result.html, result.status, result.headers, result.final_url)
 
 
 class ProfileRenders:
@@ -143,24 +165,31 @@ class ProfileRenders:
         if own != profiles[:1]:
             return Before()
         snapshot = await self.store.get_snapshot(site.name, record.path, profiles[0])
-        if snapshot is None or snapshot.path != record.path:
-            return Before()  # a copy, served its master's
+        if snapshot is None or snapshot.path != record.path or snapshot.owed:
+            return Before()  # a copy, served its master's, or one not rendered in every one
         return Before(alike_text=fingerprint(snapshot.html).text_hash)
 
     async def render(
         self, url: str, site: SiteSettings, profiles: tuple[str, ...], before: Before = Before(),
-        *, may_learn: bool = False,
-    ) -> tuple[CaptureResult, list[Variant]]:
-        """The first profile's capture of ``url``, and the others' that differ from it (the
-        module's rule). ``before``: :meth:`kept_before`'s answer; ``may_learn``: whether a
-        check of the page's kind is told to the store. Another profile's failed render
-        leaves it served the first one's, and is logged."""
+        *, may_learn: bool = False, asked: str | None = None,
+    ) -> Renders:
+        """The first profile's capture of ``url``, the others' that differ from it and those
+        owed (the module's rule). ``before``: :meth:`kept_before`'s answer; ``may_learn``:
+        whether a check of the page's kind is told to the store; ``asked``: the profile of
+        the bot whose request started the capture. Another profile's failed render leaves it
+        served the first one's, and is logged."""
         first = await self.renderer.capture(url, site, profiles[0])
         if len(profiles) < 2 or not first.ok:
-            return first, []
+            return Renders(first)
         others, checking = await self._others_wanted(url, site, first, before, may_learn)
         if not others:
-            return first, []
+            return Renders(first)
+        owed: tuple[str, ...] = ()
+        if asked is not None and not isinstance(checking, str):
+            owed = tuple(p for p in profiles[1:] if p != asked)
+            profiles = tuple(p for p in profiles if p not in owed)
+            if len(profiles) < 2:
+                return Renders(first, owed=owed)
         if isinstance(checking, tuple):
             self._checks[checking] += 1
         try:
@@ -178,7 +207,18 @@ class ProfileRenders:
                     "profiles differ site=%s url=%s though the page read nothing of its "
                     "device: every profile is rendered from now on", site.name, url,
                 )
-        return first, variants
+        return Renders(first, tuple(variants), owed)
+
+    async def render_owed(
+        self, url: str, site: SiteSettings, profile: str, snapshot: Snapshot
+    ) -> tuple[CaptureResult, Variant | None]:
+        """``profile``'s capture of ``url``, owed by its path's own ``snapshot``, and the
+        variant to keep beside it (None: it renders alike, and is served the snapshot)."""
+        result = await self.renderer.capture(url, site, profile)
+        if not result.ok:
+            return result, None
+        own = (snapshot.status, snapshot.headers, snapshot.html)
+        return result, None if renders_alike(own, _shown(result)) else _variant(profile, result)
 
     async def _others(
         self, url: str, site: SiteSettings, profiles: tuple[str, ...], first: CaptureResult
@@ -195,9 +235,7 @@ class ProfileRenders:
                 )
                 continue
             if not renders_alike(_shown(first), _shown(other)):
-                variants.append(
-                    Variant(profile, other.html, other.status, other.headers, other.final_url)
-                )
+                variants.append(_variant(profile, other))
         return variants
 
     def _ended(self, kind: Kind) -> None:

@@ -18,7 +18,11 @@ Invariants:
 - a page rendered well is processed (its snapshot kept) only when the site's process
   patterns take it and ``max_to_process`` is not reached; otherwise it is stored as
   ``crawled``: its links are followed, no snapshot is kept;
-- concurrent proxy misses for one path share a single render (``capture_now``);
+- concurrent proxy misses for one path share a single render (``capture_now``); a miss
+  renders its bot's profile and owes the others the page may show something else
+  (:mod:`.profiles`); a bot of a profile its path's snapshot owes waits for that profile's
+  render (``start_fill``), one for concurrent requests, a miss place and slot like a miss;
+  a failed one is not tried again for that path and profile for ``FILL_RETRY`` seconds;
 - proxy misses hold every render slot while no crawler capture is under way here, and all
   but ``browser.crawler_reserve`` of them while one is (:mod:`.miss_slots`), one each (a
   capture renders its profiles one after another), and at most ``browser.miss_queue`` more
@@ -53,6 +57,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any
@@ -71,7 +76,7 @@ from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
 from snapshotd.store.count_cache import CountCache
-from snapshotd.store.interface import PathRecord, Store
+from snapshotd.store.interface import PathRecord, Snapshot, Store
 from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
 
 log = logging.getLogger("snapshotd.capture.service")
@@ -81,6 +86,8 @@ RECLAIM_SECONDS = 5.0  # how often expired leases are taken back
 STOP_GRACE = 5.0  # how long captures under way may go on once the process stops
 RETRY_LIMIT = 5
 RETRY_BASE = 60.0
+FILL_RETRY = 60.0  # after an owed profile's render failed, before one is tried again
+FILLS_FAILED_KEPT = 4096  # failed owed renders remembered; the oldest go first
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,10 @@ class CaptureService:
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
+        # Owed profiles rendering for the bots asking for them, or waiting for a miss slot;
+        # and when those that failed may be tried again.
+        self._fills: dict[tuple[str, str, str], asyncio.Future[Snapshot | None]] = {}
+        self._fills_failed: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         browser = settings.browser
         self.miss_slots = MissSlots(browser.concurrency, browser.crawler_reserve)
         self._miss_places = browser.concurrency + browser.miss_queue
@@ -214,7 +225,9 @@ class CaptureService:
             await self.cancel_all()
             log.info("cut short %d captures on stop", len(running))
 
-        under_way: list[asyncio.Future[Any]] = [*self._inflight.values(), *self._misses.values()]
+        under_way: list[asyncio.Future[Any]] = [
+            *self._inflight.values(), *self._misses.values(), *self._fills.values(),
+        ]
         await wind_down(under_way, grace, cut_short, self.store, self.owner)
         if self._reclaimer is not None:
             self._reclaimer.cancel()
@@ -226,17 +239,20 @@ class CaptureService:
     # ------------------------------------------------------------------ captures
 
     async def run(
-        self, site: SiteSettings, record: PathRecord, *, follow_links: bool = False
+        self, site: SiteSettings, record: PathRecord, *, follow_links: bool = False,
+        asked: str | None = None,
     ) -> Outcome:
         """Render a claimed path and store the outcome; proxy misses for it wait on this.
 
         ``follow_links``: the caller follows the links of what is stored (the crawler), so it
-        is stored marked as having its links due, and not handed to ``links``."""
+        is stored marked as having its links due, and not handed to ``links``. ``asked``:
+        the profile of the bot whose request started it (:mod:`.profiles`)."""
         if self.stopping.is_set():
             return await self._cut_short(site, record, site.url_for(record.path), "not started")
         key = (site.name, record.path)
         future = asyncio.ensure_future(
-            self._crawler_run(site, record) if follow_links else self._run(site, record, False)
+            self._crawler_run(site, record) if follow_links
+            else self._run(site, record, False, asked)
         )
         self._inflight[key] = future
         future.add_done_callback(lambda _f: self._inflight.pop(key, None))
@@ -246,7 +262,9 @@ class CaptureService:
         async with self.miss_slots.crawling():
             return await self._run(site, record, True)
 
-    async def _run(self, site: SiteSettings, record: PathRecord, follow_links: bool) -> Outcome:
+    async def _run(
+        self, site: SiteSettings, record: PathRecord, follow_links: bool, asked: str | None = None
+    ) -> Outcome:
         url = site.url_for(record.path)
         started = time.monotonic()
         profiles = profiles_served(site.devices)
@@ -254,9 +272,10 @@ class CaptureService:
         may_learn = follow_links and record.found
         try:
             before = await self.profiles.kept_before(site, record, profiles)
-            result, variants = await self.profiles.render(
-                url, site, profiles, before, may_learn=may_learn
+            renders = await self.profiles.render(
+                url, site, profiles, before, may_learn=may_learn, asked=asked
             )
+            result, variants, owed = renders.first, list(renders.variants), renders.owed
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -266,7 +285,7 @@ class CaptureService:
             result = CaptureResult(
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
-            variants = []
+            variants, owed = [], ()
         self.metrics.render_seconds.observe(time.monotonic() - started)
         self.metrics.minutes.render(site.name, time.monotonic() - started)
         now = self.clock()
@@ -296,7 +315,7 @@ class CaptureService:
         answered = verdict is not None and verdict.status != result.status
         if verdict is not None and answered:
             # Every profile is answered as the app would: the path's own snapshot, its status.
-            result, variants = replace(result, status=verdict.status), []
+            result, variants, owed = replace(result, status=verdict.status), [], ()
 
         async with self._store_lock:
             unprocessed = await self._unprocessed(site, record.path, result.html)
@@ -338,6 +357,7 @@ class CaptureService:
                     readiness_limit=result.readiness_limit,
                     profile=profiles[0],
                     variants=variants,
+                    owed=owed,
                     takes_over=replaces,
                     not_found=verdict.why if verdict else None,
                 )
@@ -437,44 +457,108 @@ class CaptureService:
 
     async def cancel_all(self) -> int:
         """Cancel every capture under way (shutdown); their leases stay for the caller."""
-        futures: list[asyncio.Future[Outcome] | asyncio.Future[Outcome | None]] = [
-            *self._inflight.values(),
-            *self._misses.values(),
+        futures: list[asyncio.Future[Any]] = [
+            *self._inflight.values(), *self._misses.values(), *self._fills.values(),
         ]
         for future in futures:
             future.cancel()
         await asyncio.gather(*futures, return_exceptions=True)
         return len(futures)
 
+    def _places_taken(self) -> bool:
+        return len(self._misses) + len(self._fills) >= self._miss_places
+
     def start_miss(
-        self, site: SiteSettings, path: str, priority: int
+        self, site: SiteSettings, path: str, priority: int, profile: str | None = None
     ) -> tuple[asyncio.Future[Outcome | None] | asyncio.Future[Outcome], bool] | None:
         """The capture a proxy miss waits for, and whether it is a new one; None when every
         miss place is taken (nothing is queued then).
 
         A miss joins the capture under way for its path. Otherwise, when a place is free, the
-        path is queued at ``priority`` and captured as soon as a miss slot is free. The
-        capture goes on when the request stops waiting, and holds its place until it ends.
+        path is queued at ``priority`` and captured as soon as a miss slot is free, for the
+        bot's ``profile`` (:meth:`run`'s ``asked``). The capture goes on when the request
+        stops waiting, and holds its place until it ends.
         """
         key = (site.name, path)
         joined = self._misses.get(key) or self._inflight.get(key)
         if joined is not None:
             return joined, False
-        if len(self._misses) >= self._miss_places:
+        if self._places_taken():
             return None
-        future = asyncio.ensure_future(self._miss(site, path, priority))
+        future = asyncio.ensure_future(self._miss(site, path, priority, profile))
         self._misses[key] = future
         future.add_done_callback(lambda _f: self._misses.pop(key, None))
         return future, True
 
-    async def _miss(self, site: SiteSettings, path: str, priority: int) -> Outcome | None:
+    async def _miss(
+        self, site: SiteSettings, path: str, priority: int, profile: str | None
+    ) -> Outcome | None:
         # A bot's request: it does not make the path one the crawler found.
         await self.store.enqueue(site.name, path, priority, found=False)
         async with self.miss_slots.miss():
-            return await self.capture_now(site, path)
+            return await self.capture_now(site, path, profile)
 
-    async def capture_now(self, site: SiteSettings, path: str) -> Outcome | None:
-        """Capture a pending path at once, or join the render already under way for it.
+    def start_fill(
+        self, site: SiteSettings, path: str, profile: str
+    ) -> asyncio.Future[Snapshot | None] | None:
+        """The render of ``profile`` the snapshot of ``path`` owes, for a bot of that profile
+        to wait for: the snapshot it is served once rendered, None when that failed. None
+        when every miss place is taken, or a render of it failed lately (nothing starts)."""
+        key = (site.name, path, profile)
+        joined = self._fills.get(key)
+        if joined is not None:
+            return joined
+        if self._places_taken() or self._fills_failed.get(key, 0.0) > time.monotonic():
+            return None
+        future = asyncio.ensure_future(self._fill(site, path, profile))
+        self._fills[key] = future
+        future.add_done_callback(lambda _f: self._fills.pop(key, None))
+        return future
+
+    async def _fill(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
+        async with self.miss_slots.miss():
+            if self.stopping.is_set():
+                return None
+            snapshot = await self.store.get_snapshot(site.name, path, profile)
+            if snapshot is None or profile not in snapshot.owed:
+                return snapshot  # rendered meanwhile, or captured again
+            # A copy owes what its master owes: the master's page is rendered.
+            own = await self.store.own_profiles(site.name, [path])
+            record = None if path in own else await self.store.get_path(site.name, path)
+            target = record.duplicate_of if record and record.duplicate_of else path
+            started = time.monotonic()
+            result, variant = await self.profiles.render_owed(
+                site.url_for(target), site, profile, snapshot
+            )
+            self.metrics.render_seconds.observe(time.monotonic() - started)
+            self.metrics.minutes.render(site.name, time.monotonic() - started)
+            if not result.ok:
+                key = (site.name, path, profile)
+                self._fills_failed[key] = time.monotonic() + FILL_RETRY
+                self._fills_failed.move_to_end(key)
+                while len(self._fills_failed) > FILLS_FAILED_KEPT:
+                    self._fills_failed.popitem(last=False)
+                log.info("owed capture failed site=%s path=%s profile=%s error=%r",
+                         site.name, target, profile, result.error)
+                return None
+            settled = await self.store.settle_owed(
+                site.name, target, profile, snapshot.captured_at, variant
+            )
+            log.info(
+                "captured site=%s path=%s profile=%s status=%d %.2fs%s%s", site.name, target,
+                profile, result.status, result.elapsed, "" if variant else " alike",
+                "" if settled else " not kept (captured again meanwhile)",
+            )
+            if variant is not None and settled and self.links is not None:
+                self.links.put_nowait((site.name, target))
+        snapshot = await self.store.get_snapshot(site.name, path, profile)
+        return None if snapshot is None or profile in snapshot.owed else snapshot
+
+    async def capture_now(
+        self, site: SiteSettings, path: str, profile: str | None = None
+    ) -> Outcome | None:
+        """Capture a pending path at once, for a bot of ``profile`` (:meth:`run`'s
+        ``asked``), or join the render already under way for it.
 
         Returns None when another process holds the path (the caller polls the store), or
         when the service is stopping and no render of it is under way here.
@@ -488,5 +572,5 @@ class CaptureService:
         if record is None:
             future = self._inflight.get((site.name, path))
             return await asyncio.shield(future) if future is not None else None
-        return await self.run(site, record)
+        return await self.run(site, record, asked=profile)
 

@@ -268,21 +268,27 @@ class BotAnswers:
             return "RULE", status, claim
         if decision.kind == "ignored":
             return "PASS", await self._pass(site, scope, receive, send), claim
+        if decision.requeue:
+            await self.store.enqueue(site.name, path, PRIORITY_EXPIRED, found=False)
+            for each in PROFILE_NAMES:
+                self.cache.evict((site.name, path, each))
         if decision.kind == "serve":
             assert decision.snapshot is not None
-            if decision.requeue:
-                await self.store.enqueue(site.name, path, PRIORITY_EXPIRED, found=False)
-                for each in PROFILE_NAMES:
-                    self.cache.evict((site.name, path, each))
             result = "HIT" if decision.fresh else "STALE"
             status = await self._send_snapshot(decision.snapshot, result, headers, scope, send)
             return result, status, claim
         refusal = decision.reason if decision.kind == "refused" else None
         queued = False  # the path waits in the queue: the next visit gets it
+        deadline = time.monotonic() + self.miss_wait
+        if decision.kind == "fill":
+            snapshot, refusal = await self._filled(site, path, profile, deadline)
+            if snapshot is not None:
+                status = await self._send_snapshot(snapshot, "MISS", headers, scope, send)
+                return "MISS", status, claim
         if decision.kind == "capture":
             # From admission's last question to the miss's start nothing awaits, so the
             # limits hold under a flood.
-            started = self.capture.start_miss(site, path, decision.priority)
+            started = self.capture.start_miss(site, path, decision.priority, profile)
             if started is None:
                 refusal = "miss_queue"
             else:
@@ -290,6 +296,8 @@ class BotAnswers:
                 if new and decision.new:
                     self.new_paths.add(site.name, lately=not decision.queue)
                 snapshot, queued = await self._wait_for_capture(site, path, future, profile)
+                if snapshot is not None and snapshot.unrendered:  # joined another bot's miss
+                    snapshot, refusal = await self._filled(site, path, profile, deadline)
                 if snapshot is not None:
                     status = await self._send_snapshot(snapshot, "MISS", headers, scope, send)
                     return "MISS", status, claim
@@ -309,6 +317,35 @@ class BotAnswers:
             return "RETRY", 503, claim
         result, status = await self._no_snapshot(site, scope, receive, send, fail_open)
         return result, status, claim
+
+    async def _filled(
+        self, site: SiteSettings, path: str, profile: str, deadline: float
+    ) -> tuple[Snapshot | None, str | None]:
+        """The snapshot of ``profile``, which the path's snapshot owed, once rendered by
+        ``deadline``; else None and the refusal when none could start (the render goes on
+        when time is up, and the next bot gets it)."""
+        future = self.capture.start_fill(site, path, profile)
+        if future is None:
+            return None, "miss_queue"
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self.capture.stopping.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {future, stopped}, timeout=max(deadline - time.monotonic(), 0),
+                return_when="FIRST_COMPLETED",
+            )
+        finally:
+            stopped.cancel()
+        if future not in done:
+            future.add_done_callback(lambda t: _log_late_failure(t, path))
+            return None, None
+        if future.cancelled() or future.exception() is not None:
+            log.warning("owed capture failed path=%s error=%r", path,
+                        "cancelled" if future.cancelled() else future.exception())
+            return None, None
+        snapshot = future.result()
+        if snapshot is not None:
+            self.cache.put((site.name, path, profile), snapshot)
+        return snapshot, None
 
     async def _no_snapshot(
         self, site: SiteSettings, scope: Scope, receive: Receive, send: Send, fail_open: bool

@@ -166,6 +166,8 @@ class Decision(NamedTuple):
     - ``ignored``: on the ignore list;
     - ``refused`` (``reason``): a bound or a crawl rule keeps it out; nothing is written;
     - ``serve`` (``snapshot``, ``fresh``, ``requeue``): a bot gets the stored snapshot;
+    - ``fill`` (``snapshot``, ``requeue``): the path's snapshot owes the bot's device profile
+      (store/profile_snapshots): that profile is rendered for it;
     - ``capture`` (``priority``, ``force``, ``queue``): set the path pending (a bot's miss
       renders it; with ``queue``, it is set pending even when no render can start now);
     - ``pass``: a bot gets the origin's page, nothing is refused (``reason`` says why);
@@ -270,6 +272,10 @@ def decide(
                     or (not current and snapshot.state == "processed")
                 )
             )
+            if snapshot.unrendered:
+                if paused:  # no render starts for a paused site
+                    return Decision("refused", path, reason="paused")
+                return Decision("fill", path, snapshot=snapshot, requeue=requeue)
             return Decision("serve", path, snapshot=snapshot, fresh=fresh, requeue=requeue)
         if not path_policy.processes(site, path):
             return Decision("pass", path, reason="not processed")

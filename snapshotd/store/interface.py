@@ -28,7 +28,7 @@ from snapshotd.http_text.headers import BAD_HEADER_NAME, BAD_HEADER_VALUE
 from snapshotd.store.learnt import Learnt
 
 if TYPE_CHECKING:
-    from snapshotd.store.outcome import CaptureOutcome
+    from snapshotd.store.outcome import CaptureOutcome, Variant
 
 # ``crawled``: rendered for its links only, no snapshot kept (a page the site's process
 # patterns leave out, SPEC 7.2); it expires and is crawled again like a processed one.
@@ -89,20 +89,22 @@ SNAPSHOT_OF = (
     "COALESCE(s.headers, c.headers), COALESCE(s.etag, c.etag), "
     "COALESCE(s.content_hash, c.content_hash), COALESCE(s.final_url, c.final_url), "
     "COALESCE(s.captured_at, c.captured_at), p.expires_at, p.state, "
-    "COALESCE(s.profile, c.profile) "
+    "COALESCE(s.profile, c.profile), COALESCE(s.profile, c.profile), COALESCE(s.owed, c.owed) "
     "FROM paths p LEFT JOIN snapshots s ON s.path_id = p.id "
     "LEFT JOIN paths d ON s.path_id IS NULL AND d.site = p.site AND d.path = p.duplicate_of "
     "LEFT JOIN snapshots c ON c.path_id = d.id "
     "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
 )
 
-def snapshot_from_row(site: str, path: str, row: Sequence[Any]) -> Snapshot:
-    """A :data:`SNAPSHOT_OF` row as a snapshot."""
+def snapshot_from_row(
+    site: str, path: str, row: Sequence[Any], served_for: str | None = None
+) -> Snapshot:
+    """A :data:`SNAPSHOT_OF` row as a snapshot, read for the profile ``served_for``."""
     return Snapshot(
         site=site, path=path, body_gz=bytes(row[0]), status=row[1],
         headers=json.loads(row[2]), etag=row[3], content_hash=row[4], final_url=row[5],
         captured_at=row[6], expires_at=row[7], state=row[8], profile=row[9],
-        own_profile=row[10] if len(row) > 10 else row[9],
+        own_profile=row[10], owed=tuple(row[11].split()), served_for=served_for,
     )
 
 
@@ -194,6 +196,14 @@ class Snapshot:
     profile: str = "mobile"  # the device profile it was rendered as (snapshotd.crawlers.devices)
     # The profile of the path's own snapshot: its last capture's first (store/profile_snapshots.py).
     own_profile: str = "mobile"
+    # The profiles the path's own snapshot owes: never served it (store/profile_snapshots.py).
+    owed: tuple[str, ...] = ()
+    served_for: str | None = None  # the profile it was read for (None: the path's own)
+
+    @property
+    def unrendered(self) -> bool:
+        """Whether it was read for a profile it owes: not to be served to its crawlers."""
+        return self.served_for in self.owed
 
     @cached_property
     def body(self) -> bytes:
@@ -286,6 +296,16 @@ class Store(Learnt, Protocol):
     async def own_profiles(self, site: str, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each of ``paths`` with a snapshot of its own, the device profiles it holds one
         for, its own snapshot's first (:mod:`snapshotd.store.profile_snapshots`)."""
+        ...
+
+    async def settle_owed(
+        self, site: str, path: str, profile: str, captured_at: float, variant: Variant | None
+    ) -> bool:
+        """``profile``'s capture of a path whose own snapshot owes it: ``variant`` (None: it
+        renders alike, and is served the own snapshot) kept, and the profile no longer owed,
+        at once. False, storing nothing, when the own snapshot is no longer the one captured
+        at ``captured_at`` or owes the profile no more
+        (:mod:`snapshotd.store.profile_snapshots`)."""
         ...
 
     async def enqueue(

@@ -38,6 +38,7 @@ __all__ = [
     "encode_capture",
     "mark_path_failed",
     "mark_path_stored",
+    "variant_write",
 ]
 
 # One statement: a statement of SQL with ``{0}`` for the engine's parameter mark, and its
@@ -80,7 +81,8 @@ class CaptureOutcome:
     that). ``print_``: the fingerprints of what it shows, kept with its snapshot.
     ``readiness_limit``: a limit ended the wait for its page (kept with the path).
     ``profile``: the device profile ``html`` was rendered as; ``variants``: the path's
-    captures for other profiles that differ from it, replacing those it had.
+    captures for other profiles that differ from it, replacing those it had; ``owed``: the
+    profiles not rendered that may differ (store/profile_snapshots).
     ``takes_over``: the master of a group of copies this path now stands for; it and its
     copies become copies of this path in the same transaction (store/copies).
     ``not_found``: why the capture was taken for its site's not-found view (store/not_found)."""
@@ -98,6 +100,7 @@ class CaptureOutcome:
     readiness_limit: bool = False
     profile: str = "mobile"
     variants: Sequence[Variant] = ()
+    owed: Sequence[str] = ()
     takes_over: str | None = None
     not_found: str | None = None
 
@@ -105,6 +108,7 @@ class CaptureOutcome:
         if self.duplicate_of is not None and self.takes_over is not None:
             raise ValueError("a copy cannot take over another group of copies")
         object.__setattr__(self, "variants", tuple(self.variants))
+        object.__setattr__(self, "owed", tuple(self.owed))
 
     @property
     def keeps_snapshot(self) -> bool:
@@ -123,13 +127,14 @@ _STORED = (
 )
 # Store a capture's snapshot: path id, gzip body, status, headers, ETag, content hash,
 # final URL, time, then its main text's hash, SimHash and words, and the device profile it
-# was rendered as (placeholders 1 to 12); when its main text last changed (store/lastmod).
+# was rendered as, the profiles it owes (placeholders 1 to 13); when its main text last
+# changed (store/lastmod).
 _SNAPSHOT_PUT = (
     "INSERT INTO snapshots (path_id, body_gz, status, headers, etag, content_hash, final_url, "
-    "captured_at, text_hash, simhash, words, profile, text_changed_at) VALUES ({0}1, {0}2, "
-    "{0}3, {0}4, {0}5, {0}6, {0}7, {0}8, {0}9, {0}10, {0}11, {0}12, {0}8) "
+    "captured_at, text_hash, simhash, words, profile, owed, text_changed_at) VALUES ({0}1, "
+    "{0}2, {0}3, {0}4, {0}5, {0}6, {0}7, {0}8, {0}9, {0}10, {0}11, {0}12, {0}13, {0}8) "
     "ON CONFLICT (path_id) DO UPDATE SET "
-    "body_gz = excluded.body_gz, profile = excluded.profile, "
+    "body_gz = excluded.body_gz, profile = excluded.profile, owed = excluded.owed, "
     "status = excluded.status, headers = excluded.headers, etag = excluded.etag, "
     "content_hash = excluded.content_hash, final_url = excluded.final_url, "
     "captured_at = excluded.captured_at, text_hash = excluded.text_hash, "
@@ -182,16 +187,20 @@ def capture_writes(
         (profiles, (path_id,)),
         (_SNAPSHOT_PUT.format(mark), (
             path_id, body, outcome.status, json.dumps(outcome.headers), etag, digest,
-            outcome.final_url, now, *fingerprint, outcome.profile,
+            outcome.final_url, now, *fingerprint, outcome.profile, " ".join(outcome.owed),
         )),
     ]
-    put_variant = PROFILE_PUT.format(*(f"{mark}{n}" for n in range(1, 10)))
-    for v in outcome.variants:
-        v_digest, v_body, v_etag = encode_capture(v.html)
-        steps.append((put_variant, (
-            path_id, v.profile, v_body, v.status, json.dumps(v.headers), v_etag, v_digest,
-            v.final_url, now,
-        )))
+    steps += [variant_write(path_id, v, now, mark) for v in outcome.variants]
     if outcome.takes_over is not None:
         steps += take_master(site, path, outcome.takes_over, shared=outcome.shared, mark=mark)
     return steps
+
+
+def variant_write(path_id: int, variant: Variant, now: float, mark: str) -> Statement:
+    """The statement that stores ``variant`` as the path ``path_id``'s capture for its
+    profile, captured at ``now``. ``mark``: ``?`` or ``$``."""
+    digest, body, etag = encode_capture(variant.html)
+    return PROFILE_PUT.format(*(f"{mark}{n}" for n in range(1, 10))), (
+        path_id, variant.profile, body, variant.status, json.dumps(variant.headers), etag,
+        digest, variant.final_url, now,
+    )

@@ -42,9 +42,11 @@ from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.outcome import (
     CaptureOutcome,
+    Variant,
     capture_writes,
     mark_path_failed,
     mark_path_stored,
+    variant_write,
 )
 from snapshotd.store.path_counts import (
     COUNTS,
@@ -56,7 +58,7 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
 )
 from snapshotd.store.prints_and_params import PostgresParams
-from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, PostgresProfiles
+from snapshotd.store.profile_snapshots import OWED_SETTLE, SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.queueing import check_priority, queueing
 from snapshotd.store.schema import migrations, versions_after
 from snapshotd.store.site_rows import PostgresSites
@@ -192,7 +194,7 @@ class PostgresStore(
             row = await self._db.fetchrow(
                 SNAPSHOT_OF_PROFILE.format("$"), site, path, profile
             )
-        return None if row is None else snapshot_from_row(site, path, row)
+        return None if row is None else snapshot_from_row(site, path, row, profile)
 
     async def counts(self, site: str | None = None) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -451,6 +453,18 @@ class PostgresStore(
             if pid is None:
                 return False
             for sql, args in capture_writes(site, path, pid, outcome, now, "$"):
+                await conn.execute(sql, *args)
+        return True
+
+    async def settle_owed(
+        self, site: str, path: str, profile: str, captured_at: float, variant: Variant | None
+    ) -> bool:
+        async with self._db.acquire() as conn, conn.transaction():
+            pid = await conn.fetchval(OWED_SETTLE.format("$"), site, path, profile, captured_at)
+            if pid is None:
+                return False
+            if variant is not None:
+                sql, args = variant_write(pid, variant, self.clock(), "$")
                 await conn.execute(sql, *args)
         return True
 

@@ -9,10 +9,16 @@ Invariants:
   headers); a profile without one is served the path's own snapshot, as is every profile of
   a path captured before profiles existed (those rows are ``desktop``: a desktop window
   rendered them).
+- A path's own snapshot may owe profiles (``owed``, space-separated names): a capture that
+  rendered only the profile a bot asked for, where the others might have shown something
+  else, owes them. An owed profile holds no row, and its crawlers are not served the path's
+  own snapshot: a request from one renders that profile first (:meth:`settle_owed` then
+  stores its capture as a row when it differs and takes the profile off ``owed``, at once,
+  and only while the own snapshot is the one it was compared with).
 - A copy (``duplicate_of``, shared) has none of its own: it is served its master's, the
-  master's row for the profile first.
-- A capture replaces all of a path's profile rows at once, in the transaction that stores
-  its own snapshot; removing the path or its snapshot removes them.
+  master's row for the profile first, and owes what its master owes.
+- A capture replaces all of a path's profile rows and what it owes at once, in the
+  transaction that stores its own snapshot; removing the path or its snapshot removes them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ __all__ = [
     "POSTGRES_PROFILES",
     "PostgresProfiles",
     "SQLiteProfiles",
+    "OWED_COLUMN",
+    "OWED_SETTLE",
     "PROFILE_DELETE",
     "PROFILE_PUT",
     "SNAPSHOT_OF_PROFILE",
@@ -50,6 +58,8 @@ _PROFILES = """
 # Schema steps: existing snapshots become the desktop profile's.
 SQLITE_PROFILES = _PROFILES.format(id="INTEGER", blob="BLOB", real="REAL")
 POSTGRES_PROFILES = _PROFILES.format(id="BIGINT", blob="BYTEA", real="DOUBLE PRECISION")
+# Schema step: the profiles a path's own snapshot owes (none for every snapshot before it).
+OWED_COLUMN = "ALTER TABLE snapshots ADD COLUMN owed TEXT NOT NULL DEFAULT ''"
 
 
 def _pick(column: str) -> str:
@@ -58,13 +68,14 @@ def _pick(column: str) -> str:
 
 
 # Site, path, profile: the snapshot served for that profile, as SNAPSHOT_OF's columns (the
-# profile it was rendered as) plus the profile of the path's own snapshot.
+# profile it was rendered as, the profile of the path's own snapshot, what that owes).
 SNAPSHOT_OF_PROFILE = (
     "SELECT "
     + ", ".join(_pick(c) for c in SNAPSHOT_COLUMNS[:7])
     + ", p.expires_at, p.state, "
     + _pick("profile")
-    + ", COALESCE(s.profile, c.profile) FROM paths p LEFT JOIN snapshots s ON s.path_id = p.id "
+    + ", COALESCE(s.profile, c.profile), COALESCE(s.owed, c.owed) "
+    "FROM paths p LEFT JOIN snapshots s ON s.path_id = p.id "
     "LEFT JOIN profile_snapshots v ON v.path_id = s.path_id AND v.profile = {0}3 "
     "LEFT JOIN paths d ON s.path_id IS NULL AND d.site = p.site AND d.path = p.duplicate_of "
     "LEFT JOIN snapshots c ON c.path_id = d.id "
@@ -72,6 +83,14 @@ SNAPSHOT_OF_PROFILE = (
     "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
 )
 PROFILE_DELETE = "DELETE FROM profile_snapshots WHERE path_id = {0}"
+# Site, path, profile, the own snapshot's capture time: the profile off what the path's own
+# snapshot owes, while it is that capture and owes it; its path id returned.
+OWED_SETTLE = (
+    "UPDATE snapshots SET owed = TRIM(REPLACE(' ' || owed || ' ', ' ' || CAST({0}3 AS TEXT) "
+    "|| ' ', ' ')) WHERE path_id = (SELECT id FROM paths WHERE site = {0}1 AND path = {0}2) "
+    "AND captured_at = {0}4 AND ' ' || owed || ' ' LIKE '% ' || CAST({0}3 AS TEXT) || ' %' "
+    "RETURNING path_id"
+)
 # Path id, profile, gzip body, status, headers, ETag, content hash, final URL, time.
 PROFILE_PUT = (
     "INSERT INTO profile_snapshots (path_id, profile, body_gz, status, headers, etag, "

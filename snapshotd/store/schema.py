@@ -24,7 +24,7 @@ from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLU
 from snapshotd.store.lastmod import TEXT_CHANGED
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.prints_and_params import POSTGRES_VARIANTS_INDEX, PRINTS_AND_PARAMS
-from snapshotd.store.profile_snapshots import POSTGRES_PROFILES, SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import OWED_COLUMN, POSTGRES_PROFILES, SQLITE_PROFILES
 from snapshotd.store.site_rows import (
     EXPIRE_AFTER_FLOOR,
     POSTGRES_NOTIFIED_ROUNDS,
@@ -156,6 +156,7 @@ HISTORY: tuple[Step, ...] = (
     _both(NOT_FOUND_COLUMN),
     Step(sqlite=None, postgres=POSTGRES_VARIANTS_INDEX),
     _both(DEVICE_KINDS),
+    _both(OWED_COLUMN),
 )
 
 
