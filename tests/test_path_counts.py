@@ -15,6 +15,7 @@ from snapshotd.store.device_kinds import DEVICE_KINDS
 from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import PRIORITY_LINK
 from snapshotd.store.outcome import CaptureOutcome
+from snapshotd.store.owed_profiles import OWED_COLUMN
 from snapshotd.store.path_counts import FOLD_AFTER, POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.profile_snapshots import SQLITE_PROFILES
 from snapshotd.store.sqlite import SQLiteStore
@@ -184,6 +185,7 @@ LATER_STEPS = (
     *((f"{table};", "DROP TABLE " + table.split()[2]) for table in FOUND_URLS["postgres"]
       .split(";")[:2]),
     (DEVICE_KINDS.split(";")[0] + ";", "DROP TABLE device_kinds"),
+    (OWED_COLUMN, "ALTER TABLE snapshots DROP COLUMN owed"),
 )
 
 

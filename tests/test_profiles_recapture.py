@@ -399,6 +399,17 @@ async def test_captures_a_bots_request_started_teach_nothing_of_a_kind(store):  
     assert await asked("/products/made-up-last") == Counter(mobile=1)
 
 
+def _owing(  # type: ignore[no-untyped-def]
+    store, pages: Pages, desktop: str = ""
+) -> tuple[SiteSettings, Pages, CaptureService]:
+    """A site, ``pages`` (showing ``desktop`` to that profile, when given) and a capture
+    service over them."""
+    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
+    if desktop:
+        pages.text["desktop"] = desktop
+    return site, pages, CaptureService(Settings(sites=(site,)), store, pages)
+
+
 async def _miss(service: CaptureService, site: SiteSettings, path: str, profile: str) -> None:
     started = service.start_miss(site, path, 3, profile)
     assert started is not None
@@ -407,10 +418,7 @@ async def _miss(service: CaptureService, site: SiteSettings, path: str, profile:
 
 
 async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_crawler(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
-    pages = Pages()
-    pages.text["desktop"] = "<p>a wide table of other words</p>"
-    service = CaptureService(Settings(sites=(site,)), store, pages)
+    site, pages, service = _owing(store, Pages(), desktop="<p>a wide table of other words</p>")
     # A phone crawler's miss of a page that reads its device: the phone's render alone.
     await _miss(service, site, "/p", "mobile")
     assert pages.rendered == Counter(mobile=1)
@@ -423,8 +431,8 @@ async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_cra
     assert not await store.settle_owed("site", "/p", "mobile", owing.captured_at, None)
     assert (await store.get_snapshot("site", "/p", "desktop")).unrendered
     # The desktop crawler's request renders desktop: it differs, so it is kept and served.
-    fill = service.start_fill(site, "/p", "desktop")
-    assert fill is not None and service.start_fill(site, "/p", "desktop") is fill  # one render
+    fill = service.owed.start(site, "/p", "desktop")
+    assert fill is not None and service.owed.start(site, "/p", "desktop") is fill  # one render
     served = await fill
     assert pages.rendered == Counter(mobile=1, desktop=1)
     assert served is not None and served.profile == "desktop" and not served.unrendered
@@ -432,17 +440,15 @@ async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_cra
     assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile", "desktop")
     assert not await store.settle_owed("site", "/p", "desktop", owing.captured_at, None)
     # Asked again: nothing more to render.
-    again = service.start_fill(site, "/p", "desktop")
+    again = service.owed.start(site, "/p", "desktop")
     assert again is not None and (await again).profile == "desktop"
     assert pages.rendered == Counter(mobile=1, desktop=1)
 
 
 async def test_an_owed_profile_that_renders_alike_is_served_the_own_snapshot(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
-    pages = Pages()
-    service = CaptureService(Settings(sites=(site,)), store, pages)
+    site, pages, service = _owing(store, Pages())
     await _miss(service, site, "/p", "mobile")
-    fill = service.start_fill(site, "/p", "desktop")
+    fill = service.owed.start(site, "/p", "desktop")
     assert fill is not None
     served = await fill
     assert served is not None and served.profile == "mobile" and served.owed == ()
@@ -451,10 +457,7 @@ async def test_an_owed_profile_that_renders_alike_is_served_the_own_snapshot(sto
 
 
 async def test_a_desktop_bots_miss_renders_both_and_owes_nothing(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
-    pages = Pages()
-    pages.text["desktop"] = "<p>a wide table of other words</p>"
-    service = CaptureService(Settings(sites=(site,)), store, pages)
+    site, pages, service = _owing(store, Pages(), desktop="<p>a wide table of other words</p>")
     await _miss(service, site, "/p", "desktop")
     assert pages.rendered == Counter(mobile=1, desktop=1)
     desktop = await store.get_snapshot("site", "/p", "desktop")
@@ -464,9 +467,7 @@ async def test_a_desktop_bots_miss_renders_both_and_owes_nothing(store):  # type
 async def test_a_capture_after_an_owing_one_checks_every_profile_again(store):  # type: ignore[no-untyped-def]
     # What a capture that owed a profile saw is no proof the profiles render alike: the
     # next capture with the same text renders both all the same.
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
-    pages = Pages()
-    service = CaptureService(Settings(sites=(site,)), store, pages)
+    site, pages, service = _owing(store, Pages())
     await _miss(service, site, "/p", "mobile")
     assert pages.rendered == Counter(mobile=1)
     assert await _capture(service, store, site) == Counter(mobile=1, desktop=1)
@@ -476,7 +477,6 @@ async def test_a_capture_after_an_owing_one_checks_every_profile_again(store):  
 
 
 async def test_an_owed_render_that_fails_is_not_tried_again_at_once(store):  # type: ignore[no-untyped-def]
-    site = SiteSettings(name="site", origin="http://127.0.0.1:1", soft_404="off")
 
     class FailsOnDesktop(Pages):
         async def capture(
@@ -487,12 +487,11 @@ async def test_an_owed_render_that_fails_is_not_tried_again_at_once(store):  # t
                 return CaptureResult(url=url, final_url=url, status=0, error="timeout")
             return await super().capture(url, site, profile)
 
-    pages = FailsOnDesktop()
-    service = CaptureService(Settings(sites=(site,)), store, pages)
+    site, pages, service = _owing(store, FailsOnDesktop())
     await _miss(service, site, "/p", "mobile")
-    fill = service.start_fill(site, "/p", "desktop")
+    fill = service.owed.start(site, "/p", "desktop")
     assert fill is not None and await fill is None
-    assert service.start_fill(site, "/p", "desktop") is None  # no render starts
+    assert service.owed.start(site, "/p", "desktop") is None  # no render starts
     assert pages.rendered == Counter(mobile=1, desktop=1)
     assert (await store.get_snapshot("site", "/p", "desktop")).unrendered
     await service.close()

@@ -21,8 +21,7 @@ Invariants:
 - concurrent proxy misses for one path share a single render (``capture_now``); a miss
   renders its bot's profile and owes the others the page may show something else
   (:mod:`.profiles`); a bot of a profile its path's snapshot owes waits for that profile's
-  render (``start_fill``), one for concurrent requests, a miss place and slot like a miss;
-  a failed one is not tried again for that path and profile for ``FILL_RETRY`` seconds;
+  render (``owed.start``, :mod:`.owed`), which takes a miss place and slot like a miss;
 - proxy misses hold every render slot while no crawler capture is under way here, and all
   but ``browser.crawler_reserve`` of them while one is (:mod:`.miss_slots`), one each (a
   capture renders its profiles one after another), and at most ``browser.miss_queue`` more
@@ -57,15 +56,16 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from snapshotd.capture.masters import takes_over
 from snapshotd.capture.miss_slots import MissSlots
+from snapshotd.capture.owed import OwedRenders
 from snapshotd.capture.profiles import ProfileRenders
 from snapshotd.capture.soft_404 import CONFIRM, NotFoundViews
+from snapshotd.capture.stopping import STOP_GRACE, wind_down
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawlers.devices import profiles_served
 from snapshotd.observe import logs
@@ -76,18 +76,15 @@ from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
 from snapshotd.sites.param_learner import ParamLearner, without_each_param
 from snapshotd.store.count_cache import CountCache
-from snapshotd.store.interface import PathRecord, Snapshot, Store
+from snapshotd.store.interface import PathRecord, Store
 from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
 
 log = logging.getLogger("snapshotd.capture.service")
 
 LEASE_SECONDS_MARGIN = 60.0
 RECLAIM_SECONDS = 5.0  # how often expired leases are taken back
-STOP_GRACE = 5.0  # how long captures under way may go on once the process stops
 RETRY_LIMIT = 5
 RETRY_BASE = 60.0
-FILL_RETRY = 60.0  # after an owed profile's render failed, before one is tried again
-FILLS_FAILED_KEPT = 4096  # failed owed renders remembered; the oldest go first
 
 
 @dataclass(frozen=True)
@@ -113,29 +110,6 @@ def retry_delay(attempts: int, expire_after: float) -> float:
     if attempts >= RETRY_LIMIT:
         return expire_after
     return min(RETRY_BASE * 2 ** max(attempts - 1, 0), expire_after)
-
-
-async def wind_down(
-    under_way: Collection[asyncio.Future[Any]],
-    grace: float,
-    cut_short: Callable[[set[asyncio.Future[Any]]], Awaitable[None]],
-    store: Store,
-    owner: str,
-) -> None:
-    """How a stop ends work, the capture service's and the crawler's alike: what is
-    ``under_way`` may finish within ``grace`` seconds; what still runs then is handed to
-    ``cut_short``; then every lease ``owner`` holds goes back to pending (when the store
-    cannot take them back, that is logged, and they run out as any other lease does)."""
-    if under_way:
-        _done, running = await asyncio.wait(under_way, timeout=grace)
-        if running:
-            await cut_short(running)
-    try:
-        released = await store.release_leases(owner)
-        if released:
-            log.info("released %d leases on stop", released)
-    except Exception as exc:
-        log.error("releasing leases on stop failed: %s", exc)
 
 
 class CaptureService:
@@ -168,10 +142,8 @@ class CaptureService:
         self._inflight: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
         # Proxy misses rendering or waiting for one of their slots.
         self._misses: dict[tuple[str, str], asyncio.Future[Outcome | None]] = {}
-        # Owed profiles rendering for the bots asking for them, or waiting for a miss slot;
-        # and when those that failed may be tried again.
-        self._fills: dict[tuple[str, str, str], asyncio.Future[Snapshot | None]] = {}
-        self._fills_failed: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        # Owed profiles rendering for the bots asking for them.
+        self.owed = OwedRenders(self)
         browser = settings.browser
         self.miss_slots = MissSlots(browser.concurrency, browser.crawler_reserve)
         self._miss_places = browser.concurrency + browser.miss_queue
@@ -226,7 +198,7 @@ class CaptureService:
             log.info("cut short %d captures on stop", len(running))
 
         under_way: list[asyncio.Future[Any]] = [
-            *self._inflight.values(), *self._misses.values(), *self._fills.values(),
+            *self._inflight.values(), *self._misses.values(), *self.owed.under_way(),
         ]
         await wind_down(under_way, grace, cut_short, self.store, self.owner)
         if self._reclaimer is not None:
@@ -458,15 +430,16 @@ class CaptureService:
     async def cancel_all(self) -> int:
         """Cancel every capture under way (shutdown); their leases stay for the caller."""
         futures: list[asyncio.Future[Any]] = [
-            *self._inflight.values(), *self._misses.values(), *self._fills.values(),
+            *self._inflight.values(), *self._misses.values(), *self.owed.under_way(),
         ]
         for future in futures:
             future.cancel()
         await asyncio.gather(*futures, return_exceptions=True)
         return len(futures)
 
-    def _places_taken(self) -> bool:
-        return len(self._misses) + len(self._fills) >= self._miss_places
+    def places_taken(self) -> bool:
+        """Whether every miss place is taken: no miss or owed render starts now."""
+        return len(self._misses) + len(self.owed.under_way()) >= self._miss_places
 
     def start_miss(
         self, site: SiteSettings, path: str, priority: int, profile: str | None = None
@@ -483,7 +456,7 @@ class CaptureService:
         joined = self._misses.get(key) or self._inflight.get(key)
         if joined is not None:
             return joined, False
-        if self._places_taken():
+        if self.places_taken():
             return None
         future = asyncio.ensure_future(self._miss(site, path, priority, profile))
         self._misses[key] = future
@@ -497,62 +470,6 @@ class CaptureService:
         await self.store.enqueue(site.name, path, priority, found=False)
         async with self.miss_slots.miss():
             return await self.capture_now(site, path, profile)
-
-    def start_fill(
-        self, site: SiteSettings, path: str, profile: str
-    ) -> asyncio.Future[Snapshot | None] | None:
-        """The render of ``profile`` the snapshot of ``path`` owes, for a bot of that profile
-        to wait for: the snapshot it is served once rendered, None when that failed. None
-        when every miss place is taken, or a render of it failed lately (nothing starts)."""
-        key = (site.name, path, profile)
-        joined = self._fills.get(key)
-        if joined is not None:
-            return joined
-        if self._places_taken() or self._fills_failed.get(key, 0.0) > time.monotonic():
-            return None
-        future = asyncio.ensure_future(self._fill(site, path, profile))
-        self._fills[key] = future
-        future.add_done_callback(lambda _f: self._fills.pop(key, None))
-        return future
-
-    async def _fill(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
-        async with self.miss_slots.miss():
-            if self.stopping.is_set():
-                return None
-            snapshot = await self.store.get_snapshot(site.name, path, profile)
-            if snapshot is None or profile not in snapshot.owed:
-                return snapshot  # rendered meanwhile, or captured again
-            # A copy owes what its master owes: the master's page is rendered.
-            own = await self.store.own_profiles(site.name, [path])
-            record = None if path in own else await self.store.get_path(site.name, path)
-            target = record.duplicate_of if record and record.duplicate_of else path
-            started = time.monotonic()
-            result, variant = await self.profiles.render_owed(
-                site.url_for(target), site, profile, snapshot
-            )
-            self.metrics.render_seconds.observe(time.monotonic() - started)
-            self.metrics.minutes.render(site.name, time.monotonic() - started)
-            if not result.ok:
-                key = (site.name, path, profile)
-                self._fills_failed[key] = time.monotonic() + FILL_RETRY
-                self._fills_failed.move_to_end(key)
-                while len(self._fills_failed) > FILLS_FAILED_KEPT:
-                    self._fills_failed.popitem(last=False)
-                log.info("owed capture failed site=%s path=%s profile=%s error=%r",
-                         site.name, target, profile, result.error)
-                return None
-            settled = await self.store.settle_owed(
-                site.name, target, profile, snapshot.captured_at, variant
-            )
-            log.info(
-                "captured site=%s path=%s profile=%s status=%d %.2fs%s%s", site.name, target,
-                profile, result.status, result.elapsed, "" if variant else " alike",
-                "" if settled else " not kept (captured again meanwhile)",
-            )
-            if variant is not None and settled and self.links is not None:
-                self.links.put_nowait((site.name, target))
-        snapshot = await self.store.get_snapshot(site.name, path, profile)
-        return None if snapshot is None or profile in snapshot.owed else snapshot
 
     async def capture_now(
         self, site: SiteSettings, path: str, profile: str | None = None

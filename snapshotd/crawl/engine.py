@@ -40,7 +40,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshotd.capture.service import STOP_GRACE, CaptureService, retry_delay, wind_down
+from snapshotd.capture.service import CaptureService, retry_delay
+from snapshotd.capture.stopping import STOP_GRACE, wind_down
 from snapshotd.config.settings import MAINTENANCE_EVERY, SiteSettings
 from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier

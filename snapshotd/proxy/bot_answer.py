@@ -324,9 +324,9 @@ class BotAnswers:
         """The snapshot of ``profile``, which the path's snapshot owed, once rendered by
         ``deadline``; else None and the refusal when none could start (the render goes on
         when time is up, and the next bot gets it)."""
-        future = self.capture.start_fill(site, path, profile)
-        if future is None:
-            return None, "miss_queue"
+        future = self.capture.owed.start(site, path, profile)
+        if future is None:  # every place taken, or it failed lately
+            return None, "miss_queue" if self.capture.places_taken() else None
         stopped: asyncio.Future[Any] = asyncio.ensure_future(self.capture.stopping.wait())
         try:
             done, _ = await asyncio.wait(

@@ -42,12 +42,11 @@ from snapshotd.store.lastmod import PostgresLastmod
 from snapshotd.store.leases import PostgresLeases
 from snapshotd.store.outcome import (
     CaptureOutcome,
-    Variant,
     capture_writes,
     mark_path_failed,
     mark_path_stored,
-    variant_write,
 )
+from snapshotd.store.owed_profiles import PostgresOwed
 from snapshotd.store.path_counts import (
     COUNTS,
     FOLD,
@@ -58,7 +57,7 @@ from snapshotd.store.path_counts import (
     SITE_SIZE,
 )
 from snapshotd.store.prints_and_params import PostgresParams
-from snapshotd.store.profile_snapshots import OWED_SETTLE, SNAPSHOT_OF_PROFILE, PostgresProfiles
+from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.queueing import check_priority, queueing
 from snapshotd.store.schema import migrations, versions_after
 from snapshotd.store.site_rows import PostgresSites
@@ -81,6 +80,7 @@ CONNECT_ERRORS = (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyn
 class PostgresStore(
     PostgresCounters, PostgresSites, PostgresParams, PostgresCopies, PostgresLeases,
     PostgresProfiles, PostgresLastmod, PostgresFoundUrls, PostgresNotFound, PostgresDeviceKinds,
+    PostgresOwed,
 ):
     """``Store`` on a PostgreSQL database. ``clock`` is injectable so tests can move time."""
 
@@ -453,18 +453,6 @@ class PostgresStore(
             if pid is None:
                 return False
             for sql, args in capture_writes(site, path, pid, outcome, now, "$"):
-                await conn.execute(sql, *args)
-        return True
-
-    async def settle_owed(
-        self, site: str, path: str, profile: str, captured_at: float, variant: Variant | None
-    ) -> bool:
-        async with self._db.acquire() as conn, conn.transaction():
-            pid = await conn.fetchval(OWED_SETTLE.format("$"), site, path, profile, captured_at)
-            if pid is None:
-                return False
-            if variant is not None:
-                sql, args = variant_write(pid, variant, self.clock(), "$")
                 await conn.execute(sql, *args)
         return True
 

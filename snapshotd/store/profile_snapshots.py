@@ -32,8 +32,6 @@ __all__ = [
     "POSTGRES_PROFILES",
     "PostgresProfiles",
     "SQLiteProfiles",
-    "OWED_COLUMN",
-    "OWED_SETTLE",
     "PROFILE_DELETE",
     "PROFILE_PUT",
     "SNAPSHOT_OF_PROFILE",
@@ -58,8 +56,6 @@ _PROFILES = """
 # Schema steps: existing snapshots become the desktop profile's.
 SQLITE_PROFILES = _PROFILES.format(id="INTEGER", blob="BLOB", real="REAL")
 POSTGRES_PROFILES = _PROFILES.format(id="BIGINT", blob="BYTEA", real="DOUBLE PRECISION")
-# Schema step: the profiles a path's own snapshot owes (none for every snapshot before it).
-OWED_COLUMN = "ALTER TABLE snapshots ADD COLUMN owed TEXT NOT NULL DEFAULT ''"
 
 
 def _pick(column: str) -> str:
@@ -83,14 +79,6 @@ SNAPSHOT_OF_PROFILE = (
     "WHERE p.site = {0}1 AND p.path = {0}2 AND (s.path_id IS NOT NULL OR c.path_id IS NOT NULL)"
 )
 PROFILE_DELETE = "DELETE FROM profile_snapshots WHERE path_id = {0}"
-# Site, path, profile, the own snapshot's capture time: the profile off what the path's own
-# snapshot owes, while it is that capture and owes it; its path id returned.
-OWED_SETTLE = (
-    "UPDATE snapshots SET owed = TRIM(REPLACE(' ' || owed || ' ', ' ' || CAST({0}3 AS TEXT) "
-    "|| ' ', ' ')) WHERE path_id = (SELECT id FROM paths WHERE site = {0}1 AND path = {0}2) "
-    "AND captured_at = {0}4 AND ' ' || owed || ' ' LIKE '% ' || CAST({0}3 AS TEXT) || ' %' "
-    "RETURNING path_id"
-)
 # Path id, profile, gzip body, status, headers, ETag, content hash, final URL, time.
 PROFILE_PUT = (
     "INSERT INTO profile_snapshots (path_id, profile, body_gz, status, headers, etag, "

@@ -22,9 +22,10 @@ from snapshotd.store.device_kinds import DEVICE_KINDS
 from snapshotd.store.found_urls import FOUND_URLS
 from snapshotd.store.interface import CRAWLED_EXPIRY_INDEX, READINESS_LIMIT_COLUMN, StoreError
 from snapshotd.store.lastmod import TEXT_CHANGED
+from snapshotd.store.owed_profiles import OWED_COLUMN
 from snapshotd.store.path_counts import POSTGRES_PATH_COUNTS, SQLITE_PATH_COUNTS
 from snapshotd.store.prints_and_params import POSTGRES_VARIANTS_INDEX, PRINTS_AND_PARAMS
-from snapshotd.store.profile_snapshots import OWED_COLUMN, POSTGRES_PROFILES, SQLITE_PROFILES
+from snapshotd.store.profile_snapshots import POSTGRES_PROFILES, SQLITE_PROFILES
 from snapshotd.store.site_rows import (
     EXPIRE_AFTER_FLOOR,
     POSTGRES_NOTIFIED_ROUNDS,

@@ -35,15 +35,14 @@ from snapshotd.store.lastmod import SQLiteLastmod
 from snapshotd.store.leases import SQLiteLeases
 from snapshotd.store.outcome import (
     CaptureOutcome,
-    Variant,
     capture_writes,
     mark_path_failed,
     mark_path_stored,
-    variant_write,
 )
+from snapshotd.store.owed_profiles import SQLiteOwed
 from snapshotd.store.path_counts import COUNTS, PROCESSED, QUEUE_DEPTH, SITE_COUNTS, SITE_SIZE
 from snapshotd.store.prints_and_params import SQLiteParams
-from snapshotd.store.profile_snapshots import OWED_SETTLE, SNAPSHOT_OF_PROFILE, SQLiteProfiles
+from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, SQLiteProfiles
 from snapshotd.store.queueing import check_priority, queueing
 from snapshotd.store.schema import migrations, versions_after
 from snapshotd.store.site_rows import SQLiteSites
@@ -82,7 +81,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 class SQLiteStore(
     SQLiteCounters, SQLiteSites, SQLiteParams, SQLiteCopies, SQLiteLeases, SQLiteProfiles,
-    SQLiteLastmod, SQLiteFoundUrls, SQLiteNotFound, SQLiteDeviceKinds,
+    SQLiteLastmod, SQLiteFoundUrls, SQLiteNotFound, SQLiteDeviceKinds, SQLiteOwed,
 ):
     """``Store`` on a SQLite file. ``clock`` is injectable so tests can move time."""
 
@@ -393,27 +392,6 @@ class SQLiteStore(
                     return False
                 for sql, args in capture_writes(site, path, row[0], outcome, now, "?"):
                     await wr.execute(sql, args)
-                await wr.execute("COMMIT")
-            except BaseException:
-                await _rollback(wr)
-                raise
-        return True
-
-    async def settle_owed(
-        self, site: str, path: str, profile: str, captured_at: float, variant: Variant | None
-    ) -> bool:
-        async with self._lock:
-            wr = self._writer
-            try:
-                await wr.execute("BEGIN IMMEDIATE")
-                settle = OWED_SETTLE.format("?")
-                async with wr.execute(settle, (site, path, profile, captured_at)) as c:
-                    row = await c.fetchone()
-                if row is None:
-                    await _rollback(wr)
-                    return False
-                if variant is not None:
-                    await wr.execute(*variant_write(row[0], variant, self.clock(), "?"))
                 await wr.execute("COMMIT")
             except BaseException:
                 await _rollback(wr)

@@ -1,0 +1,112 @@
+"""The renders a path's snapshot owes (:mod:`snapshotd.store.profile_snapshots`), made when a
+bot of the owed profile asks: :class:`OwedRenders`, part of
+:class:`~snapshotd.capture.service.CaptureService`.
+
+Invariants:
+- concurrent requests for one path and profile share one render; it takes a miss place
+  (``CaptureService.places_taken``) and holds a miss slot (``MissSlots.miss``) like a miss,
+  and goes on when the request stops waiting;
+- the owed profile is rendered from the page whose snapshot owes it (a copy's master),
+  compared with that snapshot (``ProfileRenders.render_owed``) and settled in the store only
+  while that snapshot is still the one compared with (``Store.settle_owed``);
+- a render that failed (or faulted) stores nothing, and none starts again for that path and
+  profile for ``RETRY_AFTER`` seconds (the last ``FAILED_KEPT`` failures are remembered);
+- once the service stops, none starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from snapshotd.config.settings import SiteSettings
+from snapshotd.store.interface import Snapshot
+
+if TYPE_CHECKING:
+    from snapshotd.capture.service import CaptureService
+
+__all__ = ["FAILED_KEPT", "RETRY_AFTER", "OwedRenders"]
+
+log = logging.getLogger("snapshotd.capture.service")
+
+RETRY_AFTER = 60.0  # after an owed profile's render failed, before one is tried again
+FAILED_KEPT = 4096  # failed owed renders remembered; the oldest go first
+
+Key = tuple[str, str, str]  # site, path, profile
+
+
+class OwedRenders:
+    def __init__(self, service: CaptureService) -> None:
+        self.service = service
+        self._under_way: dict[Key, asyncio.Future[Snapshot | None]] = {}
+        self._failed: OrderedDict[Key, float] = OrderedDict()  # when one may start again
+
+    def under_way(self) -> list[asyncio.Future[Snapshot | None]]:
+        """The owed renders rendering or waiting for a miss slot."""
+        return list(self._under_way.values())
+
+    def start(
+        self, site: SiteSettings, path: str, profile: str
+    ) -> asyncio.Future[Snapshot | None] | None:
+        """The render of ``profile`` the snapshot of ``path`` owes, for a bot of that profile
+        to wait for: the snapshot it is served once rendered, None when that failed. None
+        when every miss place is taken, or a render of it failed lately (nothing starts)."""
+        key = (site.name, path, profile)
+        joined = self._under_way.get(key)
+        if joined is not None:
+            return joined
+        if self.service.places_taken() or self._failed.get(key, 0.0) > time.monotonic():
+            return None
+        future = asyncio.ensure_future(self._render(site, path, profile))
+        self._under_way[key] = future
+        future.add_done_callback(lambda _f: self._under_way.pop(key, None))
+        return future
+
+    async def _render(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
+        service, store = self.service, self.service.store
+        async with service.miss_slots.miss():
+            if service.stopping.is_set():
+                return None
+            snapshot = await store.get_snapshot(site.name, path, profile)
+            if snapshot is None or profile not in snapshot.owed:
+                return snapshot  # rendered meanwhile, or captured again
+            # A copy owes what its master owes: the master's page is rendered.
+            own = await store.own_profiles(site.name, [path])
+            record = None if path in own else await store.get_path(site.name, path)
+            target = record.duplicate_of if record and record.duplicate_of else path
+            started = time.monotonic()
+            try:
+                result, variant = await service.profiles.render_owed(
+                    site.url_for(target), site, profile, snapshot
+                )
+                error = result.error if not result.ok else None
+            except Exception as exc:
+                error, variant = f"renderer fault: {type(exc).__name__}", None
+            service.metrics.render_seconds.observe(time.monotonic() - started)
+            service.metrics.minutes.render(site.name, time.monotonic() - started)
+            if error is not None:
+                self._failed_now((site.name, path, profile))
+                log.info("owed capture failed site=%s path=%s profile=%s error=%r",
+                         site.name, target, profile, error)
+                return None
+            settled = await store.settle_owed(
+                site.name, target, profile, snapshot.captured_at, variant
+            )
+            log.info(
+                "captured site=%s path=%s profile=%s status=%d %.2fs%s%s", site.name, target,
+                profile, result.status, result.elapsed, "" if variant else " alike",
+                "" if settled else " not kept (the path's snapshot changed meanwhile)",
+            )
+            if variant is not None and settled and service.links is not None:
+                service.links.put_nowait((site.name, target))
+        snapshot = await store.get_snapshot(site.name, path, profile)
+        return None if snapshot is None or profile in snapshot.owed else snapshot
+
+    def _failed_now(self, key: Key) -> None:
+        self._failed[key] = time.monotonic() + RETRY_AFTER
+        self._failed.move_to_end(key)
+        while len(self._failed) > FAILED_KEPT:
+            self._failed.popitem(last=False)
