@@ -31,6 +31,10 @@ over the floor's: a plain Playwright loop rendering each page as Googlebot Smart
 Beside them, the machine's CPU seconds a page (every process, from ``/proc/stat``, in the
 quiet runs): a renderer that waits leaves cores idle, one that works for its truth does not,
 and pages per second can exceed neither the cores over its CPU a page nor its waits.
+After snapshotd's quiet pass, the same server is asked for each page again as Googlebot
+desktop: a phone crawler's miss renders the phone's page alone, and a page that may show a
+desktop crawler something else renders its desktop profile when one first asks, so this pass
+shows what the desktop renders a site with both kinds of crawler pays for cost.
 """
 
 from __future__ import annotations

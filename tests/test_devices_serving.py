@@ -114,6 +114,11 @@ def test_each_bot_gets_the_layout_its_device_shows_and_a_page_alike_in_both_is_o
             # owed, not served the phone's layout.
             assert asked == [("/product", True)]
             assert _profile_rows(settings.db) == []
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            api = base + "/_snapshotd/api/v1/sites/default"
+            owed = httpx.get(f"{api}/snapshot/product?profile=desktop", headers=auth,
+                             trust_env=False)
+            assert owed.status_code == 404 and "not rendered as desktop" in owed.text
             desk = _get(base, "/product", GOOGLEBOT_DESKTOP)
             assert asked == [("/product", True), ("/product", False)]
             desk_again = _get(base, "/product", GOOGLEBOT_DESKTOP)
@@ -122,8 +127,6 @@ def test_each_bot_gets_the_layout_its_device_shows_and_a_page_alike_in_both_is_o
             etag = {"If-None-Match": phone.headers["etag"]}
             again = _get(base, "/product", GOOGLEBOT_SMARTPHONE, **etag)
             about = [_get(base, "/about", a) for a in (GOOGLEBOT_SMARTPHONE, GOOGLEBOT_DESKTOP)]
-            auth = {"Authorization": f"Bearer {TOKEN}"}
-            api = base + "/_snapshotd/api/v1/sites/default"
             record = httpx.get(f"{api}/paths/product", headers=auth, trust_env=False).json()
             listed = httpx.get(f"{api}/paths", headers=auth, trust_env=False).json()["paths"]
             shown = {

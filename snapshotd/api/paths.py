@@ -338,6 +338,11 @@ async def get_snapshot(request: Request) -> Response:
     snapshot = await context(request).store.get_snapshot(site.name, path, profile)
     if snapshot is None:
         raise ApiError(404, f"no snapshot of {path!r} in site {site.name!r}", "path")
+    if snapshot.unrendered:
+        raise ApiError(
+            404, f"{path!r} of site {site.name!r} is not rendered as {profile} yet: it is when "
+            f"a crawler of that profile first asks for it", "profile",
+        )
     headers = {
         # Opened directly in a browser, the page must not run or reach our origin.
         "Content-Security-Policy": "sandbox",

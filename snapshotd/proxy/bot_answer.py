@@ -327,23 +327,8 @@ class BotAnswers:
         future = self.capture.owed.start(site, path, profile)
         if future is None:  # every place taken, or it failed lately
             return None, "miss_queue" if self.capture.places_taken() else None
-        stopped: asyncio.Future[Any] = asyncio.ensure_future(self.capture.stopping.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {future, stopped}, timeout=max(deadline - time.monotonic(), 0),
-                return_when="FIRST_COMPLETED",
-            )
-        finally:
-            stopped.cancel()
-        if future not in done:
-            future.add_done_callback(lambda t: _log_late_failure(t, path))
-            return None, None
-        if future.cancelled() or future.exception() is not None:
-            log.warning("owed capture failed path=%s error=%r", path,
-                        "cancelled" if future.cancelled() else future.exception())
-            return None, None
-        snapshot = future.result()
-        if snapshot is not None:
+        ended, snapshot = await self._awaited(future, path, deadline - time.monotonic())
+        if ended and snapshot is not None:
             self.cache.put((site.name, path, profile), snapshot)
         return snapshot, None
 
@@ -401,25 +386,11 @@ class BotAnswers:
         if stopping.is_set():
             return None, False
         deadline = time.monotonic() + self.miss_wait
-        # The capture goes on after a timeout: the next bot gets it from the cache.
-        stopped = asyncio.ensure_future(stopping.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {task, stopped}, timeout=self.miss_wait, return_when="FIRST_COMPLETED"
-            )
-        finally:
-            stopped.cancel()
-        if task not in done:
-            task.add_done_callback(lambda t: _log_late_failure(t, path))
+        ended, outcome = await self._awaited(task, path, self.miss_wait)
+        if ended is None:
             return None, not stopping.is_set()
-        if task.cancelled() or task.exception() is not None:
-            log.warning(
-                "capture failed path=%s error=%r",
-                path,
-                "cancelled" if task.cancelled() else task.exception(),
-            )
+        if not ended:
             return None, False
-        outcome = task.result()
         if outcome is not None:
             if not outcome.stored:
                 return None, False
@@ -433,6 +404,31 @@ class BotAnswers:
                 return await self.store.get_snapshot(site.name, path, profile), False
             await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
         return None, not stopping.is_set()
+
+    async def _awaited(
+        self, task: asyncio.Future[Any], path: str, timeout: float
+    ) -> tuple[bool | None, Any]:
+        """Whether a capture of ``path`` (a miss's, or an owed profile's render) ended well
+        within ``timeout`` seconds, before a stop, and its result: (None, None) when it goes
+        on (the next bot gets it; a failure then is logged), (False, None) when it failed."""
+        stopped = asyncio.ensure_future(self.capture.stopping.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, stopped}, timeout=max(timeout, 0), return_when="FIRST_COMPLETED"
+            )
+        finally:
+            stopped.cancel()
+        if task not in done:
+            task.add_done_callback(lambda t: _log_late_failure(t, path))
+            return None, None
+        if task.cancelled() or task.exception() is not None:
+            log.warning(
+                "capture failed path=%s error=%r",
+                path,
+                "cancelled" if task.cancelled() else task.exception(),
+            )
+            return False, None
+        return True, task.result()
 
     async def _send_snapshot(
         self,
