@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
@@ -146,3 +147,48 @@ async def test_the_copies_of_a_site_are_counted(store):
                           duplicate_of="/one", shared=True)
     assert await store.count_copies("site") == 2
     assert await store.count_copies("other") == 0
+
+
+async def test_an_owed_profile_settled_while_a_capture_is_stored_never_outlives_it(store):
+    # A capture being stored and an owed profile settled at once, on two connections: the
+    # settle waits for the capture and keeps nothing, and the capture's own rows stand.
+    clock = store.test_clock
+    assert await _capture(store, "/a", "<p>phone</p>", owed=["desktop"])
+    owing = await store.get_snapshot("site", "/a", "desktop")
+    assert owing.unrendered
+    clock.now += 10
+    await store.enqueue("site", "/a", 1, force=True)
+    assert await store.claim_path("site", "/a", "me", 60)
+    wide = Variant("desktop", "<p>new wide layout</p>", 200, {}, "u")
+    outcome = CaptureOutcome(html="<p>new phone</p>", status=200, headers={}, final_url="u",
+                             expires_at=9e9, variants=[wide])
+    stale = Variant("desktop", "<p>wide layout of the capture before</p>", 200, {}, "u")
+    if not hasattr(store, "_db"):  # SQLite: one writer, the two cannot interleave
+        assert await store.complete("site", "/a", "me", outcome)
+        assert not await store.settle_owed("site", "/a", "desktop", owing.captured_at, stale)
+    else:
+        from snapshotd.store.outcome import capture_writes, mark_path_stored
+
+        async with store._db.acquire() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            sql, args = mark_path_stored("site", "/a", "me", outcome, clock.now, "$")
+            pid = await conn.fetchval(sql, *args)
+            writes = capture_writes("site", "/a", pid, outcome, clock.now, "$")
+            await conn.execute(writes[0][0], *writes[0][1])  # its profile rows deleted
+            settle = asyncio.ensure_future(
+                store.settle_owed("site", "/a", "desktop", owing.captured_at, stale)
+            )
+            for _ in range(200):  # until the settle is done, or waits on a lock
+                waiting = await store._db.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted")
+                if settle.done() or waiting:
+                    break
+                await asyncio.sleep(0.05)
+            for sql, args in writes[1:]:
+                await conn.execute(sql, *args)
+            await tx.commit()
+        assert not await settle
+    desktop = await store.get_snapshot("site", "/a", "desktop")
+    assert desktop.html == "<p>new wide layout</p>" and not desktop.unrendered
+    assert await _profile_rows(store) == 1

@@ -3,14 +3,16 @@ bot of the owed profile asks: :class:`OwedRenders`, part of
 :class:`~snapshotd.capture.service.CaptureService`.
 
 Invariants:
-- concurrent requests for one path and profile share one render; it takes a miss place
-  (``CaptureService.places_taken``) and holds a miss slot (``MissSlots.miss``) like a miss,
-  and goes on when the request stops waiting;
+- concurrent requests in one process for one path and profile share one render; it takes
+  a miss place (``CaptureService.places_taken``) and holds a miss slot (``MissSlots.miss``)
+  like a miss, and goes on when the request stops waiting; a profile settled meanwhile (by
+  another process) is read from the store, without a slot;
 - the owed profile is rendered from the page whose snapshot owes it (a copy's master),
   compared with that snapshot (``ProfileRenders.render_owed``) and settled in the store only
   while that snapshot is still the one compared with (``Store.settle_owed``);
 - a render that failed (or faulted) stores nothing, and none starts again for that path and
-  profile for ``RETRY_AFTER`` seconds (the last ``FAILED_KEPT`` failures are remembered);
+  profile, nor for its master through another copy, for ``RETRY_AFTER`` seconds (the last
+  ``FAILED_KEPT`` failures are remembered);
 - once the service stops, none starts.
 """
 
@@ -66,44 +68,60 @@ class OwedRenders:
         return future
 
     async def _render(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
+        service = self.service
+        if await self._owing(site, path, profile) is not None:  # else settled: no slot taken
+            async with service.miss_slots.miss():
+                snapshot = await self._owing(site, path, profile)  # settled while it waited?
+                if service.stopping.is_set():
+                    return None
+                if snapshot is not None:
+                    await self._settle(site, path, profile, snapshot)
+        snapshot = await service.store.get_snapshot(site.name, path, profile)
+        return None if snapshot is None or snapshot.unrendered else snapshot
+
+    async def _owing(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
+        """The snapshot of ``path`` read for ``profile``, while it owes that profile."""
+        snapshot = await self.service.store.get_snapshot(site.name, path, profile)
+        return snapshot if snapshot is not None and snapshot.unrendered else None
+
+    async def _settle(
+        self, site: SiteSettings, path: str, profile: str, snapshot: Snapshot
+    ) -> None:
+        """Render ``profile`` of the page whose ``snapshot`` owes it and settle it."""
         service, store = self.service, self.service.store
-        async with service.miss_slots.miss():
-            if service.stopping.is_set():
-                return None
-            snapshot = await store.get_snapshot(site.name, path, profile)
-            if snapshot is None or profile not in snapshot.owed:
-                return snapshot  # rendered meanwhile, or captured again
-            # A copy owes what its master owes: the master's page is rendered.
-            own = await store.own_profiles(site.name, [path])
-            record = None if path in own else await store.get_path(site.name, path)
-            target = record.duplicate_of if record and record.duplicate_of else path
-            started = time.monotonic()
-            try:
-                result, variant = await service.profiles.render_owed(
-                    site.url_for(target), site, profile, snapshot
-                )
-                error = result.error if not result.ok else None
-            except Exception as exc:
-                error, variant = f"renderer fault: {type(exc).__name__}", None
-            service.metrics.render_seconds.observe(time.monotonic() - started)
-            service.metrics.minutes.render(site.name, time.monotonic() - started)
-            if error is not None:
-                self._failed_now((site.name, path, profile))
-                log.info("owed capture failed site=%s path=%s profile=%s error=%r",
-                         site.name, target, profile, error)
-                return None
-            settled = await store.settle_owed(
-                site.name, target, profile, snapshot.captured_at, variant
+        # A copy owes what its master owes: the master's page is rendered.
+        own = await store.own_profiles(site.name, [path])
+        record = None if path in own else await store.get_path(site.name, path)
+        target = record.duplicate_of if record and record.duplicate_of else path
+        keys = {(site.name, path, profile), (site.name, target, profile)}
+        if any(self._failed.get(key, 0.0) > time.monotonic() for key in keys):
+            return  # the master's render failed lately, asked through another copy
+        started = time.monotonic()
+        try:
+            result, variant = await service.profiles.render_owed(
+                site.url_for(target), site, profile, snapshot
             )
-            log.info(
-                "captured site=%s path=%s profile=%s status=%d %.2fs%s%s", site.name, target,
-                profile, result.status, result.elapsed, "" if variant else " alike",
-                "" if settled else " not kept (the path's snapshot changed meanwhile)",
-            )
-            if variant is not None and settled and service.links is not None:
-                service.links.put_nowait((site.name, target))
-        snapshot = await store.get_snapshot(site.name, path, profile)
-        return None if snapshot is None or profile in snapshot.owed else snapshot
+            error = result.error if not result.ok else None
+        except Exception as exc:
+            error, variant = f"renderer fault: {type(exc).__name__}", None
+        service.metrics.render_seconds.observe(time.monotonic() - started)
+        service.metrics.minutes.render(site.name, time.monotonic() - started)
+        if error is not None:
+            for key in keys:
+                self._failed_now(key)
+            log.info("owed capture failed site=%s path=%s profile=%s error=%r",
+                     site.name, target, profile, error)
+            return
+        settled = await store.settle_owed(
+            site.name, target, profile, snapshot.captured_at, variant
+        )
+        log.info(
+            "captured site=%s path=%s profile=%s status=%d %.2fs%s%s", site.name, target,
+            profile, result.status, result.elapsed, "" if variant else " alike",
+            "" if settled else " not kept (the path's snapshot changed meanwhile)",
+        )
+        if variant is not None and settled and service.links is not None:
+            service.links.put_nowait((site.name, target))
 
     def _failed_now(self, key: Key) -> None:
         self._failed[key] = time.monotonic() + RETRY_AFTER

@@ -297,7 +297,7 @@ class BotAnswers:
                     self.new_paths.add(site.name, lately=not decision.queue)
                 snapshot, queued = await self._wait_for_capture(site, path, future, profile)
                 if snapshot is not None and snapshot.unrendered:  # joined another bot's miss
-                    snapshot, refusal = await self._filled(site, path, profile, deadline)
+                    snapshot, _ = await self._filled(site, path, profile, deadline)
                 if snapshot is not None:
                     status = await self._send_snapshot(snapshot, "MISS", headers, scope, send)
                     return "MISS", status, claim

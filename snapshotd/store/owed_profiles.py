@@ -7,7 +7,8 @@ Invariants:
 - a profile is owed by the capture that stored the own snapshot (``Store.complete``) and by
   nothing else; it is settled at most once for that capture: its capture stored as a row
   when it differs, and the profile taken off what is owed, in one transaction, only while
-  the own snapshot is that capture (its capture time) and still owes it.
+  the own snapshot is that capture (its capture time) and still owes it. On PostgreSQL the
+  path's row is locked first, as storing a capture locks it, so the two never interleave.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ _SETTLE = (
     "AND captured_at = {0}4 AND ' ' || owed || ' ' LIKE '% ' || CAST({0}3 AS TEXT) || ' %' "
     "RETURNING path_id"
 )
+
+
+# Site, path: the path's row locked to the end of the transaction (PostgreSQL).
+_PATH_LOCK = "SELECT 1 FROM paths WHERE site = $1 AND path = $2 FOR UPDATE"
 
 
 class SQLiteOwed:
@@ -65,6 +70,9 @@ class PostgresOwed:
     ) -> bool:
         """As ``Store.settle_owed``."""
         async with self._db.acquire() as conn, conn.transaction():
+            # The path's row first, as a capture being stored takes it (store/outcome): one
+            # waits for the other, so a capture never keeps a row settled against the last.
+            await conn.execute(_PATH_LOCK, site, path)
             pid = await conn.fetchval(_SETTLE.format("$"), site, path, profile, captured_at)
             if pid is None:
                 return False
