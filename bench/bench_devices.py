@@ -144,8 +144,8 @@ async def snapshotd(executable: str, origin: str, timeout: float):  # type: igno
     captured: dict[str, tuple[CaptureResult, dict[str, str]]] = {}
 
     async def render(url: str) -> tuple[CaptureResult, dict[str, str]]:
-        first, variants = await renders.render(url, site, PROFILE_NAMES)
-        return first, {v.profile: v.html for v in variants}
+        rendered = await renders.render(url, site, PROFILE_NAMES)
+        return rendered.first, {v.profile: v.html for v in rendered.variants}
 
     async def capture(url: str, name: str) -> tuple[str | None, str | None]:
         if url not in captured:

@@ -102,7 +102,7 @@ async def snapshotd(  # type: ignore[no-untyped-def]
     renders = ProfileRenders(pool, store=None)  # type: ignore[arg-type]  # no recaptures here
 
     async def capture(url: str) -> tuple[str | None, str | None]:
-        result, _ = await renders.render(url, site, profiles_served(devices))
+        result = (await renders.render(url, site, profiles_served(devices))).first
         return (result.html, None) if result.ok else (None, result.error)
 
     try:
