@@ -18,7 +18,8 @@ The rules of admission, in order:
    ``ignored``, the crawler records the path as ignored (which counts against ``max_pages``).
 4. Crawler sources only: robots.txt (``obey_robots``), then ``max_hops``.
 5. A bot's path with a snapshot is served: ``HIT`` while fresh, else ``STALE`` (and queued
-   again when ``capture_expired`` and its retry time has come).
+   again when ``capture_expired`` and its retry time has come); one that owes the bot's
+   device profile has that profile rendered first (``fill``), unless the site is paused.
    A bot's path without one that the site does not process (its URL process pattern, or
    rendered and left ``crawled``) gets the origin's page.
 6. A path the store does not know is added only within ``max_pages``; for a bot also within
