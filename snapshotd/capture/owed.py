@@ -69,20 +69,17 @@ class OwedRenders:
 
     async def _render(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
         service = self.service
-        if await self._owing(site, path, profile) is not None:  # else settled: no slot taken
+        snapshot = await service.store.get_snapshot(site.name, path, profile)
+        if snapshot is not None and snapshot.unrendered:  # else settled: no slot taken
             async with service.miss_slots.miss():
-                snapshot = await self._owing(site, path, profile)  # settled while it waited?
                 if service.stopping.is_set():
                     return None
-                if snapshot is not None:
+                # Read again: it may have been settled while this waited for its slot.
+                snapshot = await service.store.get_snapshot(site.name, path, profile)
+                if snapshot is not None and snapshot.unrendered:
                     await self._settle(site, path, profile, snapshot)
-        snapshot = await service.store.get_snapshot(site.name, path, profile)
+                    snapshot = await service.store.get_snapshot(site.name, path, profile)
         return None if snapshot is None or snapshot.unrendered else snapshot
-
-    async def _owing(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
-        """The snapshot of ``path`` read for ``profile``, while it owes that profile."""
-        snapshot = await self.service.store.get_snapshot(site.name, path, profile)
-        return snapshot if snapshot is not None and snapshot.unrendered else None
 
     async def _settle(
         self, site: SiteSettings, path: str, profile: str, snapshot: Snapshot
@@ -104,8 +101,7 @@ class OwedRenders:
             error = result.error if not result.ok else None
         except Exception as exc:
             error, variant = f"renderer fault: {type(exc).__name__}", None
-        service.metrics.render_seconds.observe(time.monotonic() - started)
-        service.metrics.minutes.render(site.name, time.monotonic() - started)
+        service.count_render(site, started)
         if error is not None:
             for key in keys:
                 self._failed_now(key)

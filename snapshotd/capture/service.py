@@ -258,8 +258,7 @@ class CaptureService:
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
             variants, owed = [], ()
-        self.metrics.render_seconds.observe(time.monotonic() - started)
-        self.metrics.minutes.render(site.name, time.monotonic() - started)
+        self.count_render(site, started)
         now = self.clock()
         if not result.ok and self.stopping.is_set():
             # The renderer may be closing under it: nothing says the page is to blame.
@@ -370,6 +369,13 @@ class CaptureService:
             record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants),
             not_found=verdict.why if verdict and answered else None,
         )
+
+    def count_render(self, site: SiteSettings, started: float) -> None:
+        """Count a capture's renders of ``site`` begun at ``started`` (``time.monotonic``) in
+        the metrics and the site's minute counters."""
+        seconds = time.monotonic() - started
+        self.metrics.render_seconds.observe(seconds)
+        self.metrics.minutes.render(site.name, seconds)
 
     async def _to_confirm(self, site: SiteSettings, record: PathRecord, result: CaptureResult
                           ) -> Outcome:

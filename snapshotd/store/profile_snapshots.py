@@ -12,7 +12,7 @@ Invariants:
 - A path's own snapshot may owe profiles (``owed``, space-separated names): a capture that
   rendered only the profile a bot asked for, where the others might have shown something
   else, owes them. An owed profile holds no row, and its crawlers are not served the path's
-  own snapshot: a request from one renders that profile first (:meth:`settle_owed` then
+  own snapshot: a request from one renders that profile first (``Store.settle_owed``, then
   stores its capture as a row when it differs and takes the profile off ``owed``, at once,
   and only while the own snapshot is the one it was compared with).
 - A copy (``duplicate_of``, shared) has none of its own: it is served its master's, the
