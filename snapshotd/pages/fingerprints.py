@@ -82,15 +82,25 @@ def main_text(html: str) -> str:
     return without_times(" ".join(root.text(separator=" ").lower().split()))
 
 
+# For each bit of a byte, a table that maps every byte to that bit of it (bytes.translate).
+_BIT_OF = [bytes(value >> bit & 1 for value in range(256)) for bit in range(8)]
+
+
 def _simhash(words: list[str]) -> int:
-    weights = [0] * 64
+    """Charikar's SimHash of the text's word shingles: bit ``b`` is set when more shingles'
+    64-bit hashes (BLAKE2b, big-endian) have it set than not. Counted a column of hash bytes
+    at a time in C (``bytes.translate`` and ``count``), not a bit at a time in Python."""
     count = min(max(len(words) - _SHINGLE + 1, 1), _MAX_SHINGLES)
-    shingles = [" ".join(words[i : i + _SHINGLE]) for i in range(count)]
-    for shingle in shingles:
-        h = int.from_bytes(hashlib.blake2b(shingle.encode(), digest_size=8).digest(), "big")
-        for bit in range(64):
-            weights[bit] += 1 if h >> bit & 1 else -1
-    value = sum(1 << bit for bit in range(64) if weights[bit] > 0)
+    hashes = b"".join(
+        hashlib.blake2b(" ".join(words[i : i + _SHINGLE]).encode(), digest_size=8).digest()
+        for i in range(count)
+    )
+    value = 0
+    for byte in range(8):
+        column, shift = hashes[byte::8], 8 * (7 - byte)  # the first byte holds the top bits
+        for bit in range(8):
+            if 2 * column.translate(_BIT_OF[bit]).count(1) > count:
+                value |= 1 << (shift + bit)
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
