@@ -30,7 +30,10 @@ over the floor's: a plain Playwright loop rendering each page as Googlebot Smart
 12,000 px viewport from the start, taken at Playwright's ``networkidle`` (:func:`floor`).
 Beside them, the machine's CPU seconds a page (every process, from ``/proc/stat``, in the
 quiet runs): a renderer that waits leaves cores idle, one that works for its truth does not,
-and pages per second can exceed neither the cores over its CPU a page nor its waits.
+and pages per second can exceed neither the cores over its CPU a page nor its waits. Then
+the same CPU split by process (``/proc/PID/stat``): Chromium's browser, renderer, GPU and
+network processes, snapshotd's server, Playwright's driver, prerender, nginx and the rest,
+which shows whose work a renderer's excess over the floor is.
 After snapshotd's quiet pass, the same server is asked for each page again as Googlebot
 desktop: a phone crawler's miss renders the phone's page alone, and a page that may show a
 desktop crawler something else renders its desktop profile when one first asks, so this pass
@@ -275,16 +278,53 @@ def machine_cpu() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def _kind(comm: str, argv: list[str]) -> str:
+    """Which part of the work a process is: Chromium's by its --type, snapshotd's server,
+    Playwright's driver, prerender, nginx, or the rest of the machine."""
+    if comm.startswith(("chrom", "headless")):
+        kind = next((a[7:] for a in argv if a.startswith("--type=")), "browser")
+        if kind == "utility":
+            sub = next((a for a in argv if a.startswith("--utility-sub-type=")), "")
+            kind = "network" if "NetworkService" in sub else "utility"
+        return f"chromium {'gpu' if kind == 'gpu-process' else kind}"
+    line = " ".join(argv)
+    if "-m snapshotd" in line:
+        return "snapshotd"
+    if comm.startswith("node"):
+        return "playwright driver" if "playwright" in line else "prerender"
+    return "nginx" if comm.startswith("nginx") else "rest"
+
+
+def process_cpu() -> collections.Counter[str]:
+    """CPU seconds each kind of process (:func:`_kind`) has spent so far: the processes now
+    alive, so one that ended between two readings is left out."""
+    spent: collections.Counter[str] = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline") as f:
+                argv = f.read().replace("\0", " ").split()  # Chromium rewrites its own
+        except OSError:
+            continue
+        comm, _, rest = stat.partition("(")[2].rpartition(")")
+        fields = rest.split()
+        spent[_kind(comm, argv)] += (int(fields[11]) + int(fields[12])) / tick
+    return spent
+
+
 def warm(url: str) -> str:
     """Another page of the same app, asked first: the browser up, the app's scripts compiled."""
     return url.replace("/#!", "/?warm#!", 1) if "#!" in url else url + "?warm"
 
 
 async def through(
-    capture: Capture, urls: list[str]
+    capture: Capture, urls: list[str], split: collections.Counter[str] | None = None
 ) -> tuple[float, float, dict[str, tuple[str | None, str | None]]]:
     """Pages per second asking for each of ``urls`` once, two at a time, the machine's CPU
-    seconds a page meanwhile, and each answer."""
+    seconds a page meanwhile, and each answer; ``split`` gets each kind of process's CPU
+    seconds a page (:func:`process_cpu`)."""
     todo, answers = list(reversed(urls)), {}
 
     async def worker() -> None:
@@ -292,9 +332,11 @@ async def through(
             url = todo.pop()
             answers[url] = await capture(url)
 
-    started, cpu = time.perf_counter(), machine_cpu()
+    started, cpu, parts = time.perf_counter(), machine_cpu(), process_cpu()
     await asyncio.gather(worker(), worker())
     rate = len(urls) / (time.perf_counter() - started)
+    if split is not None:
+        split.update({k: v / len(urls) for k, v in (process_cpu() - parts).items()})
     return rate, (machine_cpu() - cpu) / len(urls), answers
 
 
@@ -369,14 +411,19 @@ async def main() -> None:
             scores: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
             failed: collections.Counter[tuple[str, str]] = collections.Counter()
             desktop: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+            # Each kind of process's CPU seconds a page, summed over the quiet rounds.
+            splits: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(
+                collections.Counter
+            )
             for round_ in range(args.rounds):
                 for loaded in loads:
                     for app, urls in apps.items():
                         for name in RENDERERS[:: -1 if round_ % 2 else 1]:
                             async with renderer(name) as capture:
                                 await capture(warm(urls[0]))
+                                split = None if loaded else splits[(app, name)]
                                 with busy_core(loaded):
-                                    rate, cpu, answers = await through(capture, urls)
+                                    rate, cpu, answers = await through(capture, urls, split)
                                 if name == "snapshotd" and not loaded:
                                     # The same pages, now as Googlebot desktop asks them.
                                     desktop[app].append(await desktop_pass(capture, urls))
@@ -418,6 +465,14 @@ async def main() -> None:
             )
             + f" (of {os.cpu_count()} cores: at most {os.cpu_count()} CPU seconds a second)"
         )
+        quiet_rounds = len(cpus[(app, "snapshotd")])
+        for name in RENDERERS:
+            split = splits[(app, name)]
+            print(
+                f"  {name}'s CPU a page by process, quiet (mean): "
+                + ", ".join(f"{kind} {seconds / quiet_rounds * 1000:.0f} ms"
+                            for kind, seconds in split.most_common() if seconds * 1000 >= 1)
+            )
         after = desktop[app]
         print(
             "  snapshotd, the same pages then asked by Googlebot desktop: "
