@@ -296,8 +296,9 @@ def _kind(comm: str, argv: list[str]) -> str:
 
 
 def process_cpu() -> collections.Counter[str]:
-    """CPU seconds each kind of process (:func:`_kind`) has spent so far: the processes now
-    alive, so one that ended between two readings is left out."""
+    """CPU seconds each kind of process (:func:`_kind`) has spent so far, the processes that
+    ended counted with their parent once it has reaped them: Chromium's renderers with its
+    zygote (prerender's, one a tab), the rest as their parent's "ended children"."""
     spent: collections.Counter[str] = collections.Counter()
     tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -310,7 +311,10 @@ def process_cpu() -> collections.Counter[str]:
             continue
         comm, _, rest = stat.partition("(")[2].rpartition(")")
         fields = rest.split()
-        spent[_kind(comm, argv)] += (int(fields[11]) + int(fields[12])) / tick
+        kind = _kind(comm, argv)
+        spent[kind] += (int(fields[11]) + int(fields[12])) / tick
+        ended = "chromium renderer" if kind == "chromium zygote" else f"{kind} (ended children)"
+        spent[ended] += (int(fields[13]) + int(fields[14])) / tick
     return spent
 
 
