@@ -31,10 +31,10 @@ log = logging.getLogger("snapshotd.render")
 # V8 collects lazily while memory is plentiful: each capture leaves its documents' garbage in
 # the renderer's heap (about 1 MB a page on the example app), and without a collection it
 # piles up to some 70 MB a renderer before V8 acts. A collection asked for through DevTools
-# is V8's last-resort one, which also drops the code compiled for the site's scripts, so the
-# next capture compiles them again: on a site with much script (docsify: Vue, Prism and its
-# plugins) collecting at 16 MiB cost 50 to 100 ms of CPU a page, where at this bound a
-# renderer collects about once in 30 captures of the example app (bench/bench_render.py).
+# is V8's last-resort one, which also throws compiled code away, so the captures after it cost
+# more: on a site with much script (docsify: Vue, Prism and its plugins) collecting at 16 MiB
+# cost 50 to 100 ms of CPU a page, where at this bound a renderer collects about once in 30
+# captures of the example app (bench/bench_render.py).
 _COLLECT_ABOVE = 32 * 2**20
 
 
