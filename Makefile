@@ -162,14 +162,15 @@ bench/real_apps/node_modules/.package-lock.json: bench/real_apps/package-lock.js
 
 bench-apps: bench/real_apps/checkouts/.fetched bench/real_apps/node_modules/.package-lock.json
 
-# Every bench but the two that measure the local PostgreSQL over TCP runs in a network
-# namespace of its own, loopback alone (bench/loopback.sh).
+# Every bench but bench_scale.py, which measures the local PostgreSQL over TCP, runs in a
+# network namespace of its own, loopback alone (bench/loopback.sh; BENCH_NETWORK=host runs
+# them on the machine's network instead, where a namespace cannot be made).
 bench: chromium tests/corpus/apps/node_modules/.package-lock.json bench/prerender/node_modules/.package-lock.json \
 		tests/corpus/devices/node_modules/.package-lock.json \
 		tests/corpus/webcomponents/node_modules/.package-lock.json \
 		bench/docs_spa/node_modules/.package-lock.json bench-apps
 	@for f in bench/bench_*.py; do echo "== $$f"; case $$f in \
-		*/bench_scale.py|*/bench_claim.py) $(BIN)/python $$f ;; \
+		*/bench_scale.py) $(BIN)/python $$f ;; \
 		*) sh bench/loopback.sh $(BIN)/python $$f ;; esac || exit 1; done
 
 clean:

@@ -32,9 +32,7 @@ log = logging.getLogger("snapshotd.render")
 # the renderer's heap (about 1 MB a page on the example app), and without a collection it
 # piles up to some 70 MB a renderer before V8 acts. A collection asked for through DevTools
 # is V8's last-resort one, which also throws compiled code away, so the captures after it cost
-# more: on a site with much script (docsify: Vue, Prism and its plugins) collecting at 16 MiB
-# cost 50 to 100 ms of CPU a page, where at this bound a renderer collects about once in 30
-# captures of the example app (bench/bench_render.py).
+# more; SPEC 4.1 gives what this bound and a lower one cost in memory and CPU.
 _COLLECT_ABOVE = 32 * 2**20
 
 
