@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_phone  # noqa: E402
 import httpx  # noqa: E402
 from bench_phone import PHONE, SMARTPHONE, TALL, serve_no_crawler  # noqa: E402
-from bench_proxy import free_port, nginx_binary, wait_answering  # noqa: E402
+from bench_proxy import free_port, nginx_binary, proc_stats, wait_answering  # noqa: E402
 from bench_readiness import LOOPBACK_ONLY, PRERENDER, live_text, prerender, truth  # noqa: E402
 from bench_render import floor_loop  # noqa: E402
 from playwright.async_api import Browser, async_playwright  # noqa: E402
@@ -301,17 +301,13 @@ def process_cpu() -> collections.Counter[str]:
     zygote (prerender's, one a tab), the rest as their parent's "ended children"."""
     spent: collections.Counter[str] = collections.Counter()
     tick = os.sysconf("SC_CLK_TCK")
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, name, fields in proc_stats():
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
             with open(f"/proc/{pid}/cmdline") as f:
                 argv = f.read().replace("\0", " ").split()  # Chromium rewrites its own
         except OSError:
             continue
-        comm, _, rest = stat.partition("(")[2].rpartition(")")
-        fields = rest.split()
-        kind = _kind(comm, argv)
+        kind = _kind(name, argv)
         spent[kind] += (int(fields[11]) + int(fields[12])) / tick
         ended = "chromium renderer" if kind == "chromium zygote" else f"{kind} (ended children)"
         spent[ended] += (int(fields[13]) + int(fields[14])) / tick

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -216,18 +217,28 @@ def nginx_binary() -> str:
     return found
 
 
-def cpu_seconds(roots: tuple[int, ...]) -> float:
-    """User and system CPU time of the processes ``roots`` and all their descendants (a
-    server's master and workers), from /proc."""
-    stats: dict[int, tuple[int, float]] = {}
+def proc_stats() -> Iterator[tuple[int, str, list[str]]]:
+    """Each process alive now: its pid, its command's name, and the fields of its
+    /proc/PID/stat after the name (state, ppid at index 1, ... utime and stime at 11 and 12,
+    cutime and cstime, its reaped children's, at 13 and 14), in clock ticks."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            # after the name: state, ppid (index 1) ... utime, stime (indexes 11, 12)
-            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+            # The name, in parentheses, may itself hold spaces and parentheses.
+            name, _, rest = stat.partition("(")[2].rpartition(")")
+            yield int(entry), name, rest.split()
+
+
+def cpu_seconds(roots: tuple[int, ...]) -> float:
+    """User and system CPU time of the processes ``roots`` and all their descendants (a
+    server's master and workers), from /proc."""
+    stats = {
+        pid: (int(fields[1]), int(fields[11]) + int(fields[12]))
+        for pid, _name, fields in proc_stats()
+    }
     tree, total = set(roots), 0.0
     grown = True
     while grown:
