@@ -177,3 +177,79 @@ async def test_a_claim_of_several_sites_writes_only_the_row_it_takes(schema):
         assert others == []
     finally:
         await store.close()
+
+
+async def _blocked_by(conn: asyncpg.Connection, store: PostgresStore) -> None:
+    """Until some statement of ``store`` waits on a lock ``conn`` holds (a bound stops a hang)."""
+    for _ in range(400):
+        if await store._db.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+            conn.get_server_pid(),
+        ):
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError("nothing waited on the lock")
+
+
+async def test_clearing_a_site_locks_its_paths_in_the_order_a_batch_does(schema):
+    """A batch locks paths in path order (by code point, as Python sorts them); clearing the
+    site takes them in that order too, so while a batch holds one path the clearing holds
+    none after it, and the batch goes on to the next instead of deadlocking."""
+    store = PostgresStore(schema, pool_size=2)
+    await store.open()
+    try:
+        # Stored out of order ("/B" sorts first by code point), and enough of them that the
+        # whole site is read in the order stored rather than through the index.
+        for path in ("/b", "/a"):
+            await store.enqueue("s", path, 1)
+        await store.enqueue_many("s", [(f"/c{i:04d}", 0) for i in range(2000)], 1)
+        await store.enqueue("s", "/B", 1)
+        conn = await asyncpg.connect(schema)
+        try:
+            await conn.execute("ANALYZE paths")
+            plan = await conn.fetchval("EXPLAIN DELETE FROM paths WHERE site = 's'")
+            assert "Index" not in plan
+            tx = conn.transaction()
+            await tx.start()
+            await conn.execute("UPDATE paths SET priority = 2 WHERE path = '/B'")
+            clearing = asyncio.ensure_future(store.clear_site("s"))
+            await _blocked_by(conn, store)
+            for later in ("/a", "/b"):  # held by no one: the clearing waits at "/B"
+                await conn.execute(
+                    "SELECT 1 FROM paths WHERE path = $1 FOR UPDATE NOWAIT", later
+                )
+            await tx.commit()
+        finally:
+            await conn.close()
+        assert await asyncio.wait_for(clearing, 60) == 2003
+        assert await store.counts("s") == {}
+    finally:
+        await store.close()
+
+
+async def test_clearing_a_site_that_deadlocks_with_another_writer_is_done_again(schema):
+    """A writer that takes two paths against that order (a capture that takes over its
+    master's snapshot) can still deadlock with the clearing; PostgreSQL gives up one of
+    them, and a clearing given up is done again once the other is through."""
+    store = PostgresStore(schema, pool_size=2)
+    await store.open()
+    try:
+        for path in ("/a", "/b"):
+            await store.enqueue("s", path, 1)
+        conn = await asyncpg.connect(schema)
+        try:
+            tx = conn.transaction()
+            await tx.start()
+            # This transaction is never the one given up.
+            await conn.execute("SET LOCAL deadlock_timeout = '10min'")
+            await conn.execute("UPDATE paths SET priority = 2 WHERE path = '/b'")
+            clearing = asyncio.ensure_future(store.clear_site("s"))
+            await _blocked_by(conn, store)  # holding "/a", waiting for "/b"
+            await conn.execute("UPDATE paths SET priority = 3 WHERE path = '/a'")
+            await tx.commit()
+        finally:
+            await conn.close()
+        assert await asyncio.wait_for(clearing, 60) == 2
+        assert await store.counts("s") == {}
+    finally:
+        await store.close()

@@ -22,6 +22,8 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from snapshotd.store.pg_retry import transaction_retried
+
 __all__ = [
     "COUNTERS_TABLE",
     "POSTGRES_RECENT_TABLE",
@@ -163,8 +165,11 @@ class PostgresCounters:
         rows = _merged(rows)
         if not rows:
             return
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def add(conn: Any) -> None:
             await conn.executemany(_ADD.format("$1, $2, $3, $4"), rows)
+
+        await transaction_retried(self._db, add)
 
     async def counters(self, since: int) -> list[CounterRow]:
         rows = await self._db.fetch(
@@ -177,10 +182,13 @@ class PostgresCounters:
     async def add_recent(self, rows: Sequence[RecentRow]) -> None:
         if not rows:
             return
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def add(conn: Any) -> None:
             await conn.executemany(_ADD_RECENT.format("$"), rows)
             for site in sorted({row[1] for row in rows}):
                 await conn.execute(_TRIM_RECENT.format("$"), site)
+
+        await transaction_retried(self._db, add)
 
     async def recent(self, limit: int) -> list[RecentRow]:
         rows = await self._db.fetch(_READ_RECENT.format("$"), limit)

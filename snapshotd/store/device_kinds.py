@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from snapshotd.store.counters import sqlite_transaction
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = ["DEVICE_KINDS", "KINDS_KEPT_FOR", "PostgresDeviceKinds", "SQLiteDeviceKinds"]
 
@@ -104,8 +105,11 @@ class PostgresDeviceKinds:
         now = self.clock()
         since = now - KINDS_KEPT_FOR
         sql = _TELL.format("$").replace("MAX_OF", "GREATEST")
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def tell(conn: Any) -> None:
             await conn.execute(sql, site, kind, int(not differs), int(differs), now, since)
             await conn.execute(
                 _FORGET.format("$").replace("SKIP_LOCKED", "FOR UPDATE SKIP LOCKED"), site, since
             )
+
+        await transaction_retried(self._db, tell)

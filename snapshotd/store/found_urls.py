@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from snapshotd.store.counters import row_count, sqlite_transaction
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = [
     "FOUND_URLS",
@@ -103,7 +104,8 @@ class PostgresFoundUrls:
         hashes = url_hashes(urls)
         if not hashes:
             return
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def add(conn: Any) -> None:
             if (await conn.fetchval(_COUNT.format("$"), site) or 0) >= MAX_FOUND_URLS:
                 return
             done = await conn.execute(
@@ -114,6 +116,8 @@ class PostgresFoundUrls:
             )
             if added := row_count(done):
                 await conn.execute(_ADD_COUNT.format("$"), site, added)
+
+        await transaction_retried(self._db, add)
 
     async def found_urls(self, site: str) -> int:
         return int(await self._db.fetchval(_COUNT.format("$"), site) or 0)

@@ -17,6 +17,7 @@ from typing import Any
 
 from snapshotd.store.counters import row_count
 from snapshotd.store.interface import PATH_COLUMNS, PathRecord, path_record
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = ["PostgresLeases", "SQLiteLeases"]
 
@@ -233,15 +234,14 @@ class PostgresLeases:
 
     async def release_leases(self, owner: str) -> int:
         """Every path leased by ``owner`` goes back to pending (a worker that stopped or died),
-        its claim not counted as an attempt."""
-        return row_count(
-            await self._db.execute(
-                "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-                "attempts = GREATEST(attempts - 1, 0) "
-                "WHERE state = 'processing' AND lease_owner = $1",
-                owner,
-            )
-        )
+        its claim not counted as an attempt. Its paths may be of any site, taken in the order
+        read, so a deadlock with a site's clearing or a batch is done again."""
+        return row_count(await transaction_retried(self._db, lambda conn: conn.execute(
+            "UPDATE paths SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+            "attempts = GREATEST(attempts - 1, 0) "
+            "WHERE state = 'processing' AND lease_owner = $1",
+            owner,
+        )))
 
     async def release(self, site: str, path: str, owner: str) -> bool:
         """A claimed path goes back to pending (its capture was cut short), its claim not

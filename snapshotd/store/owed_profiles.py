@@ -17,6 +17,7 @@ from typing import Any
 
 from snapshotd.store.counters import sqlite_transaction
 from snapshotd.store.outcome import Variant, variant_write
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = ["OWED_COLUMN", "PostgresOwed", "SQLiteOwed"]
 
@@ -69,7 +70,8 @@ class PostgresOwed:
         self, site: str, path: str, profile: str, captured_at: float, variant: Variant | None
     ) -> bool:
         """As ``Store.settle_owed``."""
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def settle(conn: Any) -> bool:
             # The path's row first, as a capture being stored takes it (store/outcome): one
             # waits for the other, so a capture never keeps a row settled against the last.
             await conn.execute(_PATH_LOCK, site, path)
@@ -79,4 +81,6 @@ class PostgresOwed:
             if variant is not None:
                 sql, args = variant_write(pid, variant, self.clock(), "$")
                 await conn.execute(sql, *args)
-        return True
+            return True
+
+        return bool(await transaction_retried(self._db, settle))

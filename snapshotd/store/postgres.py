@@ -15,7 +15,6 @@ Invariants, beyond those of ``snapshotd.store.interface``:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -56,6 +55,7 @@ from snapshotd.store.path_counts import (
     SITE_COUNTS,
     SITE_SIZE,
 )
+from snapshotd.store.pg_retry import transaction_retried
 from snapshotd.store.prints_and_params import PostgresParams
 from snapshotd.store.profile_snapshots import SNAPSHOT_OF_PROFILE, PostgresProfiles
 from snapshotd.store.queueing import check_priority, queueing
@@ -406,34 +406,30 @@ class PostgresStore(
     ) -> list[str]:
         check_priority(priority)
         now = self.clock()
-        # Rows are locked in path order, the same in every process, so two batches sharing
-        # paths wait for each other instead of deadlocking; a deadlock with some other
-        # statement is retried.
+        # Rows are locked in path order, the same in every process (and in a site's
+        # clearing), so two batches sharing paths wait for each other instead of
+        # deadlocking; a deadlock with some other statement is done again.
         order = sorted(range(len(paths)), key=lambda i: paths[i][0])
-        for attempt in range(_RETRIES):
-            try:
-                out: list[str] = [""] * len(paths)
-                async with self._db.acquire() as conn, conn.transaction():
-                    # Ids in the batch's own order: claims break ties by id, insertion order.
-                    ids = [
-                        row[0]
-                        for row in await conn.fetch(
-                            "SELECT nextval(pg_get_serial_sequence('paths', 'id')) "
-                            "FROM generate_series(1, $1) ORDER BY 1",
-                            len(paths),
-                        )
-                    ]
-                    for i in order:
-                        path, hops = paths[i]
-                        out[i] = await self._enqueue_one(
-                            conn, ids[i], site, path, priority, hops, force, now, found
-                        )
-                return out
-            except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
-                if attempt == _RETRIES - 1:
-                    raise
-                await asyncio.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")
+
+        async def batch(conn: asyncpg.Connection) -> list[str]:
+            out: list[str] = [""] * len(paths)
+            # Ids in the batch's own order: claims break ties by id, insertion order.
+            ids = [
+                row[0]
+                for row in await conn.fetch(
+                    "SELECT nextval(pg_get_serial_sequence('paths', 'id')) "
+                    "FROM generate_series(1, $1) ORDER BY 1",
+                    len(paths),
+                )
+            ]
+            for i in order:
+                path, hops = paths[i]
+                out[i] = await self._enqueue_one(
+                    conn, ids[i], site, path, priority, hops, force, now, found
+                )
+            return out
+
+        return await transaction_retried(self._db, batch)
 
     async def add_ignored(self, site: str, path: str, *, hops: int = 0, reason: str = "") -> bool:
         now = self.clock()
@@ -448,13 +444,18 @@ class PostgresStore(
     async def complete(self, site: str, path: str, owner: str, outcome: CaptureOutcome) -> bool:
         now = self.clock()
         sql, args = mark_path_stored(site, path, owner, outcome, now, "$")
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def store(conn: asyncpg.Connection) -> bool:
             pid = await conn.fetchval(sql, *args)
             if pid is None:
                 return False
-            for sql, args in capture_writes(site, path, pid, outcome, now, "$"):
-                await conn.execute(sql, *args)
-        return True
+            for write, values in capture_writes(site, path, pid, outcome, now, "$"):
+                await conn.execute(write, *values)
+            return True
+
+        # A capture that takes over a master's snapshot locks its own path, then the master
+        # and its copies: against path order, so a deadlock is done again.
+        return await transaction_retried(self._db, store)
 
     async def fail(
         self, site: str, path: str, owner: str, *, error: str, retry_at: float,

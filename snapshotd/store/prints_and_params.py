@@ -19,6 +19,7 @@ from typing import Any
 from snapshotd.pages.fingerprints import Print
 from snapshotd.store.counters import sqlite_transaction
 from snapshotd.store.learnt import ParamRow
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = ["POSTGRES_VARIANTS_INDEX", "PRINTS_AND_PARAMS", "PostgresParams", "SQLiteParams"]
 
@@ -196,9 +197,11 @@ class PostgresParams:
             _PUT.format("$"), site, name, state, scope, int(pinned), self.clock())
 
     async def delete_param(self, site: str, name: str) -> bool:
-        async with self._db.acquire() as conn, conn.transaction():
+
+        async def delete(conn: Any) -> str:
             await conn.execute(
                 "DELETE FROM param_evidence WHERE site = $1 AND name = $2", site, name)
-            done = await conn.execute(
-                "DELETE FROM params WHERE site = $1 AND name = $2", site, name)
-        return not done.endswith(" 0")
+            return str(await conn.execute(
+                "DELETE FROM params WHERE site = $1 AND name = $2", site, name))
+
+        return not (await transaction_retried(self._db, delete)).endswith(" 0")

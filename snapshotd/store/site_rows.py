@@ -15,6 +15,7 @@ from typing import Any
 
 from snapshotd.store.counters import sqlite_transaction
 from snapshotd.store.interface import SiteRow
+from snapshotd.store.pg_retry import transaction_retried
 
 __all__ = [
     "EXPIRE_AFTER_FLOOR", "SITES_TABLE", "SITE_TOKENS", "PostgresSites", "SQLiteSites",
@@ -110,6 +111,9 @@ _CLEAR = (
 )
 
 
+_LOCK_PATHS = 'SELECT FROM paths WHERE site = $1 ORDER BY path COLLATE "C" FOR UPDATE'
+
+
 def _row(r: Any) -> SiteRow:
     return SiteRow(r[0], r[1], bool(r[2]), float(r[3]), float(r[4]), r[5] or "")
 
@@ -183,7 +187,10 @@ class PostgresSites:
         return int(done.split()[-1]) > 0
 
     async def clear_site(self, name: str, *, remove: bool = False) -> int:
-        async with self._db.acquire() as conn, conn.transaction():
+        async def clear(conn: Any) -> int:
+            # Its paths locked in path order first, by code point whatever the database's
+            # collation, as a batch locks them (PostgresStore.enqueue_many).
+            await conn.execute(_LOCK_PATHS, name)
             done = await conn.execute(_CLEAR[0].format("$1::text"), name)
             for sql in _CLEAR[1:]:
                 await conn.execute(sql.format("$1::text"), name)
@@ -194,3 +201,5 @@ class PostgresSites:
                     "UPDATE sites SET updated_at = $1 WHERE name = $2", self.clock(), name
                 )
             return int(done.split()[-1])
+
+        return await transaction_retried(self._db, clear)
