@@ -308,3 +308,48 @@ async def test_worker_mode_recaptures_expired_and_takes_over_dead_leases(shop, t
         await pool.close()
         await store.close()
     assert not any(r.state == "processing" for r in (await records(db)).values())
+
+
+async def test_a_worker_storing_what_it_rendered_leaves_the_render_slot_to_the_next_path(
+    shop, tmp_path
+):
+    """One render slot: while the worker that rendered a page stores it, the next path is
+    already being rendered, so the slot does not wait on the store."""
+    site, origin = shop
+    settings = Settings(
+        db=str(tmp_path / "s.db"), browser=browser(concurrency=1),
+        sites=(shop_site(origin, seeds=("/a/1", "/a/2"), sitemaps=(), crawl_links=False),),
+    )
+    store = SQLiteStore(settings.db)
+    await store.open()
+    storing_first = asyncio.Event()
+    fetched_meanwhile: list[str] = []
+    complete = store.complete
+
+    async def complete_after_the_next_render_began(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not storing_first.is_set():
+            storing_first.set()
+            before = set(site.counts())
+            for _ in range(300):  # a bound only against a hang
+                if new := sorted(set(site.counts()) - before):
+                    fetched_meanwhile.extend(new)
+                    break
+                await asyncio.sleep(0.05)
+        return await complete(*args, **kwargs)
+
+    store.complete = complete_after_the_next_render_began  # type: ignore[method-assign]
+    pool = BrowserPool(settings.browser)
+    await pool.start()
+    try:
+        capture = CaptureService(settings, store, pool)
+        crawler = Crawler(SiteRegistry(settings, store), store, capture, once=True)
+        await crawler.start()
+        await asyncio.wait_for(crawler.finished.wait(), 60)
+        await crawler.stop()
+        assert storing_first.is_set()
+        assert len(fetched_meanwhile) == 1 and fetched_meanwhile[0] in ("/a/1", "/a/2")
+        assert crawler.stats.captured == 2
+        assert site.counts() == {"/a/1": 1, "/a/2": 1}
+    finally:
+        await pool.close()
+        await store.close()

@@ -8,8 +8,10 @@ Invariants:
 - a path is captured only under its lease (``store.claim``); a lease left by a dead worker
   goes back to pending (the capture service's periodic reclaim, or at once for a dead
   process on this host), so a crash loses nothing and nothing stored is captured twice;
-- at most ``browser.concurrency`` captures run at once; a site with ``crawl_delay`` has one
-  capture at a time, started at least ``crawl_delay`` seconds after the previous one ended;
+- ``browser.concurrency`` + 1 workers claim and capture, at most ``browser.concurrency`` of
+  them rendering at once (the pool's slots): the one more waits for a slot with the next path
+  while another stores what it rendered and queues its links; a site with ``crawl_delay`` has
+  one capture at a time, started at least ``crawl_delay`` seconds after the previous one ended;
 - the crawler follows the links of every capture it runs (stored marked by
   ``capture.run(..., follow_links=True)``) as part of that capture, and of every capture the
   capture service hands over through its ``links`` queue (the proxy misses of this process);
@@ -241,9 +243,10 @@ class Crawler:
             log.error("crawler start-up failed: %s", exc)
             self.finished.set()
             return
+        # One worker more than render slots: see the module's invariants.
         self._workers = [
             asyncio.create_task(self._worker(), name=f"crawler-worker-{n}")
-            for n in range(self.registry.settings.browser.concurrency)
+            for n in range(self.registry.settings.browser.concurrency + 1)
         ]
         if self.capture.links is not None:
             self._tasks.append(asyncio.create_task(self._follow_handed_over(), name="links"))
