@@ -384,7 +384,7 @@ async def test_a_maintenance_counts_sizes_rounds_and_full_sites(store) -> None: 
         assert (await job_state(store, "b", 0)).ended
         assert not (await job_state(store, "c", 0)).ended  # no path yet: no round
         assert crawler.frontier.size == {"a": 3, "b": 1, "c": 0}
-        assert crawler._full == {"a"}
+        assert crawler.scheduler.full == {"a"}
         assert (await processed("a"), await processed("c")) == (2, 0)
         assert reads == 0
         assert await capture.reached_max(limited)  # the tally's first read, confirmed by one

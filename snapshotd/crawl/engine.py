@@ -1,8 +1,9 @@
 """The crawler: claim a pending path, capture it, follow its links; keep every page fresh.
 
-The :class:`Crawler` holds the lifecycle, the workers, the claims and the maintenance; it
-admits URLs through its :class:`~snapshotd.crawl.frontier.Frontier` and follows stored
-captures through its :class:`~snapshotd.crawl.follow.Follower`.
+The :class:`Crawler` holds the lifecycle, the workers and the maintenance; its workers claim
+through its :class:`~snapshotd.crawl.scheduling.Scheduler`, it admits URLs through its
+:class:`~snapshotd.crawl.frontier.Frontier` and follows stored captures through its
+:class:`~snapshotd.crawl.follow.Follower`.
 
 Invariants:
 - a path is captured only under its lease (``store.claim``); a lease left by a dead worker
@@ -21,8 +22,8 @@ Invariants:
 - a site that reached ``max_to_process`` is not claimed from (its job has ended, SPEC 7.2)
   until its limit is raised or its paths removed, nor is a paused site (SPEC 2.2) until it is
   resumed: its paths stay pending. Which sites' queues are claimed from is scheduling, decided
-  here alone (:meth:`Crawler._eligible`); what becomes of a path asked for, a bot's of a
-  paused site too, is admission's (:mod:`snapshotd.sites.admission`);
+  in one place (:meth:`.scheduling.Scheduler.eligible`); what becomes of a path asked for, a
+  bot's of a paused site too, is admission's (:mod:`snapshotd.sites.admission`);
 - each maintenance moves every job's rounds on (:func:`snapshotd.crawl.rounds.advance`): a round
   that is over is recorded, the next starts when ``repeat`` says so;
 - ``once`` (``snapshotd crawl``) ends by itself only when start-up is done and nothing is
@@ -37,7 +38,6 @@ import logging
 import os
 import socket
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from snapshotd.crawl.follow import Follower
 from snapshotd.crawl.frontier import CrawlStats, Frontier
 from snapshotd.crawl.notify import Notifier
 from snapshotd.crawl.rounds import advance
+from snapshotd.crawl.scheduling import POLL_SECONDS, Scheduler
 from snapshotd.net.fetch import Fetcher
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
@@ -60,7 +61,6 @@ __all__ = ["CrawlStats", "Crawler"]
 
 log = logging.getLogger("snapshotd.crawler")
 
-POLL_SECONDS = 1.0  # how soon paths queued by another process (proxy, API) are seen when idle
 
 
 def _owner_is_dead_here(owner: str) -> bool:
@@ -123,7 +123,8 @@ class Crawler:
         self.clock = clock
         self.grace = grace
         self.maintenance_every = maintenance_every
-        self.frontier = Frontier(store, sites.view_of, clock=clock, wake=self._notify,
+        self.scheduler = Scheduler(sites, store, capture)
+        self.frontier = Frontier(store, sites.view_of, clock=clock, wake=self.scheduler.wake,
                                  http=http, learner=capture.learner)
         self.follower = Follower(self.frontier, store, clock=clock, learner=capture.learner)
         self.finished = asyncio.Event()
@@ -132,14 +133,7 @@ class Crawler:
         self._booted = False  # seeds and sitemaps all queued
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._active = 0
-        self._claim_lock = asyncio.Lock()
-        self._busy: defaultdict[str, int] = defaultdict(int)
-        self._next_start: defaultdict[str, float] = defaultdict(float)
-        self._full: set[str] = set()  # sites that reached max_to_process
         sites.listen(self._sites_changed)
-        self._generation = 0
-        self._wake = asyncio.Event()
 
     @property
     def sites(self) -> dict[str, SiteSettings]:
@@ -159,12 +153,12 @@ class Crawler:
                     task = asyncio.create_task(work, name="sites")
                     self._tasks.append(task)
                     task.add_done_callback(self._forget)
-        self._notify()
+        self.scheduler.wake()
 
     async def _clear_removed(self, names: set[str]) -> None:
         """A capture of a removed site that was under way may still have queued its links
         after the removal: once none is under way, remove those too."""
-        while any(self._busy[name] for name in names):
+        while any(self.scheduler.busy[name] for name in names):
             await asyncio.sleep(POLL_SECONDS / 10)
         for name in names:
             if self.registry.site(name) is None:
@@ -184,7 +178,7 @@ class Crawler:
                 await self.frontier.sitemaps(site)
             except Exception as exc:
                 log.error("could not start site=%s: %s", name, exc)
-        self._notify()
+        self.scheduler.wake()
 
     async def _start_site(self, site: SiteSettings) -> None:
         await self.frontier.count(site)
@@ -200,7 +194,7 @@ class Crawler:
     @property
     def active(self) -> int:
         """Captures under way in this crawler."""
-        return self._active
+        return self.scheduler.active
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -217,7 +211,7 @@ class Crawler:
             return
         self._stopped = True
         self._stopping = True
-        self._notify()
+        self.scheduler.wake()
 
         async def cut_short(running: set[asyncio.Future[Any]]) -> None:
             await self.capture.cancel_all()
@@ -243,7 +237,6 @@ class Crawler:
             log.error("crawler start-up failed: %s", exc)
             self.finished.set()
             return
-        # One worker more than render slots: see the module's invariants.
         self._workers = [
             asyncio.create_task(self._worker(), name=f"crawler-worker-{n}")
             for n in range(self.registry.settings.browser.concurrency + 1)
@@ -263,7 +256,7 @@ class Crawler:
             except Exception as exc:
                 log.error("sitemaps failed site=%s: %s", site.name, exc)
         self._booted = True
-        self._notify()
+        self.scheduler.wake()
         while not self._stopping:
             await asyncio.sleep(self.maintenance_every)
             try:
@@ -281,7 +274,7 @@ class Crawler:
             await self.follower.follow_due_links(site)
             await self._requeue_expired(site)
         self._mark_full(await self.store.counts())
-        self._notify()
+        self.scheduler.wake()
 
     async def _follow_handed_over(self) -> None:
         """Follow the captures the capture service made on its own (proxy misses)."""
@@ -316,7 +309,7 @@ class Crawler:
             if not self.once:
                 began |= await advance(self.store, self.registry, site, now=self.clock())
         if began:
-            self._notify()
+            self.scheduler.wake()
         counts = await self.store.counts()
         self._mark_full(counts)
         # What a capture under way queued after its site was removed, here or elsewhere.
@@ -329,7 +322,7 @@ class Crawler:
     def _mark_full(self, counts: dict[str, dict[str, int]]) -> None:
         """Note which sites reached ``max_to_process`` (by the store's ``counts``): they are
         not claimed from."""
-        self._full = {
+        self.scheduler.full = {
             s.name for s in self.sites.values()
             if path_policy.full(s, counts.get(s.name, {}).get("processed", 0))
         }
@@ -345,77 +338,19 @@ class Crawler:
                 break
         if total:
             log.info("requeued %d expired paths site=%s", total, site.name)
-            self._notify()
+            self.scheduler.wake()
 
     # ------------------------------------------------------------------ workers
 
     def wake(self) -> None:
         """Look for pending paths now: this process has just queued some."""
-        self._notify()
-
-    def _notify(self) -> None:
-        self._generation += 1
-        wake, self._wake = self._wake, asyncio.Event()
-        wake.set()
-
-    def _eligible(self, now: float) -> list[SiteSettings]:
-        """The sites whose queues may be claimed from at ``now`` (monotonic): not paused,
-        not full, and past their ``crawl_delay``."""
-        return [
-            site
-            for site in self.registry.sites
-            if not self.registry.is_paused(site.name)
-            and site.name not in self._full
-            and (
-                site.crawl_delay <= 0
-                or (self._busy[site.name] == 0 and self._next_start[site.name] <= now)
-            )
-        ]
-
-    async def _claim(self) -> tuple[SiteSettings, PathRecord] | None:
-        # One claim at a time, so "a site with crawl_delay has one capture at a time" holds.
-        async with self._claim_lock:
-            eligible = self._eligible(time.monotonic())
-            if not eligible or self.capture.stopping.is_set():
-                return None
-            record = await self.store.claim(
-                self.capture.owner,
-                self.capture.lease_seconds(*eligible),
-                sites=[s.name for s in eligible],
-            )
-            if record is None:
-                return None
-            site = self.sites.get(record.site)
-            if site is None:  # removed meanwhile
-                await self.store.release(record.site, record.path, self.capture.owner)
-                return None
-            self._busy[record.site] += 1
-            self._active += 1
-            return site, record
-
-    def _release(self, site: SiteSettings) -> None:
-        self._busy[site.name] -= 1
-        self._active -= 1
-        self._next_start[site.name] = time.monotonic() + site.crawl_delay
-
-    async def _idle_wait(self, generation: int) -> None:
-        if generation != self._generation:
-            return
-        timeout = POLL_SECONDS
-        now = time.monotonic()
-        delayed = [
-            t - now for name, t in self._next_start.items() if self._busy[name] == 0 and t > now
-        ]
-        if delayed:
-            timeout = max(min(timeout, *delayed), 0.0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        self.scheduler.wake()
 
     async def _worker(self) -> None:
         while not self._stopping:
-            generation = self._generation
+            generation = self.scheduler.generation
             try:
-                claimed = await self._claim()
+                claimed = await self.scheduler.claim()
             except Exception as exc:
                 logs.throttled(log, logging.ERROR, "claim failed: %s", exc)
                 await asyncio.sleep(POLL_SECONDS)
@@ -423,16 +358,16 @@ class Crawler:
             if claimed is None:
                 if self.once and await self._all_done():
                     self.finished.set()
-                    self._notify()
+                    self.scheduler.wake()
                     return
-                await self._idle_wait(generation)
+                await self.scheduler.idle_wait(generation)
                 continue
             site, record = claimed
             try:
                 await self._capture(site, record)
             finally:
-                self._release(site)
-                self._notify()
+                self.scheduler.release(site)
+                self.scheduler.wake()
 
     async def _capture(self, site: SiteSettings, record: PathRecord) -> None:
         """Capture a path this crawler claimed, follow what it points to, count it."""
@@ -484,19 +419,19 @@ class Crawler:
         elif outcome.stored:
             self.stats.captured += 1
             if await self.capture.reached_max(site):
-                self._full.add(site.name)
+                self.scheduler.full.add(site.name)
             copy = self.follower.took_as_copy(site, record.path)
             if outcome.duplicate_of or copy:
                 self.stats.duplicates += 1
 
     async def _all_done(self) -> bool:
-        if self._active or not self._booted:
+        if self.scheduler.active or not self._booted:
             return False
         counts = await self.store.counts()
         for name in self.sites:
-            if name in self._full:
+            if name in self.scheduler.full:
                 continue
             site_counts = counts.get(name, {})
             if site_counts.get("pending", 0) or site_counts.get("processing", 0):
                 return False
-        return not self._active
+        return not self.scheduler.active
