@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import re
 
 import pytest
@@ -181,3 +182,40 @@ async def test_a_soft_404_only_reported_is_no_real_page_to_learn_from(store) -> 
     assert [p for p, _ in await store.sitemap_pages("shop", 0, 10)] == ["/gone", "/tea"]
     known = await views.learn_now(site)
     assert known is not None and known["view"] is not None, known
+
+
+class _LosesWrites:
+    """The store, but every write of what is learned fails as a store gone away does."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        raise OSError("connection was closed in the middle of operation")
+
+
+@pytest.mark.parametrize("renders", ["learned", "failed"])
+async def test_a_view_the_store_cannot_keep_is_one_log_line_and_tried_again_later(
+    store, caplog, renders
+) -> None:
+    class Fails(Shop):
+        async def capture(self, url: str, site: SiteSettings, profile: str = "desktop"
+                          ) -> CaptureResult:
+            return CaptureResult(url=url, final_url=url, status=0, error="timeout")
+
+    views = NotFoundViews(_LosesWrites(store), Shop() if renders == "learned" else Fails())  # type: ignore[arg-type]
+    site = SiteSettings(name="shop", origin=ORIGIN)
+    caplog.set_level(logging.INFO, logger="snapshotd")
+    # The learning runs in a task of its own: what the store refuses ends it quietly.
+    assert await views.learn_now(site) is None
+    said = [r for r in caplog.records if "could not keep the not-found view" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING and said[0].exc_info is None
+    assert "connection was closed" in said[0].getMessage()
+    assert await store.get_meta(view_key("shop")) is None
+    # Not learned again at once: the next capture is judged without a new learning.
+    rendered = len(views.renderer.rendered)  # type: ignore[attr-defined]
+    await views.judge(site, record("/tea"), capture("/tea"), may_learn=True)
+    assert len(views.renderer.rendered) == rendered  # type: ignore[attr-defined]

@@ -201,8 +201,7 @@ class NotFoundViews:
             why = str(exc) or type(exc).__name__
             self._not_before[site.name] = self.clock() + RETRY_AFTER
             log.warning("could not learn the not-found view site=%s: %s", site.name, why)
-            known = await self.stored(site.name, fresh=True) or {}
-            await self._keep(site.name, {**known, "error": why[:500], "tried_at": started})
+            await self._keep(site.name, {"error": why[:500], "tried_at": started}, merge=True)
             return
         self._not_before[site.name] = self.clock() + MIN_RELEARN
         shells[:] = [*shells, record["shell"]][-SHELLS_KEPT:]
@@ -214,8 +213,19 @@ class NotFoundViews:
         else:
             log.info("no not-found view site=%s: %s", site.name, record["why"])
 
-    async def _keep(self, name: str, record: dict[str, Any]) -> None:
-        await self.store.set_meta(view_key(name), json.dumps(record))
+    async def _keep(self, name: str, record: dict[str, Any], *, merge: bool = False) -> None:
+        """Store ``record`` as the site's view (``merge``: over what is stored). The learning
+        runs in a task no one may be waiting for: a store that cannot take it is said in one
+        line, and the view is learned again after ``RETRY_AFTER``."""
+        try:
+            if merge:
+                record = {**(await self.stored(name, fresh=True) or {}), **record}
+            await self.store.set_meta(view_key(name), json.dumps(record))
+        except Exception as exc:
+            self._not_before[name] = self.clock() + RETRY_AFTER
+            log.warning("could not keep the not-found view site=%s: %s",
+                        name, str(exc) or type(exc).__name__)
+            return
         self._read[name] = (self.clock(), record)
 
     async def _renders(self, site: SiteSettings, seeded: CaptureResult | None) -> dict[str, Any]:
