@@ -62,7 +62,6 @@ __all__ = ["CrawlStats", "Crawler"]
 log = logging.getLogger("snapshotd.crawler")
 
 
-
 def _owner_is_dead_here(owner: str) -> bool:
     """Whether a lease owner (``host:pid:id``) is a process of this host that no longer runs."""
     host, _, rest = owner.partition(":")

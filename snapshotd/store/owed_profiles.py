@@ -83,4 +83,4 @@ class PostgresOwed:
                 await conn.execute(sql, *args)
             return True
 
-        return bool(await transaction_retried(self._db, settle))
+        return await transaction_retried(self._db, settle)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from snapshotd.pages.fingerprints import Print
-from snapshotd.store.counters import sqlite_transaction
+from snapshotd.store.counters import row_count, sqlite_transaction
 from snapshotd.store.learnt import ParamRow
 from snapshotd.store.pg_retry import transaction_retried
 
@@ -198,10 +198,10 @@ class PostgresParams:
 
     async def delete_param(self, site: str, name: str) -> bool:
 
-        async def delete(conn: Any) -> str:
+        async def delete(conn: Any) -> int:
             await conn.execute(
                 "DELETE FROM param_evidence WHERE site = $1 AND name = $2", site, name)
-            return str(await conn.execute(
+            return row_count(await conn.execute(
                 "DELETE FROM params WHERE site = $1 AND name = $2", site, name))
 
-        return not (await transaction_retried(self._db, delete)).endswith(" 0")
+        return await transaction_retried(self._db, delete) > 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from snapshotd.store.counters import sqlite_transaction
+from snapshotd.store.counters import row_count, sqlite_transaction
 from snapshotd.store.interface import SiteRow
 from snapshotd.store.pg_retry import transaction_retried
 
@@ -200,6 +200,6 @@ class PostgresSites:
                 await conn.execute(
                     "UPDATE sites SET updated_at = $1 WHERE name = $2", self.clock(), name
                 )
-            return int(done.split()[-1])
+            return row_count(done)
 
         return await transaction_retried(self._db, clear)
