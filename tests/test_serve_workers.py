@@ -15,7 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 
+from snapshotd.render.procs import browsers
 from snapshotd.store.outcome import CaptureOutcome
 from snapshotd.store.sqlite import SQLiteStore
 from tests.chromium import alive, require_chromium, wait_until
@@ -349,6 +354,72 @@ def test_crawlbots_port_is_listened_on_by_serve(tmp_path):
             assert serve.stop() == 0
         err = serve.stderr
     assert "Traceback" not in err, err
+
+
+def every_path() -> Starlette:
+    """An origin with a page at every path, each ready at once."""
+
+    async def page(request: Request) -> HTMLResponse:
+        return HTMLResponse(
+            f"<html><body><h1>Page {request.url.path}</h1>"
+            "<script>window.onCaptureReady && window.onCaptureReady()</script></body></html>"
+        )
+
+    return Starlette(routes=[Route("/{path:path}", page)])
+
+
+def misses_from_each_worker(base: str, prefix: str, *, tries: int = 60) -> dict[str, int]:
+    """Bot misses for new paths under ``prefix``, each on a new connection, until both
+    workers have rendered at least two: how many each answered."""
+    answered: dict[str, int] = {}
+    for n in range(tries):
+        r = httpx.get(f"{base}{prefix}{n}", headers={"User-Agent": BOT}, trust_env=False,
+                      timeout=60)
+        assert r.status_code == 200 and r.headers["x-snapshotd-cache"] == "MISS", r.headers
+        assert f"Page {prefix}{n}" in r.text
+        answered[r.headers[WORKER]] = answered.get(r.headers[WORKER], 0) + 1
+        if len(answered) == 2 and min(answered.values()) >= 2:
+            break
+    return answered
+
+
+def browser_mains(serve_pid: int) -> list[int]:
+    """The Chromium browsers (main processes, not their renderers or helpers) under serve."""
+    return [p.pid for p in browsers(serve_pid) if "--type=" not in p.cmdline]
+
+
+def test_every_worker_renders_through_one_browser_which_another_takes_over_when_it_dies(
+    tmp_path,
+):
+    db = tmp_path / "workers.db"
+    with serve_asgi(every_path()) as origin:
+        config = write_config(tmp_path, origin, db)
+        config.write_text(config.read_text().replace("capture_new = false\n", ""))
+        with serving("--config", str(config), "--workers", "2", "--no-crawler") as serve:
+            base = serve.url()
+            answered = misses_from_each_worker(base, "/first/")
+            assert len(answered) == 2, answered
+            holders = re.findall(r"browser runs in worker pid=(\d+)", serve.stderr)
+            assert len(holders) == 1 and holders[0] in answered, serve.stderr
+            holder = int(holders[0])
+            mains = browser_mains(serve.proc.pid)
+            assert len(mains) == 1 and mains[0] in tree(holder), mains
+
+            os.kill(holder, signal.SIGKILL)
+            assert wait_until(
+                lambda: len(re.findall(r"browser runs in worker pid=", serve.stderr)) == 2, 60
+            ), serve.stderr
+            taken = int(re.findall(r"browser runs in worker pid=(\d+)", serve.stderr)[1])
+            assert taken != holder and alive(taken)
+            assert wait_until(lambda: len(pids_answering(base) - {str(holder)}) == 2, 60)
+            answered = misses_from_each_worker(base, "/second/")
+            assert len(answered) == 2 and str(holder) not in answered, answered
+            assert wait_until(lambda: len(browser_mains(serve.proc.pid)) == 1, 30)
+            assert browser_mains(serve.proc.pid)[0] in tree(taken)
+            assert serve.stop() == 0
+        err = serve.stderr
+    assert "Traceback" not in err, err
+    assert "crashed" not in err, err
 
 
 def free_port() -> int:

@@ -38,8 +38,7 @@ from snapshotd.api.openapi import operation, param
 from snapshotd.api.render import page_named, render_target
 from snapshotd.api.shared import ApiError, context, error_response
 from snapshotd.proxy.handler import header_map
-from snapshotd.render.pool import BrowserPool
-from snapshotd.render.renderer import CaptureResult, Shot
+from snapshotd.render.renderer import CaptureResult, Shot, ShotRenderer
 
 if TYPE_CHECKING:
     from snapshotd.config.settings import SiteSettings
@@ -105,7 +104,7 @@ class Screenshots:
         if len(self._running) >= IN_FLIGHT:
             raise ApiError(503, "screenshots are busy: try again shortly")
         renderer = ctx.renderer
-        if not isinstance(renderer, BrowserPool):
+        if not isinstance(renderer, ShotRenderer):
             raise ApiError(501, "this renderer takes no screenshots")
         future = asyncio.ensure_future(
             renderer.capture(site.url_for(key[1]), site, key[4], shot=shot)

@@ -109,6 +109,8 @@ class BrowserPool:
     ``spares`` is how many slots there are beyond one per concurrent capture.
     """
 
+    screenshots = True  # it takes a capture's ``shot`` (snapshotd.api.screenshot)
+
     def __init__(
         self,
         browser: BrowserSettings,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from snapshotd.config.settings import SiteSettings
 
@@ -63,6 +63,17 @@ class Renderer(Protocol):
 
     async def capture(
         self, url: str, site: SiteSettings, profile: str = "desktop"
+    ) -> CaptureResult: ...
+
+
+@runtime_checkable
+class ShotRenderer(Renderer, Protocol):
+    """A renderer that takes a capture's screenshot too (``shot``): the browser pool."""
+
+    screenshots: bool
+
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop", shot: Shot | None = None
     ) -> CaptureResult: ...
 
 

@@ -13,6 +13,8 @@ Invariants:
   directory all of them share;
 - the crawler runs in one worker at a time, the holder of a lock on a file of this
   ``serve`` (:mod:`snapshotd.crawl.hostlock`);
+- every worker renders through one browser pool, run by the holder of another such lock
+  (:mod:`snapshotd.server.shared_pool`);
 - a worker that dies is replaced at once, on the same socket; one that could not start
   stops them all, and ``serve`` exits 2;
 - SIGTERM or SIGINT to the supervisor goes to every worker as SIGTERM, each drains as a
@@ -41,10 +43,12 @@ from snapshotd.config.settings import Settings
 from snapshotd.crawl.hostlock import HostLock
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import share_between_processes
+from snapshotd.render import BrowserPool
 from snapshotd.rewrite import RuleSet
 from snapshotd.server import uvicorn_contract
 from snapshotd.server.app import SnapshotdApp, console_url, create_app, draw_token
 from snapshotd.server.exchange import MAX_HEAD, Served
+from snapshotd.server.shared_pool import SharedPool
 
 if TYPE_CHECKING:
     import uvicorn
@@ -178,10 +182,12 @@ class Supervisor:
         self.rules = rules
         self.children: set[int] = set()  # the workers' pids
         self.stopping = False
+        self.shared = ""  # this serve's private directory: metrics, locks, the pool's socket
 
     def run(self, shared: str, sock: list[socket.socket]) -> int:
         """Workers on ``sock`` (bound by the caller, who closes them) until stopped."""
         settings = self.settings
+        self.shared = shared
         _plain_because()  # said here once, not by every worker
         token = None if settings.api_tokens else draw_token()
         metrics_dir = os.path.join(shared, "metrics")
@@ -244,6 +250,7 @@ class Supervisor:
                 self.settings,
                 crawler=self.crawler,
                 rules=self.rules,
+                renderer=SharedPool(BrowserPool(self.settings.browser), self.shared),
                 token=token,
                 crawler_lock=HostLock(lock) if self.crawler else None,
                 processes=self.settings.workers,

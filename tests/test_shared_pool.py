@@ -1,0 +1,175 @@
+"""The one browser pool of a serve's workers (snapshotd.server.shared_pool): two SharedPools
+in one directory, as two workers have them, each over a pool that records what it is asked.
+Both run in this process: an ``fcntl`` lock is held by an open file, so the second is refused
+it as another process would be. The pools here are recorders; tests/test_serve_workers.py
+runs the real one, Chromium and all, in two worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snapshotd.config.settings import SiteSettings
+from snapshotd.crawl.hostlock import HostLock
+from snapshotd.render.renderer import CaptureResult, Shot
+from snapshotd.server import shared_pool
+from snapshotd.server.shared_pool import SharedPool
+
+SITE = SiteSettings(name="shop", origin="http://127.0.0.1:9")
+
+
+class Recorder:
+    """A browser pool that records its captures; ``gate``, when set, holds them."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.closed = False
+        self.asked: list[tuple[str, str, str, Shot | None]] = []
+        self.gate: asyncio.Event | None = None
+        self.cancelled = 0
+        self.fault: Exception | None = None
+
+    async def start(self) -> None:
+        self.started += 1
+
+    async def close(self) -> None:
+        self.closed = True
+        if self.gate is not None:
+            self.gate.set()
+
+    async def capture(
+        self, url: str, site: SiteSettings, profile: str = "desktop", shot: Shot | None = None
+    ) -> CaptureResult:
+        self.asked.append((url, site.name, profile, shot))
+        if self.fault is not None:
+            raise self.fault
+        if self.gate is not None:
+            try:
+                await self.gate.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        if self.closed:
+            return CaptureResult(url=url, final_url=url, error="renderer closed")
+        return CaptureResult(url=url, final_url=url, html=f"<p>{profile}</p>",
+                             png=b"PNG" if shot else b"")
+
+    async def probe(self, timeout: float = 15.0) -> str | None:
+        return f"probed in {os.getpid()} within {timeout:g}"
+
+
+async def until(check: Any, timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared_pool, "LOCK_POLL_SECONDS", 0.02)
+    monkeypatch.setattr(shared_pool, "HOLDER_WAIT", 0.3)
+
+
+async def two(tmp_path: Path) -> tuple[SharedPool, Recorder, SharedPool, Recorder]:
+    first, second = Recorder(), Recorder()
+    holder = SharedPool(first, str(tmp_path))  # type: ignore[arg-type]
+    other = SharedPool(second, str(tmp_path))  # type: ignore[arg-type]
+    await holder.start()
+    await other.start()
+    return holder, first, other, second
+
+
+async def test_a_worker_that_does_not_hold_the_pool_renders_on_the_holders(tmp_path, fast):
+    holder, first, other, second = await two(tmp_path)
+    try:
+        assert holder.holder and not other.holder
+        result = await other.capture("http://127.0.0.1:9/a", SITE, "mobile", Shot(320, 640))
+        assert result.ok and result.html == "<p>mobile</p>" and result.png == b"PNG"
+        assert first.asked == [("http://127.0.0.1:9/a", "shop", "mobile", Shot(320, 640))]
+        assert second.asked == [] and second.started == 0  # no browser of its own
+        assert await other.probe(3) == f"probed in {os.getpid()} within 3"
+        own = await holder.capture("http://127.0.0.1:9/b", SITE)
+        assert own.html == "<p>desktop</p>" and len(first.asked) == 2
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def test_a_capture_its_worker_stops_waiting_for_is_cancelled_on_the_holder(
+    tmp_path, fast
+):
+    holder, first, other, _ = await two(tmp_path)
+    first.gate = asyncio.Event()
+    try:
+        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/slow", SITE))
+        await until(lambda: first.asked)
+        asked.cancel()
+        await until(lambda: first.cancelled == 1)
+        with pytest.raises(asyncio.CancelledError):
+            await asked
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def test_when_the_holder_stops_another_worker_takes_the_pool_over(tmp_path, fast):
+    holder, first, other, second = await two(tmp_path)
+    first.gate = asyncio.Event()
+    asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
+    await until(lambda: first.asked)
+    await holder.close()  # its pool ends the capture under way as a failure, and says so
+    assert (await asked).error == "renderer closed"
+    await until(lambda: other.holder)
+    assert second.started == 1
+    result = await other.capture("http://127.0.0.1:9/b", SITE)
+    assert result.ok and second.asked[-1][0] == "http://127.0.0.1:9/b"
+    await other.close()
+    assert not os.path.exists(other.address)
+
+
+async def test_a_holder_that_goes_away_mid_capture_leaves_it_crashed(tmp_path, fast):
+    holder, first, other, _ = await two(tmp_path)
+    first.gate = asyncio.Event()
+    try:
+        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
+        await until(lambda: first.asked)
+        for task in list(holder._answering):  # its connection ends with no answer
+            task.cancel()
+        result = await asked
+        assert result.error == "crashed" and result.html == ""
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def test_with_no_holder_listening_a_capture_fails_after_waiting_for_one(tmp_path, fast):
+    taken = HostLock(str(tmp_path / "render.lock"))  # a holder that never listens
+    assert taken.try_acquire()
+    recorder = Recorder()
+    other = SharedPool(recorder, str(tmp_path))  # type: ignore[arg-type]
+    await other.start()
+    try:
+        result = await other.capture("http://127.0.0.1:9/a", SITE)
+        assert result.error == "browser unavailable: no worker runs the browser"
+        assert await other.probe() == "browser unavailable: no worker runs the browser"
+        assert recorder.asked == [] and not other.holder
+    finally:
+        await other.close()
+        taken.release()
+
+
+async def test_a_fault_of_the_holders_pool_is_raised_in_the_asking_worker(tmp_path, fast):
+    holder, first, other, _ = await two(tmp_path)
+    first.fault = KeyError("wedged")
+    try:
+        with pytest.raises(RuntimeError, match="KeyError: 'wedged'"):
+            await other.capture("http://127.0.0.1:9/a", SITE)
+        first.fault = None
+        assert (await other.capture("http://127.0.0.1:9/b", SITE)).ok  # the holder goes on
+    finally:
+        await other.close()
+        await holder.close()
