@@ -9,7 +9,7 @@ Invariants:
 - every worker is a fork of the supervisor made before any event loop runs in it, and
   accepts on that inherited socket (as uvicorn's own workers do: the kernel hands each new
   connection to one worker that asks for it, so a busy worker takes fewer); each builds its
-  own application (store connections, renderer, caches) and counts its metrics in a
+  own application (store connections, caches) and counts its metrics in a
   directory all of them share;
 - the crawler runs in one worker at a time, the holder of a lock on a file of this
   ``serve`` (:mod:`snapshotd.crawl.hostlock`);
