@@ -368,7 +368,7 @@ def every_path() -> Starlette:
     return Starlette(routes=[Route("/{path:path}", page)])
 
 
-def misses_from_each_worker(base: str, prefix: str, *, tries: int = 60) -> dict[str, int]:
+def misses_from_each_worker(base: str, prefix: str, *, tries: int = 200) -> dict[str, int]:
     """Bot misses for new paths under ``prefix``, each on a new connection, until both
     workers have rendered at least two: how many each answered."""
     answered: dict[str, int] = {}
@@ -406,6 +406,7 @@ def test_every_worker_renders_through_one_browser_which_another_takes_over_when_
             assert len(mains) == 1 and mains[0] in tree(holder), mains
 
             os.kill(holder, signal.SIGKILL)
+            assert wait_until(lambda: not alive(mains[0]), 60)  # its browser goes with it
             assert wait_until(
                 lambda: len(re.findall(r"browser runs in worker pid=", serve.stderr)) == 2, 60
             ), serve.stderr

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
+import struct
+import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,8 @@ from snapshotd.render.renderer import CaptureResult, Shot
 from snapshotd.server import shared_pool
 from snapshotd.server.shared_pool import SharedPool
 
-SITE = SiteSettings(name="shop", origin="http://127.0.0.1:9")
+SITE = SiteSettings(name="shop", origin="http://127.0.0.1:9", ignore_params=("ref",))
+assert SITE.ignored_params is not None  # a cached property: an object of another class
 
 
 class Recorder:
@@ -28,7 +33,7 @@ class Recorder:
     def __init__(self) -> None:
         self.started = 0
         self.closed = False
-        self.asked: list[tuple[str, str, str, Shot | None]] = []
+        self.asked: list[tuple[str, SiteSettings, str, Shot | None]] = []
         self.gate: asyncio.Event | None = None
         self.cancelled = 0
         self.fault: Exception | None = None
@@ -44,7 +49,7 @@ class Recorder:
     async def capture(
         self, url: str, site: SiteSettings, profile: str = "desktop", shot: Shot | None = None
     ) -> CaptureResult:
-        self.asked.append((url, site.name, profile, shot))
+        self.asked.append((url, site, profile, shot))
         if self.fault is not None:
             raise self.fault
         if self.gate is not None:
@@ -59,7 +64,7 @@ class Recorder:
                              png=b"PNG" if shot else b"")
 
     async def probe(self, timeout: float = 15.0) -> str | None:
-        return f"probed in {os.getpid()} within {timeout:g}"
+        return f"probed by {id(self):x} within {timeout:g}"
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
@@ -74,10 +79,12 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shared_pool, "HOLDER_WAIT", 0.3)
 
 
-async def two(tmp_path: Path) -> tuple[SharedPool, Recorder, SharedPool, Recorder]:
+async def two(
+    tmp_path: Path, grace: float = 10.0
+) -> tuple[SharedPool, Recorder, SharedPool, Recorder]:
     first, second = Recorder(), Recorder()
-    holder = SharedPool(first, str(tmp_path))  # type: ignore[arg-type]
-    other = SharedPool(second, str(tmp_path))  # type: ignore[arg-type]
+    holder = SharedPool(first, str(tmp_path), grace=grace)  # type: ignore[arg-type]
+    other = SharedPool(second, str(tmp_path), grace=grace)  # type: ignore[arg-type]
     await holder.start()
     await other.start()
     return holder, first, other, second
@@ -89,9 +96,9 @@ async def test_a_worker_that_does_not_hold_the_pool_renders_on_the_holders(tmp_p
         assert holder.holder and not other.holder
         result = await other.capture("http://127.0.0.1:9/a", SITE, "mobile", Shot(320, 640))
         assert result.ok and result.html == "<p>mobile</p>" and result.png == b"PNG"
-        assert first.asked == [("http://127.0.0.1:9/a", "shop", "mobile", Shot(320, 640))]
+        assert first.asked == [("http://127.0.0.1:9/a", SITE, "mobile", Shot(320, 640))]
         assert second.asked == [] and second.started == 0  # no browser of its own
-        assert await other.probe(3) == f"probed in {os.getpid()} within 3"
+        assert await other.probe(3) == f"probed by {id(first):x} within 3"
         own = await holder.capture("http://127.0.0.1:9/b", SITE)
         assert own.html == "<p>desktop</p>" and len(first.asked) == 2
     finally:
@@ -116,31 +123,94 @@ async def test_a_capture_its_worker_stops_waiting_for_is_cancelled_on_the_holder
         await holder.close()
 
 
-async def test_when_the_holder_stops_another_worker_takes_the_pool_over(tmp_path, fast):
+async def test_a_holder_that_stops_lets_others_captures_end_then_another_takes_over(
+    tmp_path, fast
+):
     holder, first, other, second = await two(tmp_path)
-    first.gate = asyncio.Event()
-    asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
-    await until(lambda: first.asked)
-    await holder.close()  # its pool ends the capture under way as a failure, and says so
-    assert (await asked).error == "renderer closed"
-    await until(lambda: other.holder)
-    assert second.started == 1
-    result = await other.capture("http://127.0.0.1:9/b", SITE)
-    assert result.ok and second.asked[-1][0] == "http://127.0.0.1:9/b"
-    await other.close()
-    assert not os.path.exists(other.address)
-
-
-async def test_a_holder_that_goes_away_mid_capture_leaves_it_crashed(tmp_path, fast):
-    holder, first, other, _ = await two(tmp_path)
     first.gate = asyncio.Event()
     try:
         asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
         await until(lambda: first.asked)
-        for task in list(holder._answering):  # its connection ends with no answer
-            task.cancel()
+        closing = asyncio.ensure_future(holder.close())
+        await asyncio.sleep(0.1)
+        assert not closing.done() and not first.closed  # the capture under way goes on
+        first.gate.set()
+        result = await asked
+        assert result.ok and result.html == "<p>desktop</p>"
+        await closing
+        assert first.closed
+        await until(lambda: other.holder)
+        assert second.started == 1
+        result = await other.capture("http://127.0.0.1:9/b", SITE)
+        assert result.ok and second.asked[-1][0] == "http://127.0.0.1:9/b"
+    finally:
+        await other.close()
+        await holder.close()
+    assert not os.path.exists(other.address)
+
+
+async def test_a_capture_still_under_way_when_the_holders_grace_ends_is_crashed(
+    tmp_path, fast
+):
+    holder, first, other, _ = await two(tmp_path, grace=0.1)
+    first.gate = asyncio.Event()
+    try:
+        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
+        await until(lambda: first.asked)
+        await holder.close()
+        assert first.cancelled == 1  # cut short on the holder's pool
         result = await asked
         assert result.error == "crashed" and result.html == ""
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def test_a_worker_that_stops_does_not_take_the_pool_over(tmp_path, fast):
+    holder, _, other, second = await two(tmp_path)
+    other.stop_taking()
+    await holder.close()
+    await asyncio.sleep(0.2)  # ten tries of the lock, had it gone on
+    assert not other.holder and second.started == 0
+    await other.close()
+
+
+async def test_the_holder_hangs_up_on_a_process_that_is_not_a_sibling_worker(tmp_path, fast):
+    holder, first, other, _ = await two(tmp_path)
+    try:
+        # This test's own child: its parent is this process, not this process's parent.
+        script = (
+            "import pickle, socket, struct, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "body = pickle.dumps(('probe', 1.0))\n"
+            "try:\n"
+            "    s.sendall(struct.pack('>I', len(body)) + body)\n"
+            "    print(repr(s.recv(100)))\n"
+            "except (BrokenPipeError, ConnectionResetError):\n"
+            "    print('hung up')\n"
+        )
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, holder.address, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await child.communicate()
+        assert out.decode().strip() in ("b''", "hung up")  # nothing answered
+        assert first.asked == []
+        assert (await other.capture("http://127.0.0.1:9/a", SITE)).ok  # siblings still are
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def test_a_message_holding_any_other_class_is_not_unpickled(tmp_path, fast):
+    holder, first, other, _ = await two(tmp_path)
+    try:
+        reader, writer = await asyncio.open_unix_connection(holder.address)
+        body = pickle.dumps(("capture", "http://127.0.0.1:9/a", OrderedDict(), "mobile", None))
+        writer.write(struct.pack(">I", len(body)) + body)
+        await writer.drain()
+        assert await reader.read() == b""  # hung up on
+        writer.close()
+        assert first.asked == []
     finally:
         await other.close()
         await holder.close()

@@ -37,6 +37,7 @@ from snapshotd.proxy.passthrough import Upstream
 from snapshotd.proxy.relay import AtOnce
 from snapshotd.render.renderer import Renderer
 from snapshotd.rewrite import RuleSet
+from snapshotd.server.shared_pool import SharedPool
 from snapshotd.services import Services, build_services
 from snapshotd.store import Store
 
@@ -68,8 +69,11 @@ class SnapshotdApp:
 
     def begin_shutdown(self) -> None:
         """The server is stopping: start no capture, and answer the requests waiting on one
-        now (fail open), while the server still lets them finish."""
+        now (fail open), while the server still lets them finish; a worker that does not run
+        the browser no longer takes it over."""
         self.ctx.capture.stop()
+        if isinstance(self.ctx.renderer, SharedPool):
+            self.ctx.renderer.stop_taking()
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

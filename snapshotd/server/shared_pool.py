@@ -10,18 +10,24 @@ pages, where each worker's own browser would start cold for every site.
 
 Invariants:
 - at most one worker runs a browser: the holder of the lock. Every other worker tries the
-  lock each second, so when the holder dies (the kernel lets the lock go, however it ends)
-  another takes it, listens, and launches the pool;
-- a capture sent to the holder that ends without its result (the holder died or stopped)
-  fails as ``crashed``, as a capture on a crashed browser does; one that finds no holder
-  listening tries again until one does, and fails as ``browser unavailable`` after
+  lock each second until its server begins to shut down, so when the holder dies (the kernel
+  lets the lock go, however it ends) another takes it, listens, and launches the pool (a
+  launch that fails is said once; each capture then tries again, as the pool's own do);
+- a holder that stops stops listening first, gives the captures under way for others
+  ``STOP_GRACE`` seconds to end on its pool, and only then closes the pool and lets the lock
+  go; a capture asked meanwhile waits for the next holder;
+- a capture sent to the holder that ends without its result (the holder died, or its grace
+  ran out) fails as ``crashed``, as a capture on a crashed browser does; one that finds no
+  holder listening tries again until one does, and fails as ``browser unavailable`` after
   :data:`HOLDER_WAIT` seconds;
-- a capture that the sending worker stops waiting for (a stop cancels it) is cancelled in
+- a capture that the asking worker stops waiting for (a stop cancels it) is cancelled in
   the holder too: the asker's end of the connection closing is the signal;
 - one capture a connection, each message a length (4 bytes, big-endian, at most
-  :data:`MAX_MESSAGE`) and a pickle. Pickles are only taken from this ``serve``'s own
-  processes: the socket is in the supervisor's private directory (mode 0700) and the holder
-  hangs up on a peer of another user (``SO_PEERCRED``);
+  :data:`MAX_MESSAGE`) and a pickle of the request or the answer. Only this ``serve``'s
+  workers speak on it: the socket is in the supervisor's private directory (mode 0700), each
+  end hangs up on a peer that is not a worker of the same supervisor (``SO_PEERCRED``: the
+  same user, and the same parent process), and a message is unpickled with the classes a
+  request or an answer holds and no other (:class:`_Unpickler`);
 - the pool's readiness probe (``readyz``) is the holder's, asked the same way.
 """
 
@@ -29,14 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import pickle
 import socket
 import struct
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from snapshotd.capture.stopping import STOP_GRACE
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.hostlock import HostLock
 from snapshotd.render.pool import BrowserPool
@@ -60,13 +70,14 @@ class SharedPool:
 
     screenshots = True  # it takes a capture's ``shot`` (snapshotd.api.screenshot)
 
-    def __init__(self, pool: BrowserPool, directory: str) -> None:
+    def __init__(self, pool: BrowserPool, directory: str, *, grace: float = STOP_GRACE) -> None:
         self.pool = pool
         self.lock = HostLock(os.path.join(directory, "render.lock"))
         self.address = os.path.join(directory, "render.sock")
+        self.grace = grace
         self._server: asyncio.AbstractServer | None = None
         self._taking: asyncio.Task[None] | None = None
-        self._answering: set[asyncio.Task[Any]] = set()
+        self._answering: set[asyncio.Task[None]] = set()
 
     @property
     def holder(self) -> bool:
@@ -76,11 +87,22 @@ class SharedPool:
     async def start(self) -> None:
         """Hold the pool, or wait for it in the background; raises as
         :meth:`BrowserPool.start` does when this process holds it and Chromium does not
-        start."""
-        if self.lock.try_acquire():
-            await self._hold()
-        else:
+        start, and OSError when it cannot listen."""
+        if not self.lock.try_acquire():
             self._taking = asyncio.create_task(self._hold_when_free(), name="render lock")
+            return
+        try:
+            await self._listen()
+            await self.pool.start()
+        except BaseException:
+            await self.close()
+            raise
+        log.info("browser runs in worker pid=%d", os.getpid())
+
+    def stop_taking(self) -> None:
+        """The server is stopping: this process no longer takes the pool over."""
+        if self._taking is not None:
+            self._taking.cancel()
 
     async def close(self) -> None:
         if self._taking is not None:
@@ -91,9 +113,13 @@ class SharedPool:
             server.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.address)
-        await self.pool.close()  # captures under way end as failures, and are answered so
-        if self._answering:
-            await asyncio.gather(*self._answering, return_exceptions=True)
+            if self._answering:  # others' captures under way end on the pool, in time
+                await asyncio.wait(set(self._answering), timeout=self.grace)
+            for task in list(self._answering):
+                task.cancel()
+            if self._answering:
+                await asyncio.gather(*self._answering, return_exceptions=True)
+        await self.pool.close()
         self.lock.release()
 
     async def capture(
@@ -101,8 +127,9 @@ class SharedPool:
     ) -> CaptureResult:
         """:meth:`BrowserPool.capture`, on the pool of the holder."""
         started = time.monotonic()
+        # The site's fields alone: what its properties cached stays in this process.
         try:
-            answer = await self._asked(("capture", url, site, profile, shot))
+            answer = await self._asked(("capture", url, replace(site), profile, shot))
         except _NoHolder as exc:
             return _failed(url, f"browser unavailable: {exc}", started)
         except _HolderGone:
@@ -124,63 +151,67 @@ class SharedPool:
 
     # ------------------------------------------------------------------ holding the pool
 
-    async def _hold(self) -> None:
-        """Listen, then launch the pool (a capture asked meanwhile waits for the launch, as
-        the pool's own captures do)."""
+    async def _listen(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.address)  # a holder's before, which died
-        self._server = await asyncio.start_unix_server(self._answer, self.address)
-        try:
-            await self.pool.start()
-        except BaseException:
-            self._server.close()
-            self._server = None
-            raise
-        log.info("browser runs in worker pid=%d", os.getpid())
+        self._server = await asyncio.start_unix_server(self._accepted, self.address)
 
     async def _hold_when_free(self) -> None:
-        while not self.lock.try_acquire():
-            await asyncio.sleep(LOCK_POLL_SECONDS)
+        """Take the lock once it is free, listen, and launch the pool (a capture asked
+        meanwhile waits for the launch, as the pool's own captures do)."""
+        while True:
+            while not self.lock.try_acquire():
+                await asyncio.sleep(LOCK_POLL_SECONDS)
+            try:
+                await self._listen()
+                break
+            except OSError as exc:
+                log.warning("worker pid=%d cannot listen for the browser's captures: %s",
+                            os.getpid(), first_line(exc))
+                self.lock.release()  # another worker may do better
+                await asyncio.sleep(LOCK_POLL_SECONDS)
         try:
-            await self._hold()
-        except Exception as exc:  # each capture launches it again, as the pool's do
-            log.warning("browser did not start in worker pid=%d: %s", os.getpid(),
-                        first_line(exc))
-            if self._server is None:
-                self._server = await asyncio.start_unix_server(self._answer, self.address)
+            await self.pool.start()
+        except Exception as exc:
+            log.warning("browser did not start in worker pid=%d: %s; each capture tries "
+                        "again", os.getpid(), first_line(exc))
+            return
+        log.info("browser runs in worker pid=%d", os.getpid())
+
+    def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A connection: its answer runs as a task of its own, known from now on to
+        :meth:`close`."""
+        task = asyncio.ensure_future(self._answer(reader, writer))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Run one asker's capture or probe on the pool and send the result; cancel it when
         the asker hangs up first."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._answering.add(task)
         work: asyncio.Future[Any] | None = None
         try:
-            if not _same_user(writer):
+            if not _sibling(writer):
                 return
             request = await _received(reader)
             work = asyncio.ensure_future(self._run(request))
-            hung_up = asyncio.ensure_future(reader.read(1))
+            hung_up = asyncio.ensure_future(reader.read(1))  # b"" or an error: it hung up
             try:
                 await asyncio.wait({work, hung_up}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 hung_up.cancel()
+                await asyncio.gather(hung_up, return_exceptions=True)
             if work.done():
-                writer.write(_message(("ok", work.result())))
-                await writer.drain()
+                await _send(writer, ("ok", work.result()))
         except (_HolderGone, ConnectionError):
             pass
-        except Exception as exc:
+        except Exception as exc:  # the pool's fault, or a request it cannot take
             with contextlib.suppress(ConnectionError):
-                writer.write(_message(("raised", f"{type(exc).__name__}: {first_line(exc)}")))
-                await writer.drain()
+                await _send(writer, ("raised", f"{type(exc).__name__}: {first_line(exc)}"))
         finally:
             if work is not None and not work.done():
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
             writer.close()
-            self._answering.discard(task)
 
     async def _run(self, request: tuple[Any, ...]) -> Any:
         kind, *args = request
@@ -199,16 +230,17 @@ class SharedPool:
         while not self.holder:
             try:
                 reader, writer = await asyncio.open_unix_connection(self.address)
-            except OSError:  # none listens (yet): the holder died, or is taking over
+            except OSError:  # none listens (yet): the holder died, stops, or is taking over
                 if time.monotonic() >= deadline:
                     raise _NoHolder("no worker runs the browser") from None
                 await asyncio.sleep(CONNECT_RETRY)
                 continue
             try:
-                writer.write(_message(request))
-                await writer.drain()
+                if not _sibling(writer):
+                    raise _HolderGone()
+                await _send(writer, request)
                 status, value = await _received(reader)
-            except (ConnectionError, _HolderGone) as exc:
+            except ConnectionError as exc:
                 raise _HolderGone() from exc
             finally:
                 writer.close()  # the holder cancels a capture this stopped waiting for
@@ -223,14 +255,33 @@ class _NoHolder(Exception):
 
 
 class _HolderGone(Exception):
-    """The connection ended before a whole message: the other end went away."""
+    """The connection ended before a whole message, or its peer is not a sibling worker."""
 
 
-def _message(value: Any) -> bytes:
+class _Unpickler(pickle.Unpickler):
+    """Unpickles what a request or an answer holds, and nothing else."""
+
+    ALLOWED = {
+        ("snapshotd.config.settings", "SiteSettings"),
+        ("snapshotd.render.renderer", "CaptureResult"),
+        ("snapshotd.render.renderer", "Shot"),
+        ("builtins", "frozenset"),
+        ("builtins", "set"),
+    }
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not a class a message holds")
+        return super().find_class(module, name)
+
+
+async def _send(writer: asyncio.StreamWriter, value: Any) -> None:
     body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if len(body) > MAX_MESSAGE:
         raise ValueError(f"a message of {len(body)} bytes is over {MAX_MESSAGE}")
-    return _LENGTH.pack(len(body)) + body
+    writer.write(_LENGTH.pack(len(body)))
+    writer.write(body)
+    await writer.drain()
 
 
 async def _received(reader: asyncio.StreamReader) -> Any:
@@ -241,17 +292,28 @@ async def _received(reader: asyncio.StreamReader) -> Any:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise _HolderGone() from None
-    return pickle.loads(body)
+    try:
+        return _Unpickler(io.BytesIO(body)).load()
+    except Exception:
+        raise _HolderGone() from None  # not a message of this serve's workers
 
 
-def _same_user(writer: asyncio.StreamWriter) -> bool:
-    """Whether the peer of a connection runs as this process's user (where the system says)."""
+def _sibling(writer: asyncio.StreamWriter) -> bool:
+    """Whether the peer of a connection is a worker of this process's supervisor: the same
+    user and the same parent process (Linux's ``SO_PEERCRED`` and /proc; where either is
+    missing, the directory's mode alone keeps others out)."""
     sock = writer.get_extra_info("socket")
     option = getattr(socket, "SO_PEERCRED", None)
     if sock is None or option is None:
-        return True  # the directory's mode alone keeps others out
-    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, 12))
-    return bool(uid == os.getuid())
+        return True
+    pid, uid, _gid = struct.unpack("iII", sock.getsockopt(socket.SOL_SOCKET, option, 12))
+    if uid != os.getuid():
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return not os.path.isdir("/proc")
+    return int(stat[stat.rfind(")") + 2 :].split()[1]) == os.getppid()
 
 
 def _failed(url: str, error: str, started: float) -> CaptureResult:
