@@ -403,3 +403,16 @@ def test_crawlbots_port_is_its_own(tmp_path):
                 "crawlbot_port = 70000", "crawlbot_port = -1"):
         with pytest.raises(ConfigError, match="crawlbot_port"):
             load_settings(write(tmp_path, f"[server]\nport = 8080\n{bad}\n"), env={})
+
+
+@pytest.mark.parametrize(("cores", "captures"), [(1, 2), (2, 2), (3, 3), (4, 4), (16, 4)])
+def test_captures_at_once_default_to_one_per_core_from_two_to_four(
+    tmp_path, monkeypatch, cores, captures
+):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    browser = load_settings(env={}).browser
+    assert browser.concurrency == captures and browser.miss_queue == 4 * captures
+    path = write(tmp_path, "[browser]\nconcurrency = 1\n")
+    assert load_settings(path, env={}).browser.concurrency == 1

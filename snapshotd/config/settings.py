@@ -53,9 +53,19 @@ SITE_NAME = r"(?!\.\.?$)[A-Za-z0-9_.-]{1,100}"  # not "." or "..": a dot segment
 SANDBOX_SETTINGS = ("auto", "on", "off")
 
 
+MAX_DEFAULT_CONCURRENCY = 4
+
+
+def default_concurrency() -> int:
+    """Captures at once when none are configured: one per core this process may run on (a
+    render keeps a core busy), at least 2 and at most 4; in a ``serve`` of several workers,
+    for all of them together (they render through one pool)."""
+    return max(2, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_CONCURRENCY))
+
+
 @dataclass(frozen=True)
 class BrowserSettings:
-    concurrency: int = 2
+    concurrency: int = field(default_factory=default_concurrency)
     executable: str = ""
     javascript_timeout: float = 3.0
     render_timeout: float = 30.0
