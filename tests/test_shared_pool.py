@@ -7,11 +7,13 @@ runs the real one, Chromium and all, in two worker processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import struct
 import sys
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -79,20 +81,33 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shared_pool, "HOLDER_WAIT", 0.3)
 
 
+@contextlib.asynccontextmanager
 async def two(
     tmp_path: Path, grace: float = 10.0
-) -> tuple[SharedPool, Recorder, SharedPool, Recorder]:
+) -> AsyncIterator[tuple[SharedPool, Recorder, SharedPool, Recorder]]:
+    """Two workers' pools in one directory, the first the holder; both closed at the end."""
     first, second = Recorder(), Recorder()
     holder = SharedPool(first, str(tmp_path), grace=grace)  # type: ignore[arg-type]
     other = SharedPool(second, str(tmp_path), grace=grace)  # type: ignore[arg-type]
     await holder.start()
     await other.start()
-    return holder, first, other, second
+    try:
+        yield holder, first, other, second
+    finally:
+        await other.close()
+        await holder.close()
+
+
+async def held(other: SharedPool, first: Recorder, path: str) -> asyncio.Future[CaptureResult]:
+    """A capture ``other`` asked, held on the holder's pool (``first``) until its gate opens."""
+    first.gate = asyncio.Event()
+    asked = asyncio.ensure_future(other.capture(f"http://127.0.0.1:9{path}", SITE))
+    await until(lambda: first.asked)
+    return asked
 
 
 async def test_a_worker_that_does_not_hold_the_pool_renders_on_the_holders(tmp_path, fast):
-    holder, first, other, second = await two(tmp_path)
-    try:
+    async with two(tmp_path) as (holder, first, other, second):
         assert holder.holder and not other.holder
         result = await other.capture("http://127.0.0.1:9/a", SITE, "mobile", Shot(320, 640))
         assert result.ok and result.html == "<p>mobile</p>" and result.png == b"PNG"
@@ -101,36 +116,24 @@ async def test_a_worker_that_does_not_hold_the_pool_renders_on_the_holders(tmp_p
         assert await other.probe(3) == f"probed by {id(first):x} within 3"
         own = await holder.capture("http://127.0.0.1:9/b", SITE)
         assert own.html == "<p>desktop</p>" and len(first.asked) == 2
-    finally:
-        await other.close()
-        await holder.close()
 
 
 async def test_a_capture_its_worker_stops_waiting_for_is_cancelled_on_the_holder(
     tmp_path, fast
 ):
-    holder, first, other, _ = await two(tmp_path)
-    first.gate = asyncio.Event()
-    try:
-        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/slow", SITE))
-        await until(lambda: first.asked)
+    async with two(tmp_path) as (holder, first, other, _):
+        asked = await held(other, first, "/slow")
         asked.cancel()
         await until(lambda: first.cancelled == 1)
         with pytest.raises(asyncio.CancelledError):
             await asked
-    finally:
-        await other.close()
-        await holder.close()
 
 
 async def test_a_holder_that_stops_lets_others_captures_end_then_another_takes_over(
     tmp_path, fast
 ):
-    holder, first, other, second = await two(tmp_path)
-    first.gate = asyncio.Event()
-    try:
-        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
-        await until(lambda: first.asked)
+    async with two(tmp_path) as (holder, first, other, second):
+        asked = await held(other, first, "/a")
         closing = asyncio.ensure_future(holder.close())
         await asyncio.sleep(0.1)
         assert not closing.done() and not first.closed  # the capture under way goes on
@@ -143,41 +146,30 @@ async def test_a_holder_that_stops_lets_others_captures_end_then_another_takes_o
         assert second.started == 1
         result = await other.capture("http://127.0.0.1:9/b", SITE)
         assert result.ok and second.asked[-1][0] == "http://127.0.0.1:9/b"
-    finally:
-        await other.close()
-        await holder.close()
     assert not os.path.exists(other.address)
 
 
 async def test_a_capture_still_under_way_when_the_holders_grace_ends_is_crashed(
     tmp_path, fast
 ):
-    holder, first, other, _ = await two(tmp_path, grace=0.1)
-    first.gate = asyncio.Event()
-    try:
-        asked = asyncio.ensure_future(other.capture("http://127.0.0.1:9/a", SITE))
-        await until(lambda: first.asked)
+    async with two(tmp_path, grace=0.1) as (holder, first, other, _):
+        asked = await held(other, first, "/a")
         await holder.close()
         assert first.cancelled == 1  # cut short on the holder's pool
         result = await asked
         assert result.error == "crashed" and result.html == ""
-    finally:
-        await other.close()
-        await holder.close()
 
 
 async def test_a_worker_that_stops_does_not_take_the_pool_over(tmp_path, fast):
-    holder, _, other, second = await two(tmp_path)
-    other.stop_taking()
-    await holder.close()
-    await asyncio.sleep(0.2)  # ten tries of the lock, had it gone on
-    assert not other.holder and second.started == 0
-    await other.close()
+    async with two(tmp_path) as (holder, _, other, second):
+        other.stop_taking()
+        await holder.close()
+        await asyncio.sleep(0.2)  # ten tries of the lock, had it gone on
+        assert not other.holder and second.started == 0
 
 
 async def test_the_holder_hangs_up_on_a_process_that_is_not_a_sibling_worker(tmp_path, fast):
-    holder, first, other, _ = await two(tmp_path)
-    try:
+    async with two(tmp_path) as (holder, first, other, _):
         # This test's own child: its parent is this process, not this process's parent.
         script = (
             "import pickle, socket, struct, sys\n"
@@ -196,14 +188,10 @@ async def test_the_holder_hangs_up_on_a_process_that_is_not_a_sibling_worker(tmp
         assert out.decode().strip() in ("b''", "hung up")  # nothing answered
         assert first.asked == []
         assert (await other.capture("http://127.0.0.1:9/a", SITE)).ok  # siblings still are
-    finally:
-        await other.close()
-        await holder.close()
 
 
 async def test_a_message_holding_any_other_class_is_not_unpickled(tmp_path, fast):
-    holder, first, other, _ = await two(tmp_path)
-    try:
+    async with two(tmp_path) as (holder, first, other, _):
         reader, writer = await asyncio.open_unix_connection(holder.address)
         body = pickle.dumps(("capture", "http://127.0.0.1:9/a", OrderedDict(), "mobile", None))
         writer.write(struct.pack(">I", len(body)) + body)
@@ -211,9 +199,6 @@ async def test_a_message_holding_any_other_class_is_not_unpickled(tmp_path, fast
         assert await reader.read() == b""  # hung up on
         writer.close()
         assert first.asked == []
-    finally:
-        await other.close()
-        await holder.close()
 
 
 async def test_with_no_holder_listening_a_capture_fails_after_waiting_for_one(tmp_path, fast):
@@ -233,13 +218,9 @@ async def test_with_no_holder_listening_a_capture_fails_after_waiting_for_one(tm
 
 
 async def test_a_fault_of_the_holders_pool_is_raised_in_the_asking_worker(tmp_path, fast):
-    holder, first, other, _ = await two(tmp_path)
-    first.fault = KeyError("wedged")
-    try:
+    async with two(tmp_path) as (holder, first, other, _):
+        first.fault = KeyError("wedged")
         with pytest.raises(RuntimeError, match="KeyError: 'wedged'"):
             await other.capture("http://127.0.0.1:9/a", SITE)
         first.fault = None
         assert (await other.capture("http://127.0.0.1:9/b", SITE)).ok  # the holder goes on
-    finally:
-        await other.close()
-        await holder.close()
