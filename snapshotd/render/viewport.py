@@ -26,11 +26,13 @@ Invariants:
   its viewport are those of the tall viewport at full scale (``tests/test_viewport_scale.py``
   holds Chromium and Playwright to that). A screenshot's viewport and the normal one are at
   full scale.
-- Every size is set through Playwright (its own idea of the viewport, which its screenshots
-  clip to, and the window's size, which a desktop page reads as ``outerHeight``) and then
-  with the slot's DevTools session, whose metrics are the ones Chromium applies. If Chromium
-  refuses them, this process sets sizes through Playwright alone from then on (at full
-  scale), and says so once.
+- The sizes a screenshot is taken at (a shot's, and the normal one after it) are set through
+  Playwright (its own idea of the viewport, which its screenshots clip to) and then with the
+  slot's DevTools session, whose metrics are the ones Chromium applies. The tall viewport,
+  never shot, is set with the session's metrics alone: one resize of the page where two cost
+  a capture about a seventh of its CPU. If Chromium refuses the session's metrics, this
+  process sets sizes through Playwright alone from then on (at full scale), and says so
+  once.
 - :meth:`Viewport.reset` puts the page back at the normal height, for the next capture.
 - A wait for the page's frames lasts ``FRAME_WAIT`` at most; a navigation that replaces the
   document meanwhile ends it.
@@ -120,6 +122,9 @@ class Viewport:
         self.profile = profile
         self.session: CDPSession | None = None
         self.size = (profile.width, profile.height)  # the page's viewport now
+        self.told = self.size  # the viewport Playwright was told of last
+        self.window = self.size  # the browser window's size
+        self._window_id: int | None = None
         self.scale = 1.0  # the scale it is drawn at
         self._set_here = False  # the session's metrics are the ones Chromium applies
 
@@ -132,7 +137,8 @@ class Viewport:
         if height <= self.profile.height:
             return
         await _heard(painted, _parsed(page))
-        await self._set(page, self.profile.width, height, self.profile.height / height)
+        await self._set(page, self.profile.width, height, self.profile.height / height,
+                        shown=False)
         await _heard(grown)
 
     async def screen(self, page: Page, width: int, height: int) -> None:
@@ -149,14 +155,20 @@ class Viewport:
         """Back at the profile's normal size."""
         await self._set(page, self.profile.width, self.profile.height)
 
-    async def _set(self, page: Page, width: int, height: int, scale: float = 1.0) -> None:
+    async def _set(
+        self, page: Page, width: int, height: int, scale: float = 1.0, *, shown: bool = True
+    ) -> None:
         """The page's viewport ``width`` by ``height``, drawn at ``scale`` (the module's
-        rule)."""
+        rule); ``shown``: Playwright is told the size too (a screenshot is taken at it), where
+        the tall viewport, never shot, is the session's metrics alone: one resize, not two."""
         if (width, height) == self.size and scale == self.scale:
             return
-        if (width, height) != self.size:
-            await page.set_viewport_size({"width": width, "height": height})
-            self.size = (width, height)
+        size = (width, height)
+        if shown or self.session is None or not Viewport.scaled:
+            if size != self.told:
+                await page.set_viewport_size({"width": width, "height": height})
+                self.told = self.window = size
+        self.size = size
         if self.session is None or not Viewport.scaled:
             return
         try:
@@ -169,9 +181,30 @@ class Viewport:
             Viewport.scaled = False
             log.warning("Chromium refused a view scale (%s): tall viewports are drawn at "
                         "full scale", str(exc).splitlines()[0])
+            if self.told != size:  # Playwright's alone, from now on
+                await page.set_viewport_size({"width": width, "height": height})
+                self.told = self.window = size
             return
         self._set_here = True
         self.scale = scale
+        await self._window_at(size)
+
+    async def _window_at(self, size: tuple[int, int]) -> None:
+        """The browser window ``size``, as Playwright sizes it with the viewport: a desktop
+        page reads it as ``outerWidth`` and ``outerHeight``. A phone's page reads its screen
+        there, which the metrics set, so a phone's window is left as it is: resizing it to
+        the tall viewport costs a capture about a tenth of its CPU, and the page sees
+        nothing of it (``tests/test_viewport_scale.py``)."""
+        if size == self.window or self.session is None or self.profile.is_mobile:
+            return
+        if self._window_id is None:
+            found = await self.session.send("Browser.getWindowForTarget")
+            self._window_id = int(found["windowId"])
+        bounds = {"width": size[0], "height": size[1]}
+        await self.session.send(
+            "Browser.setWindowBounds", {"windowId": self._window_id, "bounds": bounds}
+        )
+        self.window = size
 
     def _metrics(self, width: int, height: int, scale: float) -> dict[str, Any]:
         """The device metrics Playwright gives Chromium for the profile at ``width`` by
