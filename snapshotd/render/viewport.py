@@ -29,8 +29,8 @@ Invariants:
 - The sizes a screenshot is taken at (a shot's, and the normal one after it) are set through
   Playwright (its own idea of the viewport, which its screenshots clip to) and then with the
   slot's DevTools session, whose metrics are the ones Chromium applies. The tall viewport,
-  never shot, is set with the session's metrics alone: one resize of the page where two cost
-  a capture about a seventh of its CPU. If Chromium refuses the session's metrics, this
+  never shot, is set with the session's metrics alone, and a desktop page's window with the
+  same session (:meth:`Viewport._window_at`). If Chromium refuses the session's metrics, this
   process sets sizes through Playwright alone from then on (at full scale), and says so
   once.
 - :meth:`Viewport.reset` puts the page back at the normal height, for the next capture.
@@ -160,7 +160,7 @@ class Viewport:
     ) -> None:
         """The page's viewport ``width`` by ``height``, drawn at ``scale`` (the module's
         rule); ``shown``: Playwright is told the size too (a screenshot is taken at it), where
-        the tall viewport, never shot, is the session's metrics alone: one resize, not two."""
+        the tall viewport, never shot, is the session's alone."""
         if (width, height) == self.size and scale == self.scale:
             return
         size = (width, height)
@@ -193,8 +193,8 @@ class Viewport:
         """The browser window ``size``, as Playwright sizes it with the viewport: a desktop
         page reads it as ``outerWidth`` and ``outerHeight``. A phone's page reads its screen
         there, which the metrics set, so a phone's window is left as it is: resizing it to
-        the tall viewport costs a capture about a tenth of its CPU, and the page sees
-        nothing of it (``tests/test_viewport_scale.py``)."""
+        the tall viewport and back costs a capture a tenth or more of its CPU (SPEC 4.2), and
+        the page sees nothing of it (``tests/test_viewport_scale.py``)."""
         if size == self.window or self.session is None or self.profile.is_mobile:
             return
         if self._window_id is None:
