@@ -181,24 +181,24 @@ class BrowserPool:
         started = time.monotonic()
         reason = check_url(url, site.origin)
         if reason is not None:
-            return self._finish(self._failed(url, f"refused: {reason}", started))
+            return self._finish(CaptureResult.failed(url, f"refused: {reason}", started))
         chromium: _Chromium | None = None
         slot: Slot | None = None
         try:
             async with self._slots:
                 if self._closed:
-                    return self._finish(self._failed(url, "renderer closed", started))
+                    return self._finish(CaptureResult.failed(url, "renderer closed", started))
                 try:
                     chromium, slot = await self._open_slot(_slot_kind(site, profile))
                 except (ChromiumNotFound, PlaywrightError, TimeoutError, OSError) as exc:
                     error = f"browser unavailable: {first_line(exc)}"
-                    return self._finish(self._failed(url, error, started))
+                    return self._finish(CaptureResult.failed(url, error, started))
                 self.stats.active += 1
                 try:
                     result = await slot.capture(url, site, shot)
                 except CaptureCrashed as exc:
                     log.warning("capture of %s crashed: %s", url, exc)
-                    result = self._failed(url, "crashed", started)
+                    result = CaptureResult.failed(url, "crashed", started)
                 finally:
                     self.stats.active -= 1
             return self._finish(result)
@@ -355,11 +355,6 @@ class BrowserPool:
         total = sum(chromium.kinds.values())
         bound = self.settings.concurrency + self._spares * min(len(kinds), len(PROFILES))
         return chromium.kinds[kind] < self._per_kind and total < bound
-
-    def _failed(self, url: str, error: str, started: float) -> CaptureResult:
-        return CaptureResult(
-            url=url, final_url=url, status=0, error=error, elapsed=time.monotonic() - started
-        )
 
     def _finish(self, result: CaptureResult) -> CaptureResult:
         self.stats.captures += 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["BrowserProcesses", "Proc", "browsers", "descendants", "rss_bytes"]
+__all__ = ["BrowserProcesses", "Proc", "browsers", "descendants", "parent_of", "rss_bytes"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,12 @@ def _read(pid: int) -> Proc | None:
     # The command name in parentheses may itself hold spaces and parentheses.
     fields = stat[stat.rfind(")") + 2 :].split()
     return Proc(pid=pid, ppid=int(fields[1]), state=fields[0], cmdline=cmdline.strip())
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid``; None when /proc does not show it."""
+    proc = _read(pid)
+    return None if proc is None else proc.ppid
 
 
 def _all() -> list[Proc]:

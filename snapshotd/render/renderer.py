@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +43,13 @@ class CaptureResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @classmethod
+    def failed(cls, url: str, error: str, started: float) -> CaptureResult:
+        """A capture of ``url``, begun at ``started`` (``time.monotonic()``), that failed
+        with ``error`` before the page said anything."""
+        return cls(url=url, final_url=url, status=0, error=error,
+                   elapsed=time.monotonic() - started)
 
 
 @dataclass(frozen=True)

@@ -320,25 +320,16 @@ class Slot:
             clean = result.error is None or result.error.startswith(("http ", "empty body"))
             return result
         except TimeoutError:
-            return self._failed(url, "timeout", started)
+            return CaptureResult.failed(url, "timeout", started)
         except PlaywrightError as exc:
             if signals.crashed.done() or not self.browser.is_connected():
                 why = signals.crashed.result() if signals.crashed.done() else "browser gone"
                 raise CaptureCrashed(why) from None
-            return self._failed(url, f"browser error: {first_line(exc)}", started)
+            return CaptureResult.failed(url, f"browser error: {first_line(exc)}", started)
         finally:
             self.browser.remove_listener("disconnected", on_disconnect)
             if not clean:
                 self.usable = False
-
-    def _failed(self, url: str, error: str, started: float, final_url: str = "") -> CaptureResult:
-        return CaptureResult(
-            url=url,
-            final_url=final_url or url,
-            status=0,
-            error=error,
-            elapsed=time.monotonic() - started,
-        )
 
     # --------------------------------------------------------------- between captures
 

@@ -165,9 +165,7 @@ class Viewport:
             return
         size = (width, height)
         if shown or self.session is None or not Viewport.scaled:
-            if size != self.told:
-                await page.set_viewport_size({"width": width, "height": height})
-                self.told = self.window = size
+            await self._tell(page, size)
         self.size = size
         if self.session is None or not Viewport.scaled:
             return
@@ -181,13 +179,17 @@ class Viewport:
             Viewport.scaled = False
             log.warning("Chromium refused a view scale (%s): tall viewports are drawn at "
                         "full scale", str(exc).splitlines()[0])
-            if self.told != size:  # Playwright's alone, from now on
-                await page.set_viewport_size({"width": width, "height": height})
-                self.told = self.window = size
+            await self._tell(page, size)  # Playwright's alone, from now on
             return
         self._set_here = True
         self.scale = scale
         await self._window_at(size)
+
+    async def _tell(self, page: Page, size: tuple[int, int]) -> None:
+        """Playwright's viewport (and with it the window) ``size``, unless it is already."""
+        if size != self.told:
+            await page.set_viewport_size({"width": size[0], "height": size[1]})
+            self.told = self.window = size
 
     async def _window_at(self, size: tuple[int, int]) -> None:
         """The browser window ``size``, as Playwright sizes it with the viewport: a desktop

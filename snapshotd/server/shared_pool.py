@@ -43,13 +43,13 @@ import socket
 import struct
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from snapshotd.capture.stopping import STOP_GRACE
 from snapshotd.config.settings import SiteSettings
 from snapshotd.crawl.hostlock import HostLock
 from snapshotd.render.pool import BrowserPool
+from snapshotd.render.procs import parent_of
 from snapshotd.render.renderer import CaptureResult, Shot, first_line
 
 __all__ = ["HOLDER_WAIT", "MAX_MESSAGE", "SharedPool"]
@@ -131,10 +131,10 @@ class SharedPool:
         try:
             answer = await self._asked(("capture", url, replace(site), profile, shot))
         except _NoHolder as exc:
-            return _failed(url, f"browser unavailable: {exc}", started)
+            return CaptureResult.failed(url, f"browser unavailable: {exc}", started)
         except _HolderGone:
             log.warning("capture of %s crashed: the worker running the browser went away", url)
-            return _failed(url, "crashed", started)
+            return CaptureResult.failed(url, "crashed", started)
         assert isinstance(answer, CaptureResult)
         return answer
 
@@ -309,13 +309,7 @@ def _sibling(writer: asyncio.StreamWriter) -> bool:
     pid, uid, _gid = struct.unpack("iII", sock.getsockopt(socket.SOL_SOCKET, option, 12))
     if uid != os.getuid():
         return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return not os.path.isdir("/proc")
-    return int(stat[stat.rfind(")") + 2 :].split()[1]) == os.getppid()
+    if not os.path.isdir("/proc"):
+        return True
+    return parent_of(pid) == os.getppid()
 
-
-def _failed(url: str, error: str, started: float) -> CaptureResult:
-    return CaptureResult(url=url, final_url=url, error=error,
-                         elapsed=time.monotonic() - started)
