@@ -18,14 +18,14 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 from pytest_httpserver import HTTPServer
-from werkzeug.wrappers import Response
+from werkzeug.wrappers import Request, Response
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings
 from snapshotd.render import BrowserPool
 from snapshotd.render import slot as slot_module
 from snapshotd.render.readiness import SETTLE_KEY
 from snapshotd.render.renderer import first_line
-from snapshotd.render.signals import MAX_URL, MAX_URLS
+from snapshotd.render.signals import MAX_URL, MAX_URLS, MAX_WORKERS
 from snapshotd.render.slot import Slot
 from tests.chromium import recording, require_chromium, rules_met
 
@@ -94,11 +94,51 @@ FOREVER = """<!doctype html><html><body><h1>Shown at once</h1>
 </script></body></html>"""
 
 
+# Starts a shared and a dedicated worker every few milliseconds, for as long as it runs, and
+# keeps them all.
+WORKERS = """<!doctype html><html><body><h1>Workers</h1>
+<script>
+  const kept = [];
+  let n = 0;
+  const more = () => {
+    for (let i = 0; i < 4; i++) {
+      n++;
+      try { kept.push(new SharedWorker("/wk-s" + n)); } catch (e) {}
+      try { kept.push(new Worker("/wk-d" + n)); } catch (e) {}
+    }
+    setTimeout(more, 5);
+  };
+  more();
+</script></body></html>"""
+
+# Runs 3 * MAX_WORKERS dedicated workers one after another, each ended once it said hello.
+CHURN = """<!doctype html><html><body><h1>Churning</h1>
+<script>
+  let i = 0;
+  const next = () => {
+    if (i++ >= 3 * __MAX__) { document.querySelector("h1").textContent = "Churned"; return; }
+    const w = new Worker("/wk-c" + i);
+    w.onmessage = () => { w.terminate(); next(); };
+  };
+  next();
+</script></body></html>""".replace("__MAX__", str(MAX_WORKERS))
+
+WORKER_SCRIPT = "if (self.postMessage) self.postMessage(1);"
+worker_scripts: list[str] = []  # every worker script any site served
+
+
+def _worker_script(request: Request) -> Response:
+    worker_scripts.append(request.path)
+    return Response(WORKER_SCRIPT, content_type="text/javascript")
+
+
 def _serve(body: str) -> HTTPServer:
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.expect_request("/forever").respond_with_handler(
-        lambda _r: Response(FOREVER, content_type="text/html")
-    )
+    for path, page in (("/forever", FOREVER), ("/workers", WORKERS), ("/churn", CHURN)):
+        server.expect_request(path).respond_with_handler(
+            lambda _r, page=page: Response(page, content_type="text/html")
+        )
+    server.expect_request(re.compile("/wk.*")).respond_with_handler(_worker_script)
     server.expect_request(re.compile("/page.*")).respond_with_handler(
         lambda _r: Response(body, content_type="text/html")
     )
@@ -140,7 +180,8 @@ async def test_a_hostile_page_reaches_nothing_of_the_capture_and_another_site_re
     during = await pool.capture(f"{b.origin}/page", b)
     assert during.ok and "Site B page" in during.html, during
     result = await hostile
-    assert result.error in (None, "timeout"), result  # the page's own capture may fail
+    # The page's own capture fails: at its limits, or as its workers pass the bound.
+    assert result.error in (None, "timeout", OVERRUN), result
     # The page's calls were never heard: neither the redirect nor the status it asked for.
     assert not result.headers.get("Location") and result.status in (0, 200), result
     # Whatever it sent, the capture kept a bounded amount of it.
@@ -196,6 +237,7 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
     # The page's own bound lifted: the capture's bound stops listening.
     monkeypatch.setattr("snapshotd.render.channel.PER_DOCUMENT", 10**9)
     monkeypatch.setattr("snapshotd.render.channel.PER_CAPTURE", 1000)
+    monkeypatch.setattr("snapshotd.render.signals.MAX_WORKERS", 10**9)  # its shared workers
     # It never says it is ready: its capture ends at its timeout, long after the bound.
     result = await pool.capture(
         f"{a.origin}/page", replace(a, wait_for_capture_ready=True, render_timeout=20)
@@ -207,6 +249,39 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
     after = await pool.capture(f"{b.origin}/page", b)
     assert after.ok and "Site B page" in after.html, after
     assert kept[1][0] is not slot
+
+
+OVERRUN = f"page overrun: more than {MAX_WORKERS} workers at once"
+
+
+async def test_a_page_that_starts_workers_without_end_is_stopped_at_the_bound_beside_others(
+    pool, sites
+) -> None:
+    a, b = sites
+    worker_scripts.clear()
+    hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/workers", a))
+    during = await pool.capture(f"{b.origin}/page", b)
+    assert during.ok and "Site B page" in during.html, during
+    result = await hostile
+    assert result.error == OVERRUN and not result.html, result
+    # Its context went with the capture: the page started no more than it took to see the
+    # bound passed (the browser reports each worker as it starts, before its script loads).
+    await asyncio.sleep(1.0)
+    started = len(worker_scripts)
+    assert 0 < started <= 3 * MAX_WORKERS, started
+    await asyncio.sleep(1.0)
+    assert len(worker_scripts) == started
+    for _ in range(2):
+        after = await pool.capture(f"{b.origin}/page", b)
+        assert after.ok and "Site B page" in after.html, after
+
+
+async def test_a_page_running_many_workers_one_at_a_time_is_captured(pool, sites) -> None:
+    a, _ = sites
+    worker_scripts.clear()
+    result = await pool.capture(f"{a.origin}/churn", a)
+    assert result.ok and "Churned" in result.html, result
+    assert len(worker_scripts) == 3 * MAX_WORKERS
 
 
 async def test_a_timeout_without_a_message_is_said_in_one_line() -> None:

@@ -129,9 +129,11 @@ class PageCapture:
             return result(status=0, error=f"refused: Chromium would load {loads[:300]} instead")
         goto = asyncio.ensure_future(page.goto(url, wait_until="commit", timeout=0))
         consume(goto)
-        await _first(goto, signals.redirected, signals.crashed)
+        await _first(goto, signals.redirected, signals.crashed, signals.overrun)
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
+        if signals.overrun.done():
+            return result(status=0, error=f"page overrun: {signals.overrun.result()}")
         if signals.redirected.done():
             response = signals.redirected.result()
             self.usable = False  # the redirect target may still be loading
@@ -163,7 +165,9 @@ class PageCapture:
             if site.scroll:
                 await self._viewport.scroll(page)
 
-        waits: list[asyncio.Future[Any]] = [signals.ready, signals.crashed, signals.lost]
+        waits: list[asyncio.Future[Any]] = [
+            signals.ready, signals.crashed, signals.lost, signals.overrun
+        ]
         rules: list[asyncio.Future[None]] = []
         if not site.wait_for_capture_ready:
             seconds, total = self.settings.timeouts(site)
@@ -181,6 +185,8 @@ class PageCapture:
                 rule.cancel()
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
+        if signals.overrun.done():
+            return result(status=0, error=f"page overrun: {signals.overrun.result()}")
         if signals.lost.done():
             # What the page shows was built without an answer from its origin.
             return result(status=0, error=self._unreachable(signals))

@@ -1,5 +1,5 @@
 """What the page and the network tell one capture: the requests in flight and when each URL
-was last seen, shared workers, the documents, the page's own
+was last seen, shared workers, the workers running, the documents, the page's own
 "ready", a redirect, a crash, the first request to the site's origin that never got a
 whole answer, and what differs by device that the page read or an answer said.
 
@@ -9,6 +9,9 @@ Invariants:
 - the page's side (:data:`PAGE_SCRIPT`) speaks only through :mod:`.channel`; what it reports
   is kept bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` shared workers' URLs), and
   ``onCaptureReady`` counts from the main frame alone, once per document;
+- the workers (dedicated and shared) running in the capture's context are counted as the
+  browser reports them, whatever frame or script started them; past :data:`MAX_WORKERS` at
+  once, ``overrun`` is settled and the capture ends;
 - each future is settled once, by the first thing that happened.
 """
 
@@ -32,11 +35,14 @@ from snapshotd.render.device_probe import READS
 from snapshotd.render.readiness import STREAMING
 
 __all__ = [
-    "MAX_URL", "MAX_URLS", "PAGE_SCRIPT", "UNREACHABLE", "Signals", "document_shell", "origin_of",
-    "settle",
+    "MAX_URL", "MAX_URLS", "MAX_WORKERS", "PAGE_SCRIPT", "UNREACHABLE", "Signals",
+    "document_shell", "origin_of", "settle",
 ]
 
 MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
+# Workers a capture's pages may run at once: each is a thread with its own V8 heap, and a page
+# starting them without end takes the cores and memory every other capture needs.
+MAX_WORKERS = 32
 MAX_SHELL = 2**20  # the most of a document read for its app shell
 
 
@@ -118,6 +124,7 @@ class Signals:
     streams: set[Request] = field(default_factory=set)  # those in flight that never hold it
     last_seen: dict[str, float] = field(default_factory=dict)  # URL: its last start or end
     shared_workers: set[str] = field(default_factory=set)  # their scripts' URLs
+    workers: set[str] = field(default_factory=set)  # the DevTools ids of those running
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     busy: asyncio.Event = field(default_factory=asyncio.Event)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -136,6 +143,10 @@ class Signals:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     crashed: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    # Why the page was stopped: it ran more than the bound allows.
+    overrun: asyncio.Future[str] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     # The first request to the site's origin that failed at the network level.
@@ -206,6 +217,15 @@ class Signals:
             self.shared_workers.add(url)
         for request in [r for r in self.in_flight if r.url == url]:
             self.ended(request)
+
+    def worker_started(self, target_id: str) -> None:
+        """A worker of the capture's context started (``target_id``, DevTools' id)."""
+        self.workers.add(target_id)
+        if len(self.workers) > MAX_WORKERS:
+            settle(self.overrun, f"more than {MAX_WORKERS} workers at once")
+
+    def worker_ended(self, target_id: str) -> None:
+        self.workers.discard(target_id)
 
     def failed(self, request: Request) -> None:
         self.ended(request)

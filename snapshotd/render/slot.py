@@ -71,6 +71,9 @@ _CLOSE_TIMEOUT = 10.0
 _RESET_TIMEOUT = 10.0
 
 
+_WORKERS = [{"type": "worker"}, {"type": "shared_worker"}]  # the targets discovered
+
+
 def _is_main_frame(request: Request, page: Page) -> bool:
     try:
         return request.frame == page.main_frame
@@ -170,6 +173,11 @@ class Slot:
         await self._intercept(self._cdp)
         info = await self._cdp.send("Target.getTargetInfo")
         self._wipe.context_id = info["targetInfo"].get("browserContextId", "")
+        # The browser reports every worker as it starts and ends, in any frame; the filter
+        # keeps other targets' events (pages, navigations) off this session.
+        self._cdp.on("Target.targetCreated", self._on_target_created)
+        self._cdp.on("Target.targetDestroyed", self._on_target_destroyed)
+        await self._cdp.send("Target.setDiscoverTargets", {"discover": True, "filter": _WORKERS})
         self.usable = True
 
     async def close(self, *, context: bool = True) -> None:
@@ -246,6 +254,14 @@ class Slot:
                 consume(asyncio.ensure_future(stop))
         if message is not None:
             self._signals.heard(*message, normal_height=self.profile.height)
+
+    def _on_target_created(self, event: dict[str, Any]) -> None:
+        info = event.get("targetInfo", {})
+        if info.get("browserContextId") == self._wipe.context_id:
+            self._signals.worker_started(str(info.get("targetId", "")))
+
+    def _on_target_destroyed(self, event: dict[str, Any]) -> None:
+        self._signals.worker_ended(str(event.get("targetId", "")))
 
     def _on_response(self, response: Response) -> None:
         request = response.request
