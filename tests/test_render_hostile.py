@@ -25,7 +25,7 @@ from snapshotd.render import BrowserPool
 from snapshotd.render import slot as slot_module
 from snapshotd.render.readiness import SETTLE_KEY
 from snapshotd.render.renderer import first_line
-from snapshotd.render.signals import MAX_URL, MAX_URLS, MAX_WORKERS
+from snapshotd.render.signals import MAX_URL, MAX_URLS, MAX_WORKERS, WORKERS_PER_DOCUMENT
 from snapshotd.render.slot import Slot
 from tests.chromium import recording, require_chromium, rules_met
 
@@ -111,17 +111,26 @@ WORKERS = """<!doctype html><html><body><h1>Workers</h1>
   more();
 </script></body></html>"""
 
-# Runs 3 * MAX_WORKERS dedicated workers one after another, each ended once it said hello.
+# The same from a new iframe each time, each document with workers of its own to start.
+FRAMES = WORKERS.replace(
+    "const more = () => {",
+    "const more = () => { const f = document.createElement('iframe');"
+    " document.body.appendChild(f); const window = f.contentWindow;",
+).replace("new SharedWorker(", "new window.SharedWorker(")
+FRAMES = FRAMES.replace("new Worker(", "new window.Worker(")
+
+# Runs as many dedicated workers as a document may start, one after another, each ended once it
+# said hello.
 CHURN = """<!doctype html><html><body><h1>Churning</h1>
 <script>
   let i = 0;
   const next = () => {
-    if (i++ >= 3 * __MAX__) { document.querySelector("h1").textContent = "Churned"; return; }
+    if (i++ >= __MAX__) { document.querySelector("h1").textContent = "Churned"; return; }
     const w = new Worker("/wk-c" + i);
     w.onmessage = () => { w.terminate(); next(); };
   };
   next();
-</script></body></html>""".replace("__MAX__", str(MAX_WORKERS))
+</script></body></html>""".replace("__MAX__", str(WORKERS_PER_DOCUMENT))
 
 WORKER_SCRIPT = "if (self.postMessage) self.postMessage(1);"
 worker_scripts: list[str] = []  # every worker script any site served
@@ -134,7 +143,8 @@ def _worker_script(request: Request) -> Response:
 
 def _serve(body: str) -> HTTPServer:
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    for path, page in (("/forever", FOREVER), ("/workers", WORKERS), ("/churn", CHURN)):
+    pages = (("/forever", FOREVER), ("/workers", WORKERS), ("/frames", FRAMES), ("/churn", CHURN))
+    for path, page in pages:
         server.expect_request(path).respond_with_handler(
             lambda _r, page=page: Response(page, content_type="text/html")
         )
@@ -237,7 +247,13 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
     # The page's own bound lifted: the capture's bound stops listening.
     monkeypatch.setattr("snapshotd.render.channel.PER_DOCUMENT", 10**9)
     monkeypatch.setattr("snapshotd.render.channel.PER_CAPTURE", 1000)
-    monkeypatch.setattr("snapshotd.render.signals.MAX_WORKERS", 10**9)  # its shared workers
+    # Its shared workers, which say what they are, unbounded too.
+    monkeypatch.setattr("snapshotd.render.signals.MAX_WORKERS", 10**9)
+    unbounded = slot_module.PAGE_SCRIPT.replace(
+        f"let workersLeft = {WORKERS_PER_DOCUMENT};", "let workersLeft = 1e9;"
+    )
+    assert unbounded != slot_module.PAGE_SCRIPT
+    monkeypatch.setattr(slot_module, "PAGE_SCRIPT", unbounded)
     # It never says it is ready: its capture ends at its timeout, long after the bound.
     result = await pool.capture(
         f"{a.origin}/page", replace(a, wait_for_capture_ready=True, render_timeout=20)
@@ -254,21 +270,22 @@ async def test_a_page_that_says_too_much_is_no_longer_heard_and_its_slot_goes(
 OVERRUN = f"page overrun: more than {MAX_WORKERS} workers at once"
 
 
+@pytest.mark.parametrize("page", ["workers", "frames"])
 async def test_a_page_that_starts_workers_without_end_is_stopped_at_the_bound_beside_others(
-    pool, sites
+    pool, sites, page
 ) -> None:
     a, b = sites
     worker_scripts.clear()
-    hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/workers", a))
+    hostile = asyncio.ensure_future(pool.capture(f"{a.origin}/{page}", a))
     during = await pool.capture(f"{b.origin}/page", b)
     assert during.ok and "Site B page" in during.html, during
     result = await hostile
     assert result.error == OVERRUN and not result.html, result
-    # Its context went with the capture: the page started no more than it took to see the
-    # bound passed (the browser reports each worker as it starts, before its script loads).
+    # One document starts no more workers than it may; many documents are stopped by the
+    # browser's count. Nothing is started once the capture has ended.
     await asyncio.sleep(1.0)
     started = len(worker_scripts)
-    assert 0 < started <= 3 * MAX_WORKERS, started
+    assert started > 0 and (page == "frames" or started <= WORKERS_PER_DOCUMENT), started
     await asyncio.sleep(1.0)
     assert len(worker_scripts) == started
     for _ in range(2):
@@ -281,7 +298,7 @@ async def test_a_page_running_many_workers_one_at_a_time_is_captured(pool, sites
     worker_scripts.clear()
     result = await pool.capture(f"{a.origin}/churn", a)
     assert result.ok and "Churned" in result.html, result
-    assert len(worker_scripts) == 3 * MAX_WORKERS
+    assert len(worker_scripts) == WORKERS_PER_DOCUMENT > MAX_WORKERS
 
 
 async def test_a_timeout_without_a_message_is_said_in_one_line() -> None:

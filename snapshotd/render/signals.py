@@ -9,9 +9,10 @@ Invariants:
 - the page's side (:data:`PAGE_SCRIPT`) speaks only through :mod:`.channel`; what it reports
   is kept bounded (:data:`MAX_URL` per URL, :data:`MAX_URLS` shared workers' URLs), and
   ``onCaptureReady`` counts from the main frame alone, once per document;
-- the workers (dedicated and shared) running in the capture's context are counted as the
-  browser reports them, whatever frame or script started them; past :data:`MAX_WORKERS` at
-  once, ``overrun`` is settled and the capture ends;
+- a document starts at most :data:`WORKERS_PER_DOCUMENT` workers (its constructors refuse
+  more); the workers (dedicated and shared) running in the capture's context are counted as
+  the browser reports them, whatever frame or script started them; past :data:`MAX_WORKERS`
+  at once, ``overrun`` is settled and the capture ends;
 - each future is settled once, by the first thing that happened.
 """
 
@@ -35,7 +36,8 @@ from snapshotd.render.device_probe import READS
 from snapshotd.render.readiness import STREAMING
 
 __all__ = [
-    "MAX_URL", "MAX_URLS", "MAX_WORKERS", "PAGE_SCRIPT", "UNREACHABLE", "Signals",
+    "MAX_URL", "MAX_URLS", "MAX_WORKERS", "PAGE_SCRIPT", "UNREACHABLE", "WORKERS_PER_DOCUMENT",
+    "Signals",
     "document_shell", "origin_of", "settle",
 ]
 
@@ -43,6 +45,9 @@ MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how 
 # Workers a capture's pages may run at once: each is a thread with its own V8 heap, and a page
 # starting them without end takes the cores and memory every other capture needs.
 MAX_WORKERS = 32
+# Workers a document may start, one after another or at once: its constructors refuse more at
+# once, where the browser's count of those running (``MAX_WORKERS``) is heard a moment late.
+WORKERS_PER_DOCUMENT = 2 * MAX_WORKERS
 MAX_SHELL = 2**20  # the most of a document read for its app shell
 
 
@@ -78,21 +83,34 @@ PAGE_SCRIPT = """
       get: () => onCaptureReady, set: () => {}, configurable: false, enumerable: true,
     });
   } catch (e) {}
-  // The request for a shared worker's script is never reported as finished: say which it is.
-  const Shared = window.SharedWorker;
-  if (typeof Shared === "function") {
-    const SharedWorker = function SharedWorker(url, options) {
-      if (!new.target) return Shared(url, options);  // throws as the browser's does
-      try { say("shared", String(new URL(url, document.baseURI))); } catch (e) {}
-      return Reflect.construct(Shared, arguments, new.target);
-    };
-    SharedWorker.prototype = Shared.prototype;
-    Object.defineProperty(window, "SharedWorker", {
-      value: SharedWorker, writable: true, configurable: true, enumerable: false,
+  // A document starts a bounded number of workers (dedicated and shared): past it, the
+  // constructors throw, as the browser's do when it has no room. The request for a shared
+  // worker's script is never reported as finished: say which it is.
+  let workersLeft = __WORKERS_PER_DOCUMENT__;
+  const bounded = (Native, name, started) => {
+    if (typeof Native !== "function") return;
+    const Bounded = {
+      [name]: function (url, options) {
+        if (!new.target) return Native(url, options);  // throws as the browser's does
+        if (workersLeft <= 0) {
+          throw new DOMException("too many workers in this document", "QuotaExceededError");
+        }
+        workersLeft--;
+        started(url);
+        return Reflect.construct(Native, arguments, new.target);
+      },
+    }[name];
+    Bounded.prototype = Native.prototype;
+    Object.defineProperty(window, name, {
+      value: Bounded, writable: true, configurable: true, enumerable: false,
     });
-  }
+  };
+  bounded(window.Worker, "Worker", () => {});
+  bounded(window.SharedWorker, "SharedWorker", (url) => {
+    try { say("shared", String(new URL(url, document.baseURI))); } catch (e) {}
+  });
 })();
-"""
+""".replace("__WORKERS_PER_DOCUMENT__", str(WORKERS_PER_DOCUMENT))
 # Chromium's errors for a request that never got a whole answer from the server: no
 # connection, a broken one, an empty or cut-off answer. Aborted and blocked requests (the page
 # or the capture cancelled them, a policy refused them) are not among them.

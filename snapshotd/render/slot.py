@@ -257,8 +257,17 @@ class Slot:
 
     def _on_target_created(self, event: dict[str, Any]) -> None:
         info = event.get("targetInfo", {})
-        if info.get("browserContextId") == self._wipe.context_id:
-            self._signals.worker_started(str(info.get("targetId", "")))
+        if info.get("browserContextId") != self._wipe.context_id:
+            return
+        signals = self._signals
+        over = signals.overrun.done()
+        signals.worker_started(str(info.get("targetId", "")))
+        if signals.overrun.done() and not over and self._cdp is not None:
+            # The page is stopped at once, before its capture ends and its context goes: no
+            # script of it runs again, so it starts nothing more meanwhile.
+            self.usable = False
+            stop = self._cdp.send("Emulation.setScriptExecutionDisabled", {"value": True})
+            consume(asyncio.ensure_future(stop))
 
     def _on_target_destroyed(self, event: dict[str, Any]) -> None:
         self._signals.worker_ended(str(event.get("targetId", "")))
