@@ -133,7 +133,7 @@ class PageCapture:
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
         if signals.overrun.done():
-            return result(status=0, error=f"page overrun: {signals.overrun.result()}")
+            return result(status=0, error=signals.overrun.result())
         if signals.redirected.done():
             response = signals.redirected.result()
             self.usable = False  # the redirect target may still be loading
@@ -186,7 +186,7 @@ class PageCapture:
         if signals.crashed.done():
             raise CaptureCrashed(signals.crashed.result())
         if signals.overrun.done():
-            return result(status=0, error=f"page overrun: {signals.overrun.result()}")
+            return result(status=0, error=signals.overrun.result())
         if signals.lost.done():
             # What the page shows was built without an answer from its origin.
             return result(status=0, error=self._unreachable(signals))

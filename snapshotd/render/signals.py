@@ -37,8 +37,7 @@ from snapshotd.render.readiness import STREAMING
 
 __all__ = [
     "MAX_URL", "MAX_URLS", "MAX_WORKERS", "PAGE_SCRIPT", "UNREACHABLE", "WORKERS_PER_DOCUMENT",
-    "Signals",
-    "document_shell", "origin_of", "settle",
+    "Signals", "document_shell", "origin_of", "settle",
 ]
 
 MAX_URL, MAX_URLS = 16384, 4096  # the URLs the page's side may report, and how many
@@ -163,7 +162,7 @@ class Signals:
     crashed: asyncio.Future[str] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
-    # Why the page was stopped: it ran more than the bound allows.
+    # The capture's error once the page ran more than the bound allows.
     overrun: asyncio.Future[str] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -236,11 +235,14 @@ class Signals:
         for request in [r for r in self.in_flight if r.url == url]:
             self.ended(request)
 
-    def worker_started(self, target_id: str) -> None:
-        """A worker of the capture's context started (``target_id``, DevTools' id)."""
+    def worker_started(self, target_id: str) -> bool:
+        """A worker of the capture's context started (``target_id``, DevTools' id); True when
+        it is the one past the bound."""
         self.workers.add(target_id)
-        if len(self.workers) > MAX_WORKERS:
-            settle(self.overrun, f"more than {MAX_WORKERS} workers at once")
+        if len(self.workers) <= MAX_WORKERS or self.overrun.done():
+            return False
+        settle(self.overrun, f"page overrun: more than {MAX_WORKERS} workers at once")
+        return True
 
     def worker_ended(self, target_id: str) -> None:
         self.workers.discard(target_id)

@@ -259,10 +259,7 @@ class Slot:
         info = event.get("targetInfo", {})
         if info.get("browserContextId") != self._wipe.context_id:
             return
-        signals = self._signals
-        over = signals.overrun.done()
-        signals.worker_started(str(info.get("targetId", "")))
-        if signals.overrun.done() and not over and self._cdp is not None:
+        if self._signals.worker_started(str(info.get("targetId", ""))) and self._cdp is not None:
             # The page is stopped at once, before its capture ends and its context goes: no
             # script of it runs again, so it starts nothing more meanwhile.
             self.usable = False
