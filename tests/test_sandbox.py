@@ -131,6 +131,8 @@ class _Launcher:
         self.asked: list[bool] = []
 
     async def launch(self, **options: Any) -> Any:
+        if options["executable_path"] != sys.executable:  # the recorder of Playwright's switches
+            raise PlaywrightError("[pid=1][err] not a browser")
         self.asked.append(options["chromium_sandbox"])
         if options["chromium_sandbox"]:
             raise PlaywrightError("[pid=1][err] No usable sandbox!")

@@ -52,6 +52,7 @@ from snapshotd.render.chromium import (
     launch_error,
     sandbox_choice,
 )
+from snapshotd.render.features import disabled_features_args
 from snapshotd.render.guard import Resolver
 from snapshotd.render.renderer import CaptureResult, Shot, first_line
 from snapshotd.render.slot import CaptureCrashed, Slot
@@ -138,6 +139,8 @@ class BrowserPool:
         self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
         self.sandbox: bool | None = None  # whether Chromium runs in its sandbox, once launched
+        # The --disable-features switch passed, and Playwright's own left out (.features).
+        self._features: tuple[list[str], list[str]] | None = None
 
     async def start(self) -> None:
         """Find and launch Chromium; raises :class:`ChromiumNotFound`, or
@@ -462,10 +465,14 @@ class BrowserPool:
 
     async def _launch_one(self, sandbox: bool) -> Browser:
         assert self._playwright is not None
+        if self._features is None:
+            self._features = await disabled_features_args(self._playwright)
+        switches, left_out = self._features
         async with asyncio.timeout(_LAUNCH_TIMEOUT):
             return await self._playwright.chromium.launch(
                 executable_path=self.executable,
-                args=list(LAUNCH_ARGS),
+                args=[*LAUNCH_ARGS, *switches],
+                ignore_default_args=left_out,
                 headless=True,
                 chromium_sandbox=sandbox,
             )
