@@ -17,8 +17,11 @@ Each comparison keeps both sides open and has them take turns over the same runs
 ``--batch`` pages (each side first every other run), ``--batches`` pairs, and reports the
 median and quartiles of the pairs' ratios of captures per second: on a machine others load,
 a short pair sees one load. Comparisons, at each concurrency: snapshotd / floor at 12,000 px
-(target >= 0.95); snapshotd / a floor that also leaves each page for ``about:blank`` once
-taken (the navigation snapshotd's clean slate costs: its wipe needs the document gone); both
+(target >= 0.95); snapshotd / the floor launched with the ``--disable-features`` switch
+snapshotd's pool uses (``RenderDocument`` off beside Playwright's own features:
+snapshotd.render.features; the plain floor keeps Playwright's alone); snapshotd / a floor that
+also leaves each page for ``about:blank`` once taken (the navigation snapshotd's clean slate
+costs: its wipe needs the document gone); both
 at the normal 732 px (``viewport_height_mobile = 732``); the floor at
 12,000 / 732 px and at scale 2.625 / 1 (what the tall viewport and raster at the phone's pixel
 ratio cost the floor itself); at concurrency 2, bot misses through ``snapshotd serve
@@ -60,7 +63,7 @@ from bench_proxy import cpu_seconds, free_port, wait_answering  # noqa: E402
 from bench_render import Options, Slot, run_slots, serve, urls  # noqa: E402
 from bench_render import floor as render_floor  # noqa: E402
 from bench_render import floor_loop as render_floor_loop  # noqa: E402
-from playwright.async_api import CDPSession, Page  # noqa: E402
+from playwright.async_api import CDPSession, Page, async_playwright  # noqa: E402
 
 from snapshotd.config.settings import BrowserSettings, SiteSettings  # noqa: E402
 from snapshotd.crawlers.devices import PROFILES  # noqa: E402
@@ -68,6 +71,7 @@ from snapshotd.render import BrowserPool, find_chromium  # noqa: E402
 from snapshotd.render import page_capture as page_capture_module  # noqa: E402
 from snapshotd.render import slot as slot_module  # noqa: E402
 from snapshotd.render import viewport as viewport_module  # noqa: E402
+from snapshotd.render.features import disabled_features_args  # noqa: E402
 from snapshotd.render.procs import browsers  # noqa: E402
 
 PHONE = PROFILES["mobile"]
@@ -86,11 +90,22 @@ def phone(height: int, scale: float = PHONE.device_scale_factor) -> Options:
 
 def floor_loop(
     executable: str, concurrency: int, height: int, scale: float = PHONE.device_scale_factor,
-    *, blank: bool = False,
+    *, blank: bool = False, args: tuple[str, ...] = (),
 ) -> contextlib.AbstractAsyncContextManager[Slot]:
     """The module's floor (bench_render's loop, as the phone) at viewport ``height`` and
-    ``scale``; with ``blank``, each page is left for ``about:blank`` once taken."""
-    return render_floor_loop(executable, concurrency, phone(height, scale), blank=blank)
+    ``scale``, its Chromium launched with ``args`` too; with ``blank``, each page is left for
+    ``about:blank`` once taken."""
+    return render_floor_loop(
+        executable, concurrency, phone(height, scale), blank=blank, args=args
+    )
+
+
+async def snapshotd_features() -> tuple[str, ...]:
+    """The ``--disable-features`` switch snapshotd's pool launches Chromium with (Playwright's
+    features and snapshotd's own: snapshotd.render.features)."""
+    async with async_playwright() as playwright:
+        switches, _ = await disabled_features_args(playwright)
+    return tuple(switches)
 
 
 async def floor(
@@ -325,12 +340,18 @@ async def main() -> None:
         f"load {os.getloadavg()}",
         flush=True,
     )
+    features = await snapshotd_features()
     for concurrency in [int(c) for c in args.concurrency.split(",") if c]:
         comparisons: list[tuple[str, Any, Any]] = [
             (
                 "snapshotd / floor, both at 12000 px (target >= 0.95)",
                 snapshotd_pool(executable, concurrency, origin),
                 floor_loop(executable, concurrency, TALL),
+            ),
+            (
+                "snapshotd / floor launched with snapshotd's features, both at 12000 px",
+                snapshotd_pool(executable, concurrency, origin),
+                floor_loop(executable, concurrency, TALL, args=features),
             ),
             (
                 "snapshotd / floor leaving each page for about:blank, both at 12000 px",
