@@ -82,10 +82,14 @@ async def test_the_pool_keeps_every_feature_playwright_switches_off_and_adds_its
     assert "drawn" in html
 
 
-async def test_a_recorder_that_cannot_run_leaves_playwright_s_launch_as_it_is(
-    origin, monkeypatch, caplog
+@pytest.mark.parametrize("why", ["records nothing", "has no directory"])
+async def test_a_recorder_that_tells_nothing_leaves_playwright_s_launch_as_it_is(
+    origin, monkeypatch, caplog, tmp_path, why
 ) -> None:
-    monkeypatch.setattr(features_module, "_RECORDER", "#!/bin/sh\nexit 1\n")
+    if why == "records nothing":
+        monkeypatch.setattr(features_module, "_RECORDER", "#!/bin/sh\nexit 1\n")
+    else:  # no temporary directory to write it in: an OSError, not a failed start
+        monkeypatch.setattr(features_module.tempfile, "tempdir", str(tmp_path / "gone"))
     caplog.set_level(logging.INFO, logger="snapshotd")
     theirs = await _playwright_features()
     switches, html = await _pool_switches(origin)

@@ -37,8 +37,7 @@ SWITCH = "--disable-features="
 # RenderFrameHost and renderer-side frame); without it a frame's next same-site document
 # reuses them, as Chromium did before, with no change a page can see. Each navigation then
 # costs some 13 ms less of Chromium's CPU, and a capture makes two (the page, then the
-# wipe's about:blank): `python bench/bench_phone.py` measured 81 ms of Chromium's CPU a
-# capture against 105 with it (SPEC 4.1).
+# wipe's about:blank); SPEC 4.1 gives the measurement.
 DISABLED = ("RenderDocument",)
 
 _RECORDER = '#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$0.args"\nexit 1\n'
@@ -47,19 +46,25 @@ _RECORD_TIMEOUT = 30.0
 
 async def _playwright_args(playwright: Playwright) -> list[str] | None:
     """The arguments Playwright gives a Chromium it launches (headless, sandbox off), or
-    None when the recorder could not run."""
-    with tempfile.TemporaryDirectory(prefix="snapshotd-args-") as tmp:
-        recorder = Path(tmp) / "chromium"
-        recorder.write_text(_RECORDER)
-        recorder.chmod(0o700)
-        with contextlib.suppress(PlaywrightError, TimeoutError):
-            async with asyncio.timeout(_RECORD_TIMEOUT):
-                browser = await playwright.chromium.launch(
-                    executable_path=str(recorder), headless=True, chromium_sandbox=False
-                )
-                await browser.close()  # not a recorder after all: nothing to read
-        written = Path(f"{recorder}.args")
-        return written.read_text().splitlines() if written.exists() else None
+    None when the recorder could not run (no temporary directory, nothing written)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="snapshotd-args-") as tmp:
+            recorder = Path(tmp) / "chromium"
+            recorder.write_text(_RECORDER)
+            recorder.chmod(0o700)
+            with contextlib.suppress(PlaywrightError, TimeoutError):
+                async with asyncio.timeout(_RECORD_TIMEOUT + 5):
+                    browser = await playwright.chromium.launch(
+                        executable_path=str(recorder), headless=True, chromium_sandbox=False,
+                        timeout=_RECORD_TIMEOUT * 1000,
+                    )
+                    await browser.close()
+            written = Path(f"{recorder}.args")
+            if not written.exists():
+                return None
+            return written.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError):
+        return None
 
 
 async def disabled_features_args(playwright: Playwright) -> tuple[list[str], list[str]]:
