@@ -139,7 +139,8 @@ class BrowserPool:
         self._background: set[asyncio.Future[None]] = set()  # wipes and closes
         self._closed = False
         self.sandbox: bool | None = None  # whether Chromium runs in its sandbox, once launched
-        # The --disable-features switch passed, and Playwright's own left out (.features).
+        # The --disable-features switch each launch passes, and Playwright's own it leaves out
+        # (snapshotd.render.features), read once, at the pool's first launch.
         self._features: tuple[list[str], list[str]] | None = None
 
     async def start(self) -> None:
