@@ -495,3 +495,50 @@ async def test_an_owed_render_that_fails_is_not_tried_again_at_once(store):  # t
     assert pages.rendered == Counter(mobile=1, desktop=1)
     assert (await store.get_snapshot("site", "/p", "desktop")).unrendered
     await service.close()
+
+
+async def test_a_later_check_at_a_phone_bots_miss_is_owed_to_the_desktop_crawler(store):  # type: ignore[no-untyped-def]
+    # The site's first page that reads nothing of its device is checked at once, even at a
+    # phone crawler's miss; a later page drawn for a check is owed instead: the phone bot
+    # waits for its own render alone, and the desktop crawler's first request renders the
+    # check, which teaches as a check made at once does.
+    site, pages, service = _owing(store, Pages(device=frozenset()))
+    draws = iter([0.05, 0.5, 0.05])
+    service.profiles.chance = lambda: next(draws)
+    await _miss(service, site, "/0", "mobile")
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    assert (await store.get_snapshot("site", "/0", "desktop")).owed == ()
+    await _miss(service, site, "/1", "mobile")  # drawn
+    assert pages.rendered == Counter(mobile=2, desktop=1)
+    owing = await store.get_snapshot("site", "/1", "desktop")
+    assert owing.owed == ("desktop",) and owing.unrendered
+    await _miss(service, site, "/2", "mobile")  # not drawn: the phone's capture serves both
+    assert (await store.get_snapshot("site", "/2", "desktop")).owed == ()
+    assert pages.rendered == Counter(mobile=3, desktop=1)
+    # The server picks the desktop page by user agent without saying Vary: the owed check
+    # differs, the phone page rendered again is the one the snapshot holds, so every page of
+    # the site is rendered in both from then on.
+    pages.text["desktop"] = "<p>a wide table of other words</p>"
+    fill = service.owed.start(site, "/1", "desktop")
+    assert fill is not None
+    served = await fill
+    assert served is not None and "wide table" in served.html
+    assert pages.rendered == Counter(mobile=4, desktop=2)
+    await _miss(service, site, "/3", "mobile")  # drawn, but the site is known to differ
+    assert pages.rendered == Counter(mobile=5, desktop=2)
+    assert (await store.get_snapshot("site", "/3", "desktop")).owed == ("desktop",)
+    assert await _capture(service, store, site, "/4") == Counter(mobile=1, desktop=1)
+
+
+async def test_an_owed_check_alike_teaches_nothing_more(store):  # type: ignore[no-untyped-def]
+    site, pages, service = _owing(store, Pages(device=frozenset()))
+    draws = iter([0.05, 0.5])
+    service.profiles.chance = lambda: next(draws)
+    await _miss(service, site, "/0", "mobile")
+    await _miss(service, site, "/1", "mobile")
+    fill = service.owed.start(site, "/1", "desktop")
+    assert fill is not None
+    served = await fill
+    assert served is not None and served.profile == "mobile" and served.owed == ()
+    assert pages.rendered == Counter(mobile=2, desktop=2)
+    assert await _capture(service, store, site, "/2") == Counter(mobile=1)

@@ -41,8 +41,11 @@ Invariants:
   the first profile and the asked one; another profile the rule would render now is owed
   instead (stored so: its crawlers are not served the first one's capture), and rendered
   when a crawler of that profile asks (:meth:`ProfileRenders.render_owed`), then compared
-  with the path's snapshot like any other. A check of a site's pages that read nothing of
-  their device is rendered at once all the same;
+  with the path's snapshot like any other. The check of a site's first page that read
+  nothing of its device is rendered at once all the same; a later one drawn at random is
+  owed like the rest, and its owed render, when it differs, is judged as that check would
+  have been (the first profile rendered again), while this process remembers it was one
+  (the last ``AUDITS_KEPT``);
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -54,7 +57,7 @@ import hashlib
 import json
 import logging
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -68,16 +71,31 @@ from snapshotd.store.interface import PathRecord, Snapshot, Store
 from snapshotd.store.outcome import Variant
 
 __all__ = [
-    "CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "Renders", "kind_key", "kind_of",
+    "AUDITS_KEPT", "CHECK_ONE_IN", "LEARN_AFTER", "Before", "ProfileRenders", "Renders",
+    "kind_key", "kind_of",
 ]
 
 log = logging.getLogger("snapshotd.capture.profiles")
 
 CHECK_ONE_IN = 10  # of the pages of a kind learnt to render alike, checked
 LEARN_AFTER = 3  # pages of a kind that rendered alike before its pages take one render
+AUDITS_KEPT = 4096  # owed checks of pages that read nothing, remembered until rendered
 
 # A kind of page that read its device: (site, what it read, path depth, first segment).
 Kind = tuple[str, frozenset[str], int, str]
+
+
+@dataclass(frozen=True)
+class _Audit:
+    """A check, drawn at random, of a page of ``site`` that read nothing of its device: the
+    site's first such check is its name alone, rendered at once."""
+
+    site: str
+
+
+# What a check teaches when the profiles differ: a kind, a site's pages that read nothing
+# (its first check, or a later one), or nothing.
+Checking = Kind | str | _Audit | None
 
 
 def kind_of(site: str, url: str, device: frozenset[str]) -> Kind:
@@ -152,6 +170,8 @@ class ProfileRenders:
         self._checks: Counter[Kind] = Counter()  # checks of a kind running now
         self._check_ended: dict[Kind, asyncio.Event] = {}  # set as one of them ends
         self._checks_ended = 0  # checks of any kind ended so far
+        # (site, URL) of the pages that read nothing whose drawn check is owed.
+        self._audits: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def kept_before(
         self, site: SiteSettings, record: PathRecord, profiles: tuple[str, ...]
@@ -188,6 +208,8 @@ class ProfileRenders:
         if asked is not None and not isinstance(checking, str):
             owed = tuple(p for p in profiles[1:] if p != asked)
             profiles = tuple(p for p in profiles if p not in owed)
+            if owed and isinstance(checking, _Audit):
+                self._audit_owed(site.name, url)
             if len(profiles) < 2:
                 return Renders(first, owed=owed)
         if isinstance(checking, tuple):
@@ -200,25 +222,47 @@ class ProfileRenders:
             if isinstance(checking, tuple):
                 self._ended(checking)
         if checking is not None and not isinstance(checking, tuple) and variants:
-            again = await self.renderer.capture(url, site, profiles[0])
-            if again.ok and renders_alike(_shown(first), _shown(again)):
-                self._differs.add(site.name)
-                log.warning(
-                    "profiles differ site=%s url=%s though the page read nothing of its "
-                    "device: every profile is rendered from now on", site.name, url,
-                )
+            await self._blind_check_differed(url, site, profiles[0], _shown(first))
         return Renders(first, tuple(variants), owed)
 
     async def render_owed(
         self, url: str, site: SiteSettings, profile: str, snapshot: Snapshot
     ) -> tuple[CaptureResult, Variant | None]:
         """``profile``'s capture of ``url``, owed by its path's own ``snapshot``, and the
-        variant to keep beside it (None: it renders alike, and is served the snapshot)."""
+        variant to keep beside it (None: it renders alike, and is served the snapshot). An
+        owed check of a page that read nothing of its device teaches as one made at once."""
         result = await self.renderer.capture(url, site, profile)
         if not result.ok:
             return result, None
         own = (snapshot.status, snapshot.headers, snapshot.html)
-        return result, None if renders_alike(own, _shown(result)) else _variant(profile, result)
+        audit = (site.name, url) in self._audits
+        self._audits.pop((site.name, url), None)
+        if renders_alike(own, _shown(result)):
+            return result, None
+        if audit and site.name not in self._differs:
+            await self._blind_check_differed(url, site, snapshot.profile, own)
+        return result, _variant(profile, result)
+
+    async def _blind_check_differed(
+        self, url: str, site: SiteSettings, first_profile: str,
+        first: tuple[int, dict[str, str], str],
+    ) -> None:
+        """A check of a page that read nothing of its device differed from ``first``, its
+        render in ``first_profile``: rendered again, a page that does not change by itself
+        shows the site's pages differ by something the probe does not see."""
+        again = await self.renderer.capture(url, site, first_profile)
+        if again.ok and renders_alike(first, _shown(again)):
+            self._differs.add(site.name)
+            log.warning(
+                "profiles differ site=%s url=%s though the page read nothing of its "
+                "device: every profile is rendered from now on", site.name, url,
+            )
+
+    def _audit_owed(self, site: str, url: str) -> None:
+        self._audits[(site, url)] = None
+        self._audits.move_to_end((site, url))
+        while len(self._audits) > AUDITS_KEPT:
+            self._audits.popitem(last=False)
 
     async def _others(
         self, url: str, site: SiteSettings, profiles: tuple[str, ...], first: CaptureResult
@@ -278,10 +322,9 @@ class ProfileRenders:
     async def _others_wanted(
         self, url: str, site: SiteSettings, first: CaptureResult, before: Before,
         may_learn: bool,
-    ) -> tuple[bool, str | Kind | None]:
+    ) -> tuple[bool, Checking]:
         """Whether the profiles after the first are rendered (the module's rule), and what
-        a difference teaches when they are rendered as a check: the site's pages that read
-        nothing of their device (its name), a kind of pages that read it, or nothing."""
+        a difference teaches when they are rendered as a check (:data:`Checking`)."""
         if before.keeps_others or site.scroll or not site.device_probe:
             return True, None
         if first.device:
@@ -296,9 +339,12 @@ class ProfileRenders:
             return checking, kind if checking and may_learn else None
         if site.name in self._differs:
             return True, None
-        checking = self._blind[site.name] == 0 or self.chance() < 1 / CHECK_ONE_IN
+        if self._blind[site.name] == 0:
+            self._blind[site.name] += 1
+            return True, site.name
         self._blind[site.name] += 1
-        return checking, site.name if checking else None
+        drawn = self.chance() < 1 / CHECK_ONE_IN
+        return drawn, _Audit(site.name) if drawn else None
 
     async def _learnt(self, kind: Kind) -> _Learnt:
         """What the store knows of ``kind`` (every process's checks count); nothing when it
