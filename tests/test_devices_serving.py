@@ -251,8 +251,10 @@ def test_a_page_that_reads_nothing_of_its_device_takes_one_render_for_both_bots(
     with serve_asgi(app) as origin:
         settings = _settings(tmp_path, origin)
         with serve_asgi(create_app(settings, crawler=False)) as base:
-            # The site's first such page is checked in both profiles.
+            # The site's first such page is checked in both profiles: the phone crawler is
+            # answered first, the desktop crawler once the check rendered (or joins it).
             assert _get(base, "/about", GOOGLEBOT_SMARTPHONE).headers["x-snapshotd-cache"] == "MISS"
+            assert "About" in _get(base, "/about", GOOGLEBOT_DESKTOP).text
             assert sorted(asked) == [("/about", False), ("/about", True)]
             asked.clear()
             # The next ones take one render, and the desktop crawler is served it.

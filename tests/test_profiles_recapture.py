@@ -56,7 +56,13 @@ async def _capture(  # type: ignore[no-untyped-def]
     assert record is not None
     outcome = await service.run(site, record, follow_links=True)  # the crawler's
     assert outcome.stored
+    await _settled(service)
     return renderer.rendered - before
+
+
+async def _settled(service: CaptureService) -> None:
+    """Once the owed renders the service started itself after a capture are done."""
+    await asyncio.gather(*service.owed.under_way())
 
 
 async def test_a_page_alike_in_both_profiles_is_recaptured_in_one_while_its_text_stays(store):  # type: ignore[no-untyped-def]
@@ -415,6 +421,7 @@ async def _miss(service: CaptureService, site: SiteSettings, path: str, profile:
     assert started is not None
     outcome = await started[0]
     assert outcome is not None and outcome.stored
+    await _settled(service)
 
 
 async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_crawler(store):  # type: ignore[no-untyped-def]
@@ -542,3 +549,45 @@ async def test_an_owed_check_alike_teaches_nothing_more(store):  # type: ignore[
     assert served is not None and served.profile == "mobile" and served.owed == ()
     assert pages.rendered == Counter(mobile=2, desktop=2)
     assert await _capture(service, store, site, "/2") == Counter(mobile=1)
+
+
+async def test_the_first_check_is_rendered_once_its_capture_is_stored(store):  # type: ignore[no-untyped-def]
+    # Neither the crawler's next pages (it follows the stored capture's links) nor a bot
+    # wait for the check of the site's first page that reads nothing of its device: it is
+    # owed, and rendered at once after the store, desktop crawlers waiting for it meanwhile.
+    class HeldDesktop(Pages):
+        def __init__(self) -> None:
+            super().__init__(device=frozenset())
+            self.go = asyncio.Event()
+
+        async def capture(
+            self, url: str, site: SiteSettings, profile: str = "desktop"
+        ) -> CaptureResult:
+            if profile == "desktop":
+                await self.go.wait()
+            return await super().capture(url, site, profile)
+
+    site, pages, service = _owing(store, HeldDesktop())
+    await store.enqueue(site.name, "/", 1, force=True)
+    record = await store.claim_path(site.name, "/", service.owner, 60)
+    outcome = await service.run(site, record, follow_links=True)
+    assert outcome.stored and pages.rendered == Counter(mobile=1)
+    assert (await store.get_snapshot("site", "/", "desktop")).unrendered
+    assert len(service.owed.under_way()) == 1
+    fill = service.owed.start(site, "/", "desktop")  # a desktop crawler joins the render
+    assert fill is service.owed.under_way()[0]
+    pages.go.set()
+    served = await fill
+    assert served is not None and served.profile == "mobile" and served.owed == ()
+    assert pages.rendered == Counter(mobile=1, desktop=1)
+    # A phone crawler's miss on another site's first such page: answered after one render.
+    other = SiteSettings(name="other", origin="http://127.0.0.1:2", soft_404="off")
+    started = service.start_miss(other, "/", 3, "mobile")
+    assert started is not None
+    pages.go.clear()
+    assert (await started[0]).stored
+    assert pages.rendered == Counter(mobile=2, desktop=1)
+    pages.go.set()
+    await _settled(service)
+    assert pages.rendered == Counter(mobile=2, desktop=2)
+    assert (await store.get_snapshot("other", "/", "desktop")).owed == ()

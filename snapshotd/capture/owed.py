@@ -13,7 +13,8 @@ Invariants:
 - a render that failed (or faulted) stores nothing, and none starts again for that path and
   profile, nor for its master through another copy, for ``RETRY_AFTER`` seconds (the last
   ``FAILED_KEPT`` failures are remembered);
-- once the service stops, none starts.
+- once the service stops, none starts;
+- one the capture service starts itself (:meth:`settle_soon`) is made as if a bot had asked.
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ class OwedRenders:
         self._under_way[key] = future
         future.add_done_callback(lambda _f: self._under_way.pop(key, None))
         return future
+
+    def settle_soon(self, site: SiteSettings, path: str, profile: str) -> None:
+        """Render ``profile``, owed by the snapshot of ``path`` just stored, now, with no bot
+        waiting for it (:meth:`start`; nothing starts when every miss place is taken)."""
+        future = self.start(site, path, profile)
+        if future is not None:
+            future.add_done_callback(self._settled)
+
+    @staticmethod
+    def _settled(future: asyncio.Future[Snapshot | None]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("owed capture failed: %s", future.exception())
 
     async def _render(self, site: SiteSettings, path: str, profile: str) -> Snapshot | None:
         service = self.service

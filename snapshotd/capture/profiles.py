@@ -42,10 +42,12 @@ Invariants:
   instead (stored so: its crawlers are not served the first one's capture), and rendered
   when a crawler of that profile asks (:meth:`ProfileRenders.render_owed`), then compared
   with the path's snapshot like any other. The check of a site's first page that read
-  nothing of its device is rendered at once all the same; a later one drawn at random is
-  owed like the rest, and its owed render, when it differs, is judged as that check would
-  have been (the first profile rendered again), while this process remembers it was one
-  (the last ``AUDITS_KEPT``);
+  nothing of its device, whoever started the capture, is owed too and rendered at once
+  after the capture is stored (``Renders.settle``), so neither the bot nor the crawler's
+  next pages wait for it; a later one drawn at random is owed at a bot's miss like the
+  rest. An owed render of such a check, when it differs, is judged as a check rendered
+  with its capture is (the first profile rendered again), while this process remembers it
+  was one (the last ``AUDITS_KEPT``);
 - the profiles after the first are rendered one after another: a capture holds one render
   slot at a time.
 """
@@ -139,11 +141,13 @@ class Before:
 @dataclass(frozen=True)
 class Renders:
     """A capture's renders: the first profile's (the path's snapshot), the other profiles'
-    that differ from it, and the profiles it owes (rendered when their crawlers ask)."""
+    that differ from it, and the profiles it owes (rendered when their crawlers ask, or,
+    those in ``settle``, as soon as the capture is stored)."""
 
     first: CaptureResult
     variants: tuple[Variant, ...] = ()
     owed: tuple[str, ...] = ()
+    settle: tuple[str, ...] = ()  # of those owed, the ones to render once it is stored
 
 
 def _shown(result: CaptureResult) -> tuple[int, dict[str, str], str]:
@@ -205,13 +209,14 @@ class ProfileRenders:
         if not others:
             return Renders(first)
         owed: tuple[str, ...] = ()
-        if asked is not None and not isinstance(checking, str):
+        if asked is not None or isinstance(checking, str):
             owed = tuple(p for p in profiles[1:] if p != asked)
             profiles = tuple(p for p in profiles if p not in owed)
-            if owed and isinstance(checking, _Audit):
+            if owed and isinstance(checking, (str, _Audit)):
                 self._audit_owed(site.name, url)
             if len(profiles) < 2:
-                return Renders(first, owed=owed)
+                settle = owed if isinstance(checking, str) else ()
+                return Renders(first, owed=owed, settle=settle)
         if isinstance(checking, tuple):
             self._checks[checking] += 1
         try:

@@ -248,6 +248,7 @@ class CaptureService:
                 url, site, profiles, before, may_learn=may_learn, asked=asked
             )
             result, variants, owed = renders.first, list(renders.variants), renders.owed
+            settle = renders.settle
         except Exception as exc:
             if self.stopping.is_set():
                 return await self._cut_short(site, record, url, type(exc).__name__)
@@ -257,7 +258,7 @@ class CaptureService:
             result = CaptureResult(
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
-            variants, owed = [], ()
+            variants, owed, settle = [], (), ()
         self.count_render(site, started)
         now = self.clock()
         if not result.ok and self.stopping.is_set():
@@ -287,6 +288,7 @@ class CaptureService:
         if verdict is not None and answered:
             # Every profile is answered as the app would: the path's own snapshot, its status.
             result, variants, owed = replace(result, status=verdict.status), [], ()
+            settle = ()
 
         async with self._store_lock:
             unprocessed = await self._unprocessed(site, record.path, result.html)
@@ -365,6 +367,8 @@ class CaptureService:
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
+        for profile in settle if stored and listed else ():
+            self.owed.settle_soon(site, record.path, profile)
         return Outcome(
             record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants),
             not_found=verdict.why if verdict and answered else None,

@@ -184,8 +184,8 @@ class SQLiteStore(
     # ------------------------------------------------------------------ reads
 
     async def _one(self, sql: str, params: Sequence[Any]) -> Any:
-        async with self._reader.execute(sql, params) as c:
-            return await c.fetchone()
+        rows = await self._reader.execute_fetchall(sql, params)
+        return next(iter(rows), None)
 
     async def get_path(self, site: str, path: str) -> PathRecord | None:
         row = await self._one(
