@@ -14,6 +14,7 @@ from snapshotd.capture.service import CaptureService
 from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.render.renderer import CaptureResult
 from snapshotd.store.device_kinds import KINDS_KEPT_FOR
+from snapshotd.store.interface import Snapshot
 
 
 class Pages:
@@ -58,6 +59,15 @@ async def _capture(  # type: ignore[no-untyped-def]
     assert outcome.stored
     await _settled(service)
     return renderer.rendered - before
+
+
+async def _desktop_asks(service: CaptureService, site: SiteSettings, path: str) -> Snapshot:
+    """What a desktop crawler asking for ``path``, whose snapshot owes desktop, is served."""
+    fill = service.owed.start(site, path, "desktop")
+    assert fill is not None
+    served = await fill
+    assert served is not None
+    return served
 
 
 async def _settled(service: CaptureService) -> None:
@@ -455,10 +465,8 @@ async def test_a_bots_miss_renders_its_own_profile_and_owes_the_other_to_its_cra
 async def test_an_owed_profile_that_renders_alike_is_served_the_own_snapshot(store):  # type: ignore[no-untyped-def]
     site, pages, service = _owing(store, Pages())
     await _miss(service, site, "/p", "mobile")
-    fill = service.owed.start(site, "/p", "desktop")
-    assert fill is not None
-    served = await fill
-    assert served is not None and served.profile == "mobile" and served.owed == ()
+    served = await _desktop_asks(service, site, "/p")
+    assert served.profile == "mobile" and served.owed == ()
     assert pages.rendered == Counter(mobile=1, desktop=1)
     assert (await store.own_profiles("site", ["/p"]))["/p"] == ("mobile",)
 
@@ -526,10 +534,8 @@ async def test_a_later_check_at_a_phone_bots_miss_is_owed_to_the_desktop_crawler
     # differs, the phone page rendered again is the one the snapshot holds, so every page of
     # the site is rendered in both from then on.
     pages.text["desktop"] = "<p>a wide table of other words</p>"
-    fill = service.owed.start(site, "/1", "desktop")
-    assert fill is not None
-    served = await fill
-    assert served is not None and "wide table" in served.html
+    served = await _desktop_asks(service, site, "/1")
+    assert "wide table" in served.html
     assert pages.rendered == Counter(mobile=4, desktop=2)
     await _miss(service, site, "/3", "mobile")  # drawn, but the site is known to differ
     assert pages.rendered == Counter(mobile=5, desktop=2)
@@ -543,10 +549,8 @@ async def test_an_owed_check_alike_teaches_nothing_more(store):  # type: ignore[
     service.profiles.chance = lambda: next(draws)
     await _miss(service, site, "/0", "mobile")
     await _miss(service, site, "/1", "mobile")
-    fill = service.owed.start(site, "/1", "desktop")
-    assert fill is not None
-    served = await fill
-    assert served is not None and served.profile == "mobile" and served.owed == ()
+    served = await _desktop_asks(service, site, "/1")
+    assert served.profile == "mobile" and served.owed == ()
     assert pages.rendered == Counter(mobile=2, desktop=2)
     assert await _capture(service, store, site, "/2") == Counter(mobile=1)
 

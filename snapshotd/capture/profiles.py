@@ -89,8 +89,8 @@ Kind = tuple[str, frozenset[str], int, str]
 
 @dataclass(frozen=True)
 class _Audit:
-    """A check, drawn at random, of a page of ``site`` that read nothing of its device: the
-    site's first such check is its name alone, rendered at once."""
+    """A check, drawn at random, of a page of ``site`` that read nothing of its device (the
+    site's first such check is told by its name alone)."""
 
     site: str
 
@@ -344,10 +344,10 @@ class ProfileRenders:
             return checking, kind if checking and may_learn else None
         if site.name in self._differs:
             return True, None
-        if self._blind[site.name] == 0:
-            self._blind[site.name] += 1
-            return True, site.name
+        first = self._blind[site.name] == 0
         self._blind[site.name] += 1
+        if first:
+            return True, site.name
         drawn = self.chance() < 1 / CHECK_ONE_IN
         return drawn, _Audit(site.name) if drawn else None
 
