@@ -132,6 +132,10 @@ def test_a_path_stored_under_another_spelling_goes_through_admission_again(
         assert wait_until(lambda: states() == {"/shop/a%7Bb%7D": "processed"}, 60), (
             states(), serve.stderr
         )
+        # The site's first page is checked in every profile once it is stored.
+        assert wait_until(lambda: origin.hits["/shop/a{b}"] >= len(PROFILE_NAMES), 60), (
+            origin.hits, serve.stderr
+        )
     assert origin.hits["/admin/"] == 0, origin.hits
     assert origin.hits["/shop/a{b}"] == len(PROFILE_NAMES), origin.hits  # one capture
 

@@ -344,9 +344,9 @@ class ProfileRenders:
             return checking, kind if checking and may_learn else None
         if site.name in self._differs:
             return True, None
-        first = self._blind[site.name] == 0
+        seen = self._blind[site.name]
         self._blind[site.name] += 1
-        if first:
+        if not seen:
             return True, site.name
         drawn = self.chance() < 1 / CHECK_ONE_IN
         return drawn, _Audit(site.name) if drawn else None

@@ -60,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from snapshotd.capture.copy_of import copy_of
 from snapshotd.capture.masters import takes_over
 from snapshotd.capture.miss_slots import MissSlots
 from snapshotd.capture.owed import OwedRenders
@@ -70,14 +71,14 @@ from snapshotd.config.settings import Settings, SiteSettings
 from snapshotd.crawlers.devices import profiles_served
 from snapshotd.observe import logs
 from snapshotd.observe.metrics import Metrics
-from snapshotd.pages.fingerprints import MIN_WORDS, Print, fingerprint, same_page
+from snapshotd.pages.fingerprints import fingerprint
 from snapshotd.render.renderer import CaptureResult, Renderer
 from snapshotd.search.indexnow import IndexNow, indexnow_due
 from snapshotd.sites import path_policy
-from snapshotd.sites.param_learner import ParamLearner, without_each_param
+from snapshotd.sites.param_learner import ParamLearner
 from snapshotd.store.count_cache import CountCache
 from snapshotd.store.interface import PathRecord, Store
-from snapshotd.store.outcome import CaptureOutcome, Variant, content_hash
+from snapshotd.store.outcome import CaptureOutcome, Variant
 
 log = logging.getLogger("snapshotd.capture.service")
 
@@ -295,11 +296,7 @@ class CaptureService:
             duplicate_of = print_ = None
             if 200 <= result.status < 300 and not unprocessed:
                 print_ = fingerprint(result.html)
-                duplicate_of = await self.store.find_same_content(
-                    site.name, content_hash(result.html), record.path
-                )
-                if site.dedup == "content" and duplicate_of is None:
-                    duplicate_of = await self._same_page(site, record.path, print_)
+                duplicate_of = await copy_of(self.store, site, record.path, result.html, print_)
             # What search engines were last told of, read only for a site that tells them.
             last_print = (
                 (await self.store.prints(site.name, [record.path])).get(record.path)
@@ -394,18 +391,6 @@ class CaptureService:
     async def _pages(self, site: str) -> int:
         """The site's processed pages less those answered as its not-found view."""
         return await self.store.processed(site) - (await self.store.not_found_count(site))[1]
-
-    async def _same_page(self, site: SiteSettings, path: str, print_: Print) -> str | None:
-        """A page of the site that shows a reader what ``print_`` shows: one with the same
-        main text, or the page ``path`` makes without one of its parameters, when it is the
-        same page by :func:`~snapshotd.pages.fingerprints.same_page`."""
-        if print_.words >= MIN_WORDS:
-            same = await self.store.find_same_text(site.name, print_.text_hash, path)
-            if same is not None:
-                return same
-        variants = [p for _, p in without_each_param(path)]
-        prints = await self.store.prints(site.name, variants)
-        return next((p for p in variants if p in prints and same_page(print_, prints[p])), None)
 
     async def reached_max(self, site: SiteSettings) -> bool:
         """Whether the site has ``max_to_process`` processed pages already (never when it
