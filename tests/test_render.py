@@ -386,6 +386,43 @@ async def test_a_site_serving_both_profiles_keeps_contexts_of_each_instead_of_tr
         await solo.close()
 
 
+async def test_a_profile_left_without_its_spare_takes_one_from_a_profile_with_two_idle(
+    servers, site, monkeypatch
+) -> None:
+    # Two desktop captures at once take two desktop slots; then phone captures two at a
+    # time find the phone's slots busy or being wiped: a desktop slot idle beside another
+    # idle one, through SURPLUS_AFTER captures, is closed for a phone slot, so the phone has
+    # its spare again rather than each capture waiting for the last one's wipe from then on.
+    from snapshotd.render.pool import SURPLUS_AFTER
+    from snapshotd.render.slot import Slot
+
+    used: dict[str, set[int]] = {"mobile": set(), "desktop": set()}
+    capture = Slot.capture
+
+    async def recorded(
+        self: Slot, url: str, site: SiteSettings, shot: Shot | None = None
+    ) -> CaptureResult:
+        used[self.profile.name].add(id(self))
+        return await capture(self, url, site, shot)
+
+    monkeypatch.setattr(Slot, "capture", recorded)
+    pool = BrowserPool(SETTINGS)
+    await pool.start()
+    url = f"{servers.origin}/p/target"
+    try:
+        results = await asyncio.gather(*(pool.capture(url, site, "desktop") for _ in range(2)))
+        assert len(used["desktop"]) == 2
+        for _ in range(2 * SURPLUS_AFTER):
+            results += await asyncio.gather(*(pool.capture(url, site, "mobile") for _ in range(2)))
+        assert all(r.ok for r in results), results
+        assert len(used["mobile"]) == SETTINGS.concurrency + 1, used
+        # The desktop keeps one slot, which its next capture takes.
+        assert (await pool.capture(url, site, "desktop")).ok
+        assert len(used["desktop"]) == 2
+    finally:
+        await pool.close()
+
+
 async def test_garbage_collection_between_captures_keeps_the_slot(
     servers, site, monkeypatch
 ) -> None:

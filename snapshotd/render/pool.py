@@ -14,7 +14,11 @@ Invariants:
   ``spares`` × (the kinds open, at most as many as there are profiles). Past that, a capture
   waits for a slot of its kind being wiped, else an idle slot of another kind is closed to
   make room. So a site that serves both profiles keeps a spare of each (one more renderer
-  process) instead of closing one kind's slot to open the other's for each page.
+  process) instead of closing one kind's slot to open the other's for each page. While one
+  of its kind is being wiped, a capture whose kind's last capture waited for a wipe too
+  still closes an idle slot of another kind that keeps a second idle one and stayed idle
+  through the last ``SURPLUS_AFTER`` captures: a burst of one kind does not leave the other
+  without its spare for good.
 - One Chromium runs at a time. After ``recycle_after`` captures it is retired: new captures
   wait while its running captures finish, then it is closed and a new one launched, so memory
   never holds two.
@@ -62,6 +66,9 @@ __all__ = ["BrowserPool", "PoolStats"]
 log = logging.getLogger("snapshotd.render")
 
 _LAUNCH_TIMEOUT = 60.0
+# Captures of the pool a slot of one kind stays idle, beside another idle one of its kind,
+# before a capture of another kind waiting for a wipe may close it for a slot of its own.
+SURPLUS_AFTER = 4
 
 
 def _slot_kind(site: SiteSettings, profile: str) -> tuple[Profile, str]:
@@ -95,6 +102,10 @@ class _Chromium:
     active: int = 0
     retired: bool = False
     idle: list[Slot] = field(default_factory=list)
+    # The pool's captures so far when each idle slot went idle.
+    idle_since: dict[Slot, int] = field(default_factory=dict)
+    # Kinds whose last capture waited for a wipe of one of their slots.
+    short: set[tuple[Profile, str]] = field(default_factory=set)
     kinds: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # open slots by kind
     wiping: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # being wiped
     freed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -274,6 +285,7 @@ class BrowserPool:
                 chromium.wiping[slot.kind] -= 1
                 if kept:
                     chromium.idle.append(slot)
+                    chromium.idle_since[slot] = self.stats.captures
                 else:
                     chromium.kinds[slot.kind] -= 1
                 chromium.freed.set()
@@ -308,14 +320,18 @@ class BrowserPool:
 
     async def _take_slot(self, chromium: _Chromium, kind: tuple[Profile, str]) -> Slot:
         """The most recently wiped idle slot of ``kind`` (a profile and a user agent
-        override), or a new one while :meth:`_room_for` allows; else one of ``kind`` being
-        wiped is waited for, or an idle slot of another kind is closed to make room, or the
-        capture waits for a slot to come back."""
+        override), or a new one while :meth:`_room_for` allows; else an idle slot of another
+        kind is closed to make room (while one of ``kind`` is being wiped, only a surplus
+        one, and only when ``kind``'s last capture waited for a wipe too: :meth:`_surplus`),
+        or the capture waits for a slot to come back."""
+        waited = False  # for a slot of its kind being wiped
         while True:
             for slot in reversed(chromium.idle):
                 if not slot.usable or slot.kind == kind:
                     chromium.idle.remove(slot)
+                    chromium.idle_since.pop(slot, None)
                     if slot.usable:
+                        (chromium.short.add if waited else chromium.short.discard)(kind)
                         return slot
                     chromium.kinds[slot.kind] -= 1
                     await slot.close()
@@ -324,12 +340,16 @@ class BrowserPool:
                 if self._room_for(chromium, kind):
                     break
                 others = [s for s in chromium.idle if s.kind != kind]
-                if others and not chromium.wiping[kind] and chromium.kinds[kind] < self._per_kind:
+                if chromium.wiping[kind]:
+                    others = self._surplus(chromium, others) if kind in chromium.short else []
+                if others and chromium.kinds[kind] < self._per_kind:
                     oldest = others[0]  # the oldest of another kind makes room
                     chromium.idle.remove(oldest)
+                    chromium.idle_since.pop(oldest, None)
                     chromium.kinds[oldest.kind] -= 1
                     await oldest.close()
                     continue
+                waited = waited or chromium.wiping[kind] > 0
                 chromium.freed.clear()
                 await chromium.freed.wait()
         chromium.kinds[kind] += 1
@@ -345,6 +365,20 @@ class BrowserPool:
             raise
         self.stats.slots_opened += 1
         return slot
+
+    def _surplus(self, chromium: _Chromium, idle: list[Slot]) -> list[Slot]:
+        """Of ``idle`` slots (of other kinds), those a capture of a kind short of slots (its
+        last capture waited for a wipe, and so would this one) may close for a slot of its
+        own: each of a kind that keeps another idle slot, and idle through the last
+        ``SURPLUS_AFTER`` captures. So a kind left without its spare by a burst of another
+        gets it back, while a kind asked for now and then waits for its wipe, and two kinds
+        asked for in turn keep their slots rather than trade them."""
+        count = Counter(s.kind for s in idle)
+        return [
+            s for s in idle
+            if count[s.kind] > 1
+            and self.stats.captures - chromium.idle_since.get(s, 0) >= SURPLUS_AFTER
+        ]
 
     @property
     def _per_kind(self) -> int:
