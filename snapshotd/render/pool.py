@@ -39,7 +39,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -58,6 +57,7 @@ from snapshotd.render.chromium import (
 )
 from snapshotd.render.features import disabled_features_args
 from snapshotd.render.guard import Resolver
+from snapshotd.render.pool_state import Chromium, PoolStats
 from snapshotd.render.renderer import CaptureResult, Shot, first_line
 from snapshotd.render.slot import CaptureCrashed, Slot
 
@@ -76,40 +76,6 @@ def _slot_kind(site: SiteSettings, profile: str) -> tuple[Profile, str]:
     override of its user agent."""
     chosen = PROFILES.get(profile, PROFILES["desktop"])
     return chosen, str(getattr(site, chosen.agent_setting))
-
-
-@dataclass
-class PoolStats:
-    """Counters since the pool was made."""
-
-    captures: int = 0
-    failures: int = 0
-    restarts: int = 0
-    recycles: int = 0
-    launches: int = 0
-    slots_opened: int = 0
-    collections: int = 0  # V8 garbage collections asked for between captures
-    active: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    render_seconds: float = 0.0
-
-
-@dataclass(eq=False)
-class _Chromium:
-    browser: Browser
-    generation: int
-    started: int = 0
-    active: int = 0
-    retired: bool = False
-    idle: list[Slot] = field(default_factory=list)
-    # The pool's captures so far when each idle slot went idle.
-    idle_since: dict[Slot, int] = field(default_factory=dict)
-    # Kinds whose last capture waited for a wipe of one of their slots.
-    short: set[tuple[Profile, str]] = field(default_factory=set)
-    kinds: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # open slots by kind
-    wiping: Counter[tuple[Profile, str]] = field(default_factory=Counter)  # being wiped
-    freed: asyncio.Event = field(default_factory=asyncio.Event)
-    drained: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class BrowserPool:
@@ -140,8 +106,8 @@ class BrowserPool:
         self._resolve = resolve
         self._manager: Any = None
         self._playwright: Playwright | None = None
-        self._current: _Chromium | None = None
-        self._all: set[_Chromium] = set()
+        self._current: Chromium | None = None
+        self._all: set[Chromium] = set()
         self._generation = 0
         self._slots = asyncio.Semaphore(browser.concurrency)
         # Spare slots, so that the next capture need not wait for a wipe.
@@ -197,7 +163,7 @@ class BrowserPool:
         reason = check_url(url, site.origin)
         if reason is not None:
             return self._finish(CaptureResult.failed(url, f"refused: {reason}", started))
-        chromium: _Chromium | None = None
+        chromium: Chromium | None = None
         slot: Slot | None = None
         try:
             async with self._slots:
@@ -236,7 +202,7 @@ class BrowserPool:
         few words. Takes no capture's slot."""
         if self._closed:
             return "renderer closed"
-        chromium: _Chromium | None = None
+        chromium: Chromium | None = None
         slot: Slot | None = None
         try:
             async with asyncio.timeout(timeout):
@@ -264,7 +230,7 @@ class BrowserPool:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _after(self, chromium: _Chromium, slot: Slot | None) -> None:
+    async def _after(self, chromium: Chromium, slot: Slot | None) -> None:
         """Wipe the slot for its next capture, or close it; whatever happens, it is counted
         as wiped and the Chromium released."""
         try:
@@ -296,7 +262,7 @@ class BrowserPool:
         finally:
             self._release(chromium)
 
-    async def _open_slot(self, kind: tuple[Profile, str]) -> tuple[_Chromium, Slot]:
+    async def _open_slot(self, kind: tuple[Profile, str]) -> tuple[Chromium, Slot]:
         """A Chromium and a slot of ``kind`` on it; a Chromium that cannot open a context is
         replaced."""
         for attempt in range(2):
@@ -318,7 +284,7 @@ class BrowserPool:
                 self._retire(chromium)
         raise AssertionError("unreachable")
 
-    async def _take_slot(self, chromium: _Chromium, kind: tuple[Profile, str]) -> Slot:
+    async def _take_slot(self, chromium: Chromium, kind: tuple[Profile, str]) -> Slot:
         """The most recently wiped idle slot of ``kind`` (a profile and a user agent
         override), or a new one while :meth:`_room_for` allows; else an idle slot of another
         kind is closed to make room (while one of ``kind`` is being wiped, only a surplus
@@ -366,7 +332,7 @@ class BrowserPool:
         self.stats.slots_opened += 1
         return slot
 
-    def _surplus(self, chromium: _Chromium, idle: list[Slot]) -> list[Slot]:
+    def _surplus(self, chromium: Chromium, idle: list[Slot]) -> list[Slot]:
         """Of ``idle`` slots (of other kinds), those a capture of a kind short of slots (its
         last capture waited for a wipe, and so would this one) may close for a slot of its
         own: each of a kind that keeps another idle slot, and idle through the last
@@ -385,7 +351,7 @@ class BrowserPool:
         """The slots one kind may have: one per concurrent capture, and the spares."""
         return self.settings.concurrency + self._spares
 
-    def _room_for(self, chromium: _Chromium, kind: tuple[Profile, str]) -> bool:
+    def _room_for(self, chromium: Chromium, kind: tuple[Profile, str]) -> bool:
         """Whether a new slot of ``kind`` may open: ``kind`` is under its own bound, and all
         slots under theirs, counted for each kind open (up to as many as there are
         profiles)."""
@@ -405,7 +371,7 @@ class BrowserPool:
             log.debug("capture of %s failed: %s (%.2f s)", result.url, result.error, result.elapsed)
         return result
 
-    async def _acquire(self) -> _Chromium:
+    async def _acquire(self) -> Chromium:
         async with self._lock:
             chromium = self._current
             if chromium is not None and not chromium.browser.is_connected():
@@ -426,14 +392,14 @@ class BrowserPool:
             chromium.drained.clear()
             return chromium
 
-    def _release(self, chromium: _Chromium) -> None:
+    def _release(self, chromium: Chromium) -> None:
         chromium.active -= 1
         if chromium.active == 0:
             chromium.drained.set()
             if chromium.retired:
                 self._in_background(self._shutdown(chromium))
 
-    def _retire(self, chromium: _Chromium) -> None:
+    def _retire(self, chromium: Chromium) -> None:
         """Take ``chromium`` out of service; it is closed once its captures are done."""
         chromium.retired = True
         if self._current is chromium:
@@ -442,7 +408,7 @@ class BrowserPool:
             chromium.drained.set()
             self._in_background(self._shutdown(chromium))
 
-    async def _shutdown(self, chromium: _Chromium) -> None:
+    async def _shutdown(self, chromium: Chromium) -> None:
         if chromium not in self._all:
             return
         self._all.discard(chromium)
@@ -459,7 +425,7 @@ class BrowserPool:
             await slot.close(context=False)
         chromium.freed.set()
 
-    async def _ensure_current(self) -> _Chromium:
+    async def _ensure_current(self) -> Chromium:
         """The current Chromium, launched if there is none (call with the lock held)."""
         if self._current is not None:
             return self._current
@@ -471,7 +437,7 @@ class BrowserPool:
         browser = await self._launch()
         self._generation += 1
         self.stats.launches += 1
-        chromium = _Chromium(browser, self._generation)
+        chromium = Chromium(browser, self._generation)
         self._all.add(chromium)
         self._current = chromium
         log.info("launched chromium %d (%s)", chromium.generation, self.executable)
