@@ -243,6 +243,7 @@ class CaptureService:
         profiles = profiles_served(site.devices)
         # Learnt only in the crawler's captures of pages it found: never for a bot's request.
         may_learn = follow_links and record.found
+        settle: tuple[str, ...] = ()  # of the profiles owed, those rendered once it is stored
         try:
             before = await self.profiles.kept_before(site, record, profiles)
             renders = await self.profiles.render(
@@ -259,7 +260,7 @@ class CaptureService:
             result = CaptureResult(
                 url=url, final_url=url, status=0, error=f"renderer fault: {type(exc).__name__}"
             )
-            variants, owed, settle = [], (), ()
+            variants, owed = [], ()
         self.count_render(site, started)
         now = self.clock()
         if not result.ok and self.stopping.is_set():
@@ -289,7 +290,6 @@ class CaptureService:
         if verdict is not None and answered:
             # Every profile is answered as the app would: the path's own snapshot, its status.
             result, variants, owed = replace(result, status=verdict.status), [], ()
-            settle = ()
 
         async with self._store_lock:
             unprocessed = await self._unprocessed(site, record.path, result.html)
@@ -364,7 +364,7 @@ class CaptureService:
         )
         if stored and not follow_links and self.links is not None:
             self.links.put_nowait((site.name, record.path))
-        for profile in settle if stored and listed else ():
+        for profile in settle if stored and listed and owed else ():
             self.owed.settle_soon(site, record.path, profile)
         return Outcome(
             record, result, stored=stored, duplicate_of=duplicate_of, variants=tuple(variants),
